@@ -1,0 +1,71 @@
+# One entry point for every task. Every target sets up what it needs on a fresh machine
+# (Python 3.11, Node and Java 17): a virtualenv in .venv and npm packages in node_modules.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMPS := .stamps
+REQS := $(wildcard requirements/*.txt) pyproject.toml
+
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-pipeline synth clean
+
+setup: $(STAMPS)/python $(STAMPS)/node
+
+$(STAMPS)/python: $(REQS)
+	@mkdir -p $(STAMPS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==25.3
+	$(PY) -m pip install --quiet $(foreach f,$(sort $(wildcard requirements/*.txt)),-r $(f))
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $@
+
+$(STAMPS)/node: package.json package-lock.json
+	@mkdir -p $(STAMPS)
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## test: lint, type-check and run every test tier (unit, integration on local emulators, infra, spark)
+test: setup lint typecheck
+	$(PY) -m pytest tests
+
+lint: $(STAMPS)/python
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMPS)/python
+	$(VENV)/bin/mypy
+
+unit: $(STAMPS)/python
+	$(PY) -m pytest tests/unit
+
+integration: setup
+	$(PY) -m pytest tests/integration
+
+infra: setup
+	$(PY) -m pytest tests/infra
+
+spark: setup
+	$(PY) -m pytest tests/spark
+
+## demo: the whole system locally on the embedded emulators
+demo: setup
+	$(PY) -m tools.demo
+
+## bench: the fleet benchmark (JSON + PNG timelines in reports/bench)
+bench: setup
+	$(PY) -m bench.fleet
+
+## bench-pipeline: the Spark vs DuckDB pipeline benchmark
+bench-pipeline: setup
+	$(PY) -m bench.pipeline
+
+## synth: synthesize every environment offline into cdk.out
+synth: setup
+	$(PY) app.py
+
+clean:
+	rm -rf $(VENV) node_modules $(STAMPS) cdk.out reports .emulators
