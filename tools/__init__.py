@@ -1,0 +1,1 @@
+"""Developer tooling: local AWS emulators, demo and helpers (not part of the shipped package)."""
