@@ -1,0 +1,129 @@
+"""Shared pytest fixtures.
+
+Local AWS emulators (see ``tools/emulators.py``) for integration tests:
+
+* ``emulators`` (session): :class:`tools.emulators.AwsEndpoints` of kinesis-local + moto server. They start
+  on first use only, so unit tests never pay for them, and stop at the end of the session. To reuse emulators
+  that are already running (``python -m tools.emulators --format env``), export
+  ``EMULATORS_KINESIS_ENDPOINT`` and ``EMULATORS_AWS_ENDPOINT``.
+* ``kinesis_client``, ``dynamodb_client``, ``sqs_client``, ``s3_client``: boto3 clients for them.
+  Any other service: ``emulators.client("dynamodbstreams", session=boto_session)``.
+* ``unique_name``: ``unique_name("orders")`` -> ``"orders-put-and-get-1a2b3c4d"``; unique per call, valid as a
+  stream, table, queue and bucket name, so tests sharing the session emulators never collide.
+
+Tests that use ``emulators`` are marked ``integration`` automatically (mark them explicitly anyway).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # `tools` is not an installed package; make it importable for tests
+    sys.path.insert(0, str(REPO_ROOT))
+
+_STARTUP_KEY = pytest.StashKey[dict[str, float]]()
+_MAX_NAME = 63  # the tightest limit of the lot: S3 bucket names (3-63 chars, lowercase, digits, hyphens)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if (
+            "emulators" in getattr(item, "fixturenames", ())
+            and item.get_closest_marker("integration") is None
+        ):
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    startup = config.stash.get(_STARTUP_KEY, None)
+    if startup:
+        timings = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in startup.items())
+        terminalreporter.write_line(f"emulators start-up: {timings}")
+
+
+@pytest.fixture(scope="session")
+def _emulator_processes(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The running :class:`tools.emulators.Emulators`, or None when reusing external ones."""
+    from tools.emulators import AwsEndpoints, Emulators
+
+    if AwsEndpoints.from_env() is not None:
+        yield None
+        return
+    with Emulators() as emulators:
+        request.config.stash[_STARTUP_KEY] = dict(emulators.startup_seconds)
+        yield emulators
+
+
+@pytest.fixture(scope="session")
+def emulators(_emulator_processes: Any) -> Any:
+    """:class:`tools.emulators.AwsEndpoints`: ``kinesis_endpoint``, ``aws_endpoint``, ``client(service)``."""
+    from tools.emulators import AwsEndpoints
+
+    if _emulator_processes is None:
+        external = AwsEndpoints.from_env()
+        assert external is not None
+        return external
+    return _emulator_processes.endpoints
+
+
+@pytest.fixture(scope="session")
+def boto_session() -> Any:
+    """One boto3 Session for the test session: clients made from it share loaded service models (faster)."""
+    import boto3
+
+    return boto3.session.Session()
+
+
+@pytest.fixture
+def _emulators_alive(_emulator_processes: Any) -> None:
+    """Fail with the emulator's log tail, rather than a connection error, if one of them has died."""
+    if _emulator_processes is not None:
+        _emulator_processes.check_alive()
+
+
+def _make_client(service: str, emulators: Any, boto_session: Any) -> Any:
+    return emulators.client(service, session=boto_session)
+
+
+@pytest.fixture
+def kinesis_client(emulators: Any, boto_session: Any, _emulators_alive: None) -> Any:
+    return _make_client("kinesis", emulators, boto_session)
+
+
+@pytest.fixture
+def dynamodb_client(emulators: Any, boto_session: Any, _emulators_alive: None) -> Any:
+    return _make_client("dynamodb", emulators, boto_session)
+
+
+@pytest.fixture
+def sqs_client(emulators: Any, boto_session: Any, _emulators_alive: None) -> Any:
+    return _make_client("sqs", emulators, boto_session)
+
+
+@pytest.fixture
+def s3_client(emulators: Any, boto_session: Any, _emulators_alive: None) -> Any:
+    return _make_client("s3", emulators, boto_session)
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``unique_name(prefix="t")``: ``<prefix>-<test name>-<8 hex>``, at most 63 chars of ``[a-z0-9-]``."""
+    test_part = re.sub(r"^test[-_]*", "", request.node.name.lower())
+    test_part = re.sub(r"[^a-z0-9]+", "-", test_part).strip("-")
+
+    def make(prefix: str = "t") -> str:
+        head = re.sub(r"[^a-z0-9]+", "-", prefix.lower()).strip("-") or "t"
+        suffix = uuid.uuid4().hex[:8]
+        room = _MAX_NAME - len(head) - len(suffix) - 2
+        middle = test_part[: max(room - 1, 0)].strip("-")
+        return "-".join(part for part in (head[: _MAX_NAME - 9], middle, suffix) if part)
+
+    return make
