@@ -1,0 +1,23 @@
+"""boto3 clients for the consumer; the endpoint is configuration (``AWS_ENDPOINT_URL`` works as usual)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+__all__ = ["make_client"]
+
+_CONFIG = Config(
+    retries={"max_attempts": 3, "mode": "standard"},
+    connect_timeout=2,
+    read_timeout=10,
+    max_pool_connections=64,
+)
+
+
+def make_client(service: str, *, endpoint_url: str | None = None, region: str | None = None) -> Any:
+    return boto3.session.Session().client(
+        service, endpoint_url=endpoint_url, region_name=region, config=_CONFIG
+    )

@@ -1,0 +1,132 @@
+"""Checkpointers handed to processors, and the ordered tracker behind per-record manual checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from consumer.checkpoint.store import CheckpointStore
+from consumer.errors import CheckpointRejectedError, LeaseLostError
+from consumer.lifecycle.processor import LeaseGuard
+from consumer.records import Position, Record
+
+__all__ = ["CheckpointWriter", "OrderedTracker", "ShardCheckpointer"]
+
+logger = logging.getLogger(__name__)
+
+
+class OrderedTracker:
+    """Per-shard completion tracking for manual mode.
+
+    Records get consecutive indexes in delivery order; ``mark_done`` may arrive in any order from any
+    thread and only takes a lock for a few dictionary operations (it never waits on I/O). The watermark is
+    the position of the highest record such that it and every record before it are done.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._positions: dict[int, Position] = {}
+        self._done: set[int] = set()
+        self._next_index = 0
+        self._head = 0  # lowest index not yet known done
+        self._watermark: Position | None = None
+        self._closed = False
+
+    def track(self, records: Sequence[Record]) -> list[Record]:
+        out = []
+        with self._lock:
+            for r in records:
+                idx = self._next_index
+                self._next_index += 1
+                self._positions[idx] = r.position
+                out.append(replace(r, _tracker=self, _index=idx))
+        return out
+
+    def mark_done(self, index: int) -> None:
+        with self._lock:
+            if self._closed or index < self._head or index not in self._positions:
+                return
+            self._done.add(index)
+            while self._head in self._done:
+                self._done.discard(self._head)
+                self._watermark = self._positions.pop(self._head)
+                self._head += 1
+
+    @property
+    def watermark(self) -> Position | None:
+        with self._lock:
+            return self._watermark
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self._next_index - self._head
+
+    def close(self) -> None:
+        """After a lost lease: later ``done()`` calls are ignored."""
+        with self._lock:
+            self._closed = True
+
+
+class CheckpointWriter:
+    """Writes one shard's checkpoint with the lease's epoch; a fenced write means the lease is lost."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        stream: str,
+        shard_id: str,
+        guard: LeaseGuard,
+        last: Position | None,
+        on_lost: Callable[[], None],
+        on_saved: Callable[[Position], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._stream = stream
+        self._shard = shard_id
+        self._guard = guard
+        self.last = last
+        self._on_lost = on_lost
+        self._on_saved = on_saved
+        self._lock = threading.Lock()
+
+    def write(self, pos: Position) -> None:
+        with self._lock:
+            if self.last is not None and pos == self.last:
+                return
+            self._guard.ensure_valid()
+            try:
+                self._store.save(self._stream, self._shard, self._guard.epoch, pos)
+            except CheckpointRejectedError as exc:
+                if exc.stale_epoch:
+                    self._on_lost()
+                    raise LeaseLostError(f"{self._stream}/{self._shard}: {exc}") from exc
+                raise
+            self.last = pos
+        if self._on_saved is not None:
+            self._on_saved(pos)
+
+    def view(self, default_position: Callable[[], Position | None]) -> ShardCheckpointer:
+        return ShardCheckpointer(self, default_position)
+
+
+class ShardCheckpointer:
+    """The ``Checkpointer`` a callback receives; with no argument it checkpoints its default position
+    (what was delivered, what is done, or SHARD_END, depending on the callback)."""
+
+    def __init__(self, writer: CheckpointWriter, default_position: Callable[[], Position | None]) -> None:
+        self._writer = writer
+        self._default = default_position
+
+    @property
+    def last_checkpoint(self) -> Position | None:
+        return self._writer.last
+
+    def checkpoint(self, position: Position | Record | None = None) -> None:
+        pos = position.position if isinstance(position, Record) else position
+        if pos is None:
+            pos = self._default()
+        if pos is not None:
+            self._writer.write(pos)

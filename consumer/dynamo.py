@@ -1,0 +1,74 @@
+"""Shared DynamoDB plumbing: item (de)serialization, error translation and a per-call counter."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from consumer.errors import LeaseConflictError, MissingResourceError
+
+__all__ = ["DynamoCalls", "create_tables", "from_item", "to_item", "translate_errors"]
+
+logger = logging.getLogger(__name__)
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+
+CONFLICT_CODES = {"ConditionalCheckFailedException", "TransactionCanceledException"}
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _ser.serialize(v) for k, v in values.items() if v is not None}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _de.deserialize(v) for k, v in item.items()}
+
+
+class DynamoCalls:
+    """Counts DynamoDB requests by operation (the cost figures in docs/ come from these counters)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, op: str) -> None:
+        self.counts[op] += 1
+
+
+@contextmanager
+def translate_errors(table: str, what: str) -> Iterator[None]:
+    """Turn provider errors into this package's errors, keeping the cause."""
+    try:
+        yield
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in CONFLICT_CODES:
+            raise LeaseConflictError(f"{what}: condition failed on {table}") from exc
+        if code == "ResourceNotFoundException":
+            raise MissingResourceError(
+                f"DynamoDB table {table!r} does not exist. Create it with "
+                f"`python -m consumer create-tables --lease-table ... --checkpoint-table ...` "
+                "(local use) or deploy the state stack."
+            ) from exc
+        raise
+
+
+def create_tables(client: Any, lease_table: str, checkpoint_table: str) -> None:
+    """Create both tables (on-demand, key ``lease_key``) if missing, and wait until they exist."""
+    existing = set(client.list_tables().get("TableNames", []))
+    for name in (lease_table, checkpoint_table):
+        if name in existing:
+            continue
+        client.create_table(
+            TableName=name,
+            AttributeDefinitions=[{"AttributeName": "lease_key", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "lease_key", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        logger.info("table created", extra={"event": "table_created", "table": name})

@@ -1,0 +1,63 @@
+"""The consumer's exceptions: one root, a ``retriable`` flag, provider errors translated at the boundary."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointRejectedError",
+    "ConfigError",
+    "ConsumerError",
+    "LeaseConflictError",
+    "LeaseLostError",
+    "MissingResourceError",
+    "ProcessorFailedError",
+    "ProcessorLoadError",
+    "WorkerFencedError",
+]
+
+
+class ConsumerError(Exception):
+    """Root of every error this package raises on purpose."""
+
+    retriable: bool = False
+
+
+class ConfigError(ConsumerError, ValueError):
+    """A setting is invalid; the message names the field and the allowed values."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class MissingResourceError(ConsumerError):
+    """A stream, table or queue does not exist; the message says which and how to create it."""
+
+
+class ProcessorLoadError(ConsumerError):
+    """The record processor named by import path could not be loaded."""
+
+
+class LeaseConflictError(ConsumerError):
+    """A conditional lease write lost a race: somebody else changed the lease first."""
+
+    retriable = True
+
+
+class LeaseLostError(ConsumerError):
+    """This worker no longer owns the lease (or can no longer prove it does): stop and do not checkpoint."""
+
+
+class WorkerFencedError(ConsumerError):
+    """Another worker took at least one of our leases after our heartbeat lapsed: reconcile before going on."""
+
+
+class CheckpointRejectedError(ConsumerError):
+    """The checkpoint table refused a write: the epoch is no longer current, or the position would go back."""
+
+    def __init__(self, message: str, *, stale_epoch: bool) -> None:
+        super().__init__(message)
+        self.stale_epoch = stale_epoch
+
+
+class ProcessorFailedError(ConsumerError):
+    """The processor kept failing on a record after every retry and the policy is to halt the shard."""

@@ -1,0 +1,91 @@
+"""Lease validity without synchronized clocks: every duration here is measured on our own monotonic clock."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from consumer.clock import Clock
+from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.repository import OwnerObservation
+
+__all__ = ["LivenessTracker", "OwnValidity"]
+
+
+class OwnValidity:
+    """Until when this worker may act on its leases: the *send* time of its last good heartbeat plus
+    ``lease_duration - safety_margin``.
+
+    A taker waits a full ``lease_duration`` after it first *saw* that heartbeat's value, which is after it
+    was written, which is after we sent it; so our window always closes first, also when we were paused
+    (SIGSTOP) or could not reach DynamoDB.
+    """
+
+    def __init__(self, clock: Clock, window: float) -> None:
+        self._clock = clock
+        self._window = window
+        self._until = float("-inf")
+        self._lock = threading.Lock()
+
+    def extend(self, sent_at: float) -> None:
+        with self._lock:
+            self._until = max(self._until, sent_at + self._window)
+
+    def revoke(self) -> None:
+        with self._lock:
+            self._until = float("-inf")
+
+    def valid(self) -> bool:
+        return self._clock.monotonic() < self._until
+
+    def remaining(self) -> float:
+        return self._until - self._clock.monotonic()
+
+
+@dataclass
+class _Seen:
+    heartbeat: int
+    since: float  # monotonic time we first saw this heartbeat value
+
+
+class LivenessTracker:
+    """Tells which workers are alive from the heartbeat counters seen in successive scans."""
+
+    def __init__(self, clock: Clock, lease_duration: float) -> None:
+        self._clock = clock
+        self._duration = lease_duration
+        self._seen: dict[str, _Seen] = {}
+        self._absent_since: dict[str, float] = {}
+
+    def observe(self, workers: tuple[WorkerItem, ...], leases: tuple[Lease, ...]) -> None:
+        now = self._clock.monotonic()
+        present = {w.worker_id for w in workers}
+        for w in workers:
+            seen = self._seen.get(w.worker_id)
+            if seen is None or seen.heartbeat != w.heartbeat:
+                self._seen[w.worker_id] = _Seen(w.heartbeat, now)
+            self._absent_since.pop(w.worker_id, None)
+        for gone in set(self._seen) - present:
+            del self._seen[gone]
+        owners = {lease.owner for lease in leases if lease.owner is not None and not lease.ended}
+        for owner in owners - present:
+            self._absent_since.setdefault(owner, now)
+        for owner in set(self._absent_since) - owners:
+            del self._absent_since[owner]
+
+    def is_alive(self, worker_id: str) -> bool:
+        seen = self._seen.get(worker_id)
+        return seen is not None and self._clock.monotonic() - seen.since < self._duration
+
+    def dead_owner(self, worker_id: str) -> OwnerObservation | None:
+        """An observation to fence a dead owner with, or ``None`` while it may still be alive."""
+        now = self._clock.monotonic()
+        seen = self._seen.get(worker_id)
+        if seen is not None:
+            if now - seen.since >= self._duration:
+                return OwnerObservation(worker_id, seen.heartbeat)
+            return None
+        since = self._absent_since.get(worker_id)
+        if since is not None and now - since >= self._duration:
+            return OwnerObservation(worker_id, None)
+        return None

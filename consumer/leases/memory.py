@@ -1,0 +1,183 @@
+"""In-memory lease repository and checkpoint store with the same conditional semantics as DynamoDB."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from consumer.checkpoint.store import CheckpointItem
+from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
+from consumer.leases.model import Lease, LeaseState, WorkerItem
+from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.records import Position
+
+__all__ = ["InMemoryCheckpointStore", "InMemoryLeaseRepository", "InMemoryTables"]
+
+
+@dataclass
+class InMemoryTables:
+    """Both tables, behind one lock so that multi-item changes are atomic like a transaction."""
+
+    leases: dict[tuple[str, str], Lease] = field(default_factory=dict)
+    workers: dict[str, WorkerItem] = field(default_factory=dict)
+    checkpoints: dict[tuple[str, str], CheckpointItem] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class InMemoryLeaseRepository:
+    def __init__(self, tables: InMemoryTables) -> None:
+        self.t = tables
+
+    def _current(self, lease: Lease) -> Lease:
+        cur = self.t.leases.get((lease.stream, lease.shard_id))
+        if cur is None:
+            raise LeaseConflictError(f"lease {lease.key} does not exist")
+        return cur
+
+    def _expect_owned(self, lease: Lease) -> Lease:
+        cur = self._current(lease)
+        if cur.owner != lease.owner or cur.epoch != lease.epoch:
+            raise LeaseConflictError(f"lease {lease.key} changed (owner {cur.owner}, epoch {cur.epoch})")
+        return cur
+
+    def _move(self, cur: Lease, owner: str | None) -> Lease:
+        new = replace(cur, owner=owner, epoch=cur.epoch + 1, handoff_to=None, handoff_requested_ms=None)
+        self.t.leases[(cur.stream, cur.shard_id)] = new
+        key = (cur.stream, cur.shard_id)
+        old_cp = self.t.checkpoints.get(key)
+        self.t.checkpoints[key] = CheckpointItem(
+            cur.stream, cur.shard_id, new.epoch, old_cp.position if old_cp else None
+        )
+        return new
+
+    def snapshot(self) -> TableSnapshot:
+        with self.t.lock:
+            self.t.calls["Scan"] += 1
+            return TableSnapshot(tuple(self.t.leases.values()), tuple(self.t.workers.values()))
+
+    def get_worker(self, worker_id: str) -> WorkerItem | None:
+        with self.t.lock:
+            self.t.calls["GetItem"] += 1
+            return self.t.workers.get(worker_id)
+
+    def create_lease(self, lease: Lease) -> bool:
+        with self.t.lock:
+            self.t.calls["PutItem"] += 1
+            if (lease.stream, lease.shard_id) in self.t.leases:
+                return False
+            self.t.leases[(lease.stream, lease.shard_id)] = lease
+            return True
+
+    def register_worker(self, worker: WorkerItem) -> None:
+        with self.t.lock:
+            self.t.calls["PutItem"] += 1
+            if worker.worker_id in self.t.workers:
+                raise LeaseConflictError(f"worker {worker.worker_id} is already registered")
+            self.t.workers[worker.worker_id] = worker
+
+    def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self.t.workers.get(worker_id)
+            if cur is None or cur.generation != generation:
+                raise WorkerFencedError(f"worker {worker_id} generation moved past {generation}")
+            new = replace(cur, heartbeat=cur.heartbeat + 1, lease_count=lease_count, draining=draining)
+            self.t.workers[worker_id] = new
+            return new.heartbeat
+
+    def deregister_worker(self, worker_id: str) -> None:
+        with self.t.lock:
+            self.t.calls["DeleteItem"] += 1
+            self.t.workers.pop(worker_id, None)
+
+    def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            cur = self._expect_owned(lease)
+            if cur.ended:
+                raise LeaseConflictError(f"lease {lease.key} has ended")
+            if dead_owner is not None:
+                worker = self.t.workers.get(dead_owner.worker_id)
+                seen = None if worker is None else worker.heartbeat
+                if seen != dead_owner.heartbeat:
+                    raise LeaseConflictError(f"owner {dead_owner.worker_id} heartbeat moved")
+                if worker is not None:
+                    self.t.workers[worker.worker_id] = replace(worker, generation=worker.generation + 1)
+            return self._move(cur, new_owner)
+
+    def transfer(self, lease: Lease, to_worker: str) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            cur = self._expect_owned(lease)
+            target = self.t.workers.get(to_worker)
+            if target is None:
+                raise LeaseConflictError(f"successor {to_worker} is not registered")
+            self.t.workers[to_worker] = replace(target, inbox=target.inbox + 1)
+            return self._move(cur, to_worker)
+
+    def release(self, lease: Lease) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            return self._move(self._expect_owned(lease), None)
+
+    def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            cur = self._expect_owned(lease)
+            if cur.handoff_to is not None or cur.owner is None:
+                raise LeaseConflictError(f"lease {lease.key} already has a hand-off request or no owner")
+            owner = self.t.workers.get(cur.owner)
+            if owner is None:
+                raise LeaseConflictError(f"owner {cur.owner} is not registered")
+            self.t.workers[cur.owner] = replace(owner, inbox=owner.inbox + 1)
+            new = replace(cur, handoff_to=requester, handoff_requested_ms=now_ms)
+            self.t.leases[(cur.stream, cur.shard_id)] = new
+            return new
+
+    def clear_handoff(self, lease: Lease) -> Lease:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self._expect_owned(lease)
+            new = replace(cur, handoff_to=None, handoff_requested_ms=None)
+            self.t.leases[(cur.stream, cur.shard_id)] = new
+            return new
+
+    def mark_ended(self, lease: Lease) -> Lease:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self._expect_owned(lease)
+            new = replace(cur, state=LeaseState.ENDED, handoff_to=None, handoff_requested_ms=None)
+            self.t.leases[(cur.stream, cur.shard_id)] = new
+            return new
+
+    def delete_lease(self, lease: Lease) -> None:
+        with self.t.lock:
+            self.t.calls["DeleteItem"] += 1
+            self.t.leases.pop((lease.stream, lease.shard_id), None)
+            self.t.checkpoints.pop((lease.stream, lease.shard_id), None)
+
+
+class InMemoryCheckpointStore:
+    def __init__(self, tables: InMemoryTables) -> None:
+        self.t = tables
+
+    def get(self, stream: str, shard_id: str) -> CheckpointItem | None:
+        with self.t.lock:
+            self.t.calls["GetItem"] += 1
+            return self.t.checkpoints.get((stream, shard_id))
+
+    def save(self, stream: str, shard_id: str, epoch: int, position: Position) -> None:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self.t.checkpoints.get((stream, shard_id))
+            if cur is None or cur.epoch != epoch:
+                raise CheckpointRejectedError(
+                    f"{stream}/{shard_id}: epoch {epoch} is not current", stale_epoch=True
+                )
+            if cur.position is not None and position < cur.position:
+                raise CheckpointRejectedError(
+                    f"{stream}/{shard_id}: {position} is behind {cur.position}", stale_epoch=False
+                )
+            self.t.checkpoints[(stream, shard_id)] = replace(cur, position=position)

@@ -1,0 +1,65 @@
+"""Lease and worker items as stored in the lease table (see docs/protocol.md for the schema)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+__all__ = ["Lease", "LeaseState", "WorkerItem", "lease_key", "worker_key"]
+
+
+class LeaseState(enum.Enum):
+    ACTIVE = "ACTIVE"  # being consumed (or waiting for its parents / an owner)
+    ENDED = "ENDED"  # SHARD_END was checkpointed; children may start
+
+
+def lease_key(stream: str, shard_id: str) -> str:
+    return f"shard#{stream}#{shard_id}"
+
+
+def worker_key(worker_id: str) -> str:
+    return f"worker#{worker_id}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One shard of one stream. ``epoch`` increases exactly when ``owner`` changes (never on renewal)."""
+
+    stream: str
+    shard_id: str
+    owner: str | None = None
+    epoch: int = 0
+    state: LeaseState = LeaseState.ACTIVE
+    parents: tuple[str, ...] = ()
+    handoff_to: str | None = None  # a worker that asked the owner for this lease
+    handoff_requested_ms: int | None = None  # wall time of the request, for the stall metric only
+
+    @property
+    def key(self) -> str:
+        return lease_key(self.stream, self.shard_id)
+
+    @property
+    def ended(self) -> bool:
+        return self.state is LeaseState.ENDED
+
+
+@dataclass(frozen=True)
+class WorkerItem:
+    """A live worker's membership item. Its ``heartbeat`` counter keeps every lease it owns alive.
+
+    ``generation`` is bumped by any worker that takes one of this worker's leases after expiry, which fails
+    this worker's next (conditional) heartbeat; ``inbox`` is bumped to wake it (hand-off asked or given).
+    """
+
+    worker_id: str
+    heartbeat: int = 0
+    generation: int = 0
+    inbox: int = 0
+    draining: bool = False
+    lease_count: int = 0
+    started_ms: int = 0
+    tags: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> str:
+        return worker_key(self.worker_id)

@@ -1,0 +1,137 @@
+"""Delivering a batch to the processor: retries with backoff, then dead-letter or halt — never skip."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from consumer.config import ProcessingConfig
+from consumer.errors import LeaseLostError
+from consumer.logs import log_event
+from consumer.metrics.sink import MetricsSink
+from consumer.records import Record
+from consumer.sinks.dlq import DeadLetterQueue
+
+__all__ = ["DeliveryOutcome", "DeliveryResult", "deliver"]
+
+logger = logging.getLogger(__name__)
+
+
+class DeliveryOutcome(enum.Enum):
+    DONE = "done"  # every record processed or dead-lettered
+    HALT = "halt"  # a record kept failing and the policy (or a failed DLQ send) halts the shard
+    STOPPED = "stopped"  # shutdown or lease loss interrupted the retries
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    outcome: DeliveryOutcome
+    dead_lettered: tuple[Record, ...] = ()
+    failed_record: Record | None = None
+
+
+def _attempts(
+    call: Callable[[], None],
+    cfg: ProcessingConfig,
+    stop: threading.Event,
+    what: str,
+    metrics: MetricsSink,
+    stream: str,
+    shard: str,
+) -> BaseException | None:
+    """Run ``call`` up to ``max_attempts`` times; return the last error, or None on success."""
+    error: BaseException | None = None
+    for attempt in range(1, cfg.max_attempts + 1):
+        try:
+            call()
+            return None
+        except LeaseLostError:
+            raise
+        except Exception as exc:
+            error = exc
+            metrics.add("ProcessorFailures", 1, stream, shard)
+            log_event(
+                logger,
+                "processor_failed",
+                logging.WARNING,
+                stream=stream,
+                shard=shard,
+                what=what,
+                attempt=attempt,
+                error=repr(exc),
+            )
+            if attempt < cfg.max_attempts and stop.wait(
+                min(cfg.backoff_max, cfg.backoff_base * 2 ** (attempt - 1))
+            ):
+                return error
+    return error
+
+
+def _single(process: Callable[[Sequence[Record]], None], record: Record) -> Callable[[], None]:
+    return lambda: process([record])
+
+
+def deliver(
+    records: Sequence[Record],
+    process: Callable[[Sequence[Record]], None],
+    cfg: ProcessingConfig,
+    dlq: DeadLetterQueue | None,
+    epoch: int,
+    stop: threading.Event,
+    metrics: MetricsSink,
+) -> DeliveryResult:
+    """Process a batch; after the batch fails every attempt, isolate the failing records one by one."""
+    stream, shard = records[0].stream, records[0].shard_id
+    if _attempts(lambda: process(records), cfg, stop, "batch", metrics, stream, shard) is None:
+        return DeliveryResult(DeliveryOutcome.DONE)
+    if stop.is_set():
+        return DeliveryResult(DeliveryOutcome.STOPPED)
+    dead: list[Record] = []
+    for record in records:
+        error = _attempts(_single(process, record), cfg, stop, record.sequence_number, metrics, stream, shard)
+        if error is None:
+            continue
+        if stop.is_set():
+            return DeliveryResult(DeliveryOutcome.STOPPED, tuple(dead))
+        if cfg.on_failure == "dlq" and dlq is not None:
+            try:
+                dlq.send(record, error, epoch)
+            except Exception as exc:
+                log_event(
+                    logger,
+                    "dead_letter_failed",
+                    logging.ERROR,
+                    stream=stream,
+                    shard=shard,
+                    sequence=record.sequence_number,
+                    error=repr(exc),
+                )
+                return DeliveryResult(DeliveryOutcome.HALT, tuple(dead), record)
+            metrics.add("DeadLettered", 1, stream, shard)
+            log_event(
+                logger,
+                "dead_lettered",
+                logging.ERROR,
+                stream=stream,
+                shard=shard,
+                sequence=record.sequence_number,
+                sub_sequence=record.sub_sequence_number,
+                error=repr(error),
+            )
+            dead.append(record)
+            continue
+        log_event(
+            logger,
+            "shard_halted",
+            logging.ERROR,
+            stream=stream,
+            shard=shard,
+            sequence=record.sequence_number,
+            sub_sequence=record.sub_sequence_number,
+            error=repr(error),
+        )
+        return DeliveryResult(DeliveryOutcome.HALT, tuple(dead), record)
+    return DeliveryResult(DeliveryOutcome.DONE, tuple(dead))

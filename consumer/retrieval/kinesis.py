@@ -1,0 +1,225 @@
+"""The three-and-a-bit Kinesis calls the consumer uses, as a Protocol, and the boto3 adapter behind it."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+from botocore.exceptions import ClientError
+
+from consumer.errors import ConsumerError, MissingResourceError
+
+__all__ = [
+    "BotoKinesis",
+    "ExpiredIteratorError",
+    "GetRecordsResult",
+    "KinesisApi",
+    "RawRecord",
+    "ShardInfo",
+    "ThrottledError",
+    "UserRecord",
+    "deaggregate",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class ThrottledError(ConsumerError):
+    """Throughput exceeded or a transient service error: back off and retry."""
+
+    retriable = True
+
+
+class ExpiredIteratorError(ConsumerError):
+    """The shard iterator expired (5 minutes): get a new one from the last delivered position."""
+
+    retriable = True
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    shard_id: str
+    parent_shard_id: str | None
+    adjacent_parent_shard_id: str | None
+    ending_sequence: str | None  # set once the shard is closed
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.parent_shard_id, self.adjacent_parent_shard_id) if p)
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    sequence_number: str
+    partition_key: str
+    data: bytes
+    approximate_arrival: datetime
+
+
+@dataclass(frozen=True)
+class GetRecordsResult:
+    records: tuple[RawRecord, ...]
+    next_iterator: str | None  # None: the closed shard is fully read (SHARD_END)
+    millis_behind_latest: int | None
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """A record after KPL de-aggregation."""
+
+    sequence_number: str
+    sub_sequence_number: int
+    partition_key: str
+    data: bytes
+    approximate_arrival: datetime
+    aggregated: bool
+    explicit_hash_key: str | None
+
+
+class KinesisApi(Protocol):
+    def list_shards(self, stream: str) -> list[ShardInfo]: ...
+
+    def get_shard_iterator(
+        self,
+        stream: str,
+        shard_id: str,
+        iterator_type: str,
+        *,
+        sequence: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> str: ...
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult: ...
+
+
+_THROTTLE_CODES = {
+    "ProvisionedThroughputExceededException",
+    "LimitExceededException",
+    "KMSThrottlingException",
+    "InternalFailure",
+    "InternalFailureException",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "ThrottlingException",
+}
+
+
+@contextmanager
+def _translate(stream: str) -> Iterator[None]:
+    try:
+        yield
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _THROTTLE_CODES:
+            raise ThrottledError(f"{stream}: {code}") from exc
+        if code == "ExpiredIteratorException":
+            raise ExpiredIteratorError(f"{stream}: iterator expired") from exc
+        if code == "ResourceNotFoundException":
+            raise MissingResourceError(
+                f"Kinesis stream {stream!r} does not exist (or is not ACTIVE). Create it with "
+                f"`aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
+                "streaming stack."
+            ) from exc
+        raise
+
+
+class BotoKinesis:
+    """``KinesisApi`` over a boto3 Kinesis client; counts calls by operation."""
+
+    def __init__(self, client: Any) -> None:
+        self._c = client
+        self.calls: dict[str, int] = {}
+
+    def _count(self, op: str) -> None:
+        self.calls[op] = self.calls.get(op, 0) + 1
+
+    def list_shards(self, stream: str) -> list[ShardInfo]:
+        shards: list[ShardInfo] = []
+        kwargs: dict[str, Any] = {"StreamName": stream}
+        with _translate(stream):
+            while True:
+                self._count("ListShards")
+                out = self._c.list_shards(**kwargs)
+                for s in out.get("Shards", []):
+                    shards.append(
+                        ShardInfo(
+                            shard_id=s["ShardId"],
+                            parent_shard_id=s.get("ParentShardId"),
+                            adjacent_parent_shard_id=s.get("AdjacentParentShardId"),
+                            ending_sequence=s.get("SequenceNumberRange", {}).get("EndingSequenceNumber"),
+                        )
+                    )
+                token = out.get("NextToken")
+                if not token:
+                    return shards
+                kwargs = {"NextToken": token}
+
+    def get_shard_iterator(
+        self,
+        stream: str,
+        shard_id: str,
+        iterator_type: str,
+        *,
+        sequence: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> str:
+        kwargs: dict[str, Any] = {
+            "StreamName": stream,
+            "ShardId": shard_id,
+            "ShardIteratorType": iterator_type,
+        }
+        if sequence is not None:
+            kwargs["StartingSequenceNumber"] = sequence
+        if timestamp is not None:
+            kwargs["Timestamp"] = timestamp
+        self._count("GetShardIterator")
+        with _translate(stream):
+            return str(self._c.get_shard_iterator(**kwargs)["ShardIterator"])
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        self._count("GetRecords")
+        with _translate("GetRecords"):
+            out = self._c.get_records(ShardIterator=iterator, Limit=limit)
+        records = tuple(
+            RawRecord(
+                r["SequenceNumber"], r["PartitionKey"], bytes(r["Data"]), r["ApproximateArrivalTimestamp"]
+            )
+            for r in out.get("Records", [])
+        )
+        return GetRecordsResult(records, out.get("NextShardIterator"), out.get("MillisBehindLatest"))
+
+
+def deaggregate(records: tuple[RawRecord, ...]) -> list[UserRecord]:
+    """Split KPL-aggregated records with the maintained ``aws-kinesis-agg`` library; others pass through."""
+    raw = [
+        {
+            "SequenceNumber": r.sequence_number,
+            "PartitionKey": r.partition_key,
+            "Data": r.data,
+            "ApproximateArrivalTimestamp": r.approximate_arrival,
+        }
+        for r in records
+    ]
+    out: list[UserRecord] = []
+    for rec in iter_deaggregate_records(raw, data_format="Boto3"):
+        k = rec["kinesis"]
+        aggregated = bool(k.get("aggregated", False))
+        data = base64.b64decode(k["data"]) if aggregated else bytes(k["data"])
+        out.append(
+            UserRecord(
+                sequence_number=k["sequenceNumber"],
+                sub_sequence_number=int(k.get("subSequenceNumber", 0)),
+                partition_key=k["partitionKey"],
+                data=data,
+                approximate_arrival=k["approximateArrivalTimestamp"],
+                aggregated=aggregated,
+                explicit_hash_key=k.get("explicitHashKey"),
+            )
+        )
+    return out
