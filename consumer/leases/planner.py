@@ -133,7 +133,6 @@ def plan(inp: PlanInput) -> Plan:
     deficit -= len(pending)
     if deficit > 0:
         surplus = {w: holdings.get(w, 0) - targets[w] for w in active if w != me}
-        asked: set[str] = set()
         candidates = sorted(
             (x for x in ready if x.owner in surplus and x.handoff_to is None),
             key=lambda x: (-surplus[x.owner or ""], _spread(me, x)),
@@ -142,10 +141,9 @@ def plan(inp: PlanInput) -> Plan:
             owner = lease.owner or ""
             if deficit <= 0:
                 break
-            if owner in asked or surplus[owner] <= 0:
+            if surplus[owner] <= 0:
                 continue
             request.append(lease)
-            asked.add(owner)
             surplus[owner] -= 1
             deficit -= 1
     return Plan(

@@ -1,0 +1,145 @@
+"""Test helpers shared by the unit tests: a recording processor and a worker on in-memory fakes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from consumer.clock import Clock
+from consumer.config import (
+    CheckpointConfig,
+    LeaseConfig,
+    ProcessingConfig,
+    RetrievalConfig,
+    ShutdownConfig,
+    StreamSpec,
+    WorkerConfig,
+)
+from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
+from consumer.lifecycle.processor import (
+    BaseProcessor,
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
+from consumer.lifecycle.worker import Worker
+from consumer.metrics.sink import InMemoryMetrics
+from consumer.retrieval.memory import InMemoryKinesis
+from consumer.sinks.dlq import DeadLetterQueue
+
+
+@dataclass
+class Journal:
+    """Everything every processor saw, in order, across workers."""
+
+    deliveries: list[tuple[str, str, str, int, int]] = field(default_factory=list)  # worker, shard, seq, sub, epoch
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # worker, shard, event
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sequences(self, shard: str | None = None) -> list[str]:
+        with self.lock:
+            return [d[2] for d in self.deliveries if shard is None or d[1] == shard]
+
+
+class RecordingProcessor(BaseProcessor):
+    def __init__(self, journal: Journal, worker: str, fail: Callable[[bytes], bool] | None = None,
+                 manual: bool = False) -> None:
+        self.j = journal
+        self.worker = worker
+        self.fail = fail
+        self.manual = manual
+        self.shard = ""
+
+    def initialize(self, data: InitializationInput) -> None:
+        self.shard = data.shard_id
+        with self.j.lock:
+            self.j.events.append((self.worker, data.shard_id, f"init:{data.starting_position}"))
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        for r in data.records:
+            if self.fail is not None and self.fail(r.data):
+                raise RuntimeError(f"cannot process {r.data!r}")
+        with self.j.lock:
+            for r in data.records:
+                self.j.deliveries.append((self.worker, r.shard_id, r.sequence_number, r.sub_sequence_number,
+                                          data.epoch))
+        if self.manual:
+            for r in data.records:
+                r.done()
+
+    def lease_lost(self, data: LeaseLostInput) -> None:
+        with self.j.lock:
+            self.j.events.append((self.worker, data.shard_id, "lease_lost"))
+
+    def shard_ended(self, data: ShardEndedInput) -> None:
+        with self.j.lock:
+            self.j.events.append((self.worker, self.shard, "shard_ended"))
+        data.checkpointer.checkpoint()
+
+    def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        with self.j.lock:
+            self.j.events.append((self.worker, self.shard, "shutdown_requested"))
+        data.checkpointer.checkpoint()
+
+
+FAST_LEASES = LeaseConfig(lease_duration=1.0, safety_margin=0.3, scan_interval=0.1, inbox_poll_interval=0.02,
+                          discovery_interval=0.2)
+
+
+def make_worker(
+    worker_id: str,
+    tables: InMemoryTables,
+    kinesis: InMemoryKinesis,
+    journal: Journal,
+    *,
+    streams: tuple[str, ...] = ("s",),
+    fail: Callable[[bytes], bool] | None = None,
+    processing: ProcessingConfig | None = None,
+    dlq: DeadLetterQueue | None = None,
+    checkpoint: CheckpointConfig | None = None,
+    lease: LeaseConfig = FAST_LEASES,
+    clock: Clock | None = None,
+) -> Worker:
+    manual = checkpoint is not None and checkpoint.mode == "manual"
+    config = WorkerConfig(
+        application="app",
+        lease_table="leases",
+        checkpoint_table="checkpoints",
+        worker_id=worker_id,
+        streams=tuple(
+            StreamSpec(name, lambda: RecordingProcessor(journal, worker_id, fail, manual)) for name in streams
+        ),
+        lease=lease,
+        retrieval=RetrievalConfig(idle_time_between_reads=0.01, max_records=50),
+        processing=processing or ProcessingConfig(backoff_base=0.001, backoff_max=0.01),
+        checkpoint=checkpoint or CheckpointConfig(),
+        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    )
+    return Worker(
+        config,
+        InMemoryLeaseRepository(tables),
+        InMemoryCheckpointStore(tables),
+        kinesis,
+        dlq=dlq,
+        metrics=InMemoryMetrics(),
+        clock=clock,
+    )
+
+
+def start(worker: Worker) -> threading.Thread:
+    t = threading.Thread(target=worker.run, daemon=True)
+    t.start()
+    return t
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
