@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""The CDK app: one stage per environment in ``cdk.json`` (context ``environments``).
+
+``python app.py`` (``make synth``) synthesizes every environment into ``cdk.out``; ``cdk deploy -c env=dev
+'dev/*'`` synthesizes and deploys only dev. ``python app.py`` does not go through the CDK CLI, so the context in
+``cdk.json`` is passed to the app explicitly; context given on the CLI (``-c``) still wins.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App
+
+from stacks.config import load_environments, select_environments
+from stacks.stage import FleetStage, SourcePaths
+
+ROOT = Path(__file__).resolve().parent
+
+
+def cdk_json_context(root: Path = ROOT) -> dict[str, Any]:
+    """The ``context`` block of ``cdk.json``: environment settings and feature flags."""
+    context: dict[str, Any] = json.loads((root / "cdk.json").read_text())["context"]
+    return context
+
+
+def build(app: App, root: Path = ROOT, spark_jobs: Path | None = None) -> list[FleetStage]:
+    """Add a stage for every environment, or for the one chosen with ``-c env=<name>``."""
+    environments = load_environments(app.node.try_get_context("environments"))
+    chosen = app.node.try_get_context("env")
+    sources = SourcePaths(image_context=root, spark_jobs=spark_jobs or root / "spark_jobs")
+    return [
+        FleetStage(app, settings.name, settings=settings, sources=sources)
+        for settings in select_environments(environments, chosen)
+    ]
+
+
+def main() -> None:
+    app = App(context=cdk_json_context())
+    build(app)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

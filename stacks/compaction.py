@@ -1,0 +1,179 @@
+"""The hourly compaction: EventBridge Scheduler starts a Step Functions run that runs the job with retries."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as targets
+from aws_cdk import aws_stepfunctions as sfn
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from stacks.config import AnalyticsSettings
+from stacks.emr import SparkApplication
+from stacks.retention import log_retention
+from stacks.spark_code import SparkJobsCode
+
+__all__ = ["CompactionSchedule", "hour_expression"]
+
+_HOUR = "'[Y0001]-[M01]-[D01]T[H01]'"
+# When the run was due: the scheduler's time, else (a manual run) the execution's start.
+_DUE = (
+    "($exists($states.input.scheduled_time) ? $states.input.scheduled_time"
+    " : $states.context.Execution.StartTime)"
+)
+
+
+def hour_expression(key: str, hours_before_due: int) -> str:
+    """JSONata for ``--start``/``--end``: the input's ``key`` if given (a backfill), else an hour before due."""
+    shifted = f"$toMillis({_DUE}) - {hours_before_due * 3_600_000}"
+    return f"{{% $exists($states.input.{key}) ? $states.input.{key} : $fromMillis({shifted}, {_HOUR}) %}}"
+
+
+class CompactionSchedule(Construct):
+    """Compacts the previous UTC hour of raw data into curated Parquet, every hour, retrying failed runs.
+
+    The job reads ``[start, end)`` where both are ``YYYY-MM-DDTHH``; a manual execution with
+    ``{"start": "...", "end": "..."}`` as input re-runs any range (the job's output is idempotent per hour).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        spark: SparkApplication,
+        code: SparkJobsCode,
+        raw_uri: str,
+        curated_uri: str,
+        settings: AnalyticsSettings,
+        log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, id)
+        window = sfn.Pass.jsonata(
+            self,
+            "Window",
+            outputs={"start": hour_expression("start", 1), "end": hour_expression("end", 0)},
+        )
+        run = sfn.CustomState(
+            self,
+            "RunCompaction",
+            state_json={
+                "Type": "Task",
+                "QueryLanguage": "JSONata",
+                "Resource": f"arn:{Stack.of(self).partition}:states:::emr-serverless:startJobRun.sync",
+                "Arguments": {
+                    "ApplicationId": spark.application_id,
+                    "ExecutionRoleArn": spark.job_role.role_arn,
+                    "Name": "{% 'compact-' & $states.input.start %}",
+                    "ClientToken": "{% $uuid() %}",
+                    "ExecutionTimeoutMinutes": settings.job_timeout_minutes,
+                    "JobDriver": {
+                        "SparkSubmit": {
+                            "EntryPoint": code.entry_point_uris["compact"],
+                            "EntryPointArguments": [
+                                "--input",
+                                raw_uri,
+                                "--output",
+                                curated_uri,
+                                "--start",
+                                "{% $states.input.start %}",
+                                "--end",
+                                "{% $states.input.end %}",
+                            ],
+                            "SparkSubmitParameters": f"--py-files {code.package_uri}",
+                        }
+                    },
+                    "ConfigurationOverrides": {
+                        "MonitoringConfiguration": {
+                            "CloudWatchLoggingConfiguration": {
+                                "Enabled": True,
+                                "LogGroupName": spark.log_group.log_group_name,
+                            }
+                        }
+                    },
+                },
+                "Retry": [
+                    {
+                        "ErrorEquals": ["States.ALL"],
+                        "IntervalSeconds": 120,
+                        "MaxAttempts": settings.compaction_retries,
+                        "BackoffRate": 2.0,
+                    }
+                ],
+            },
+        )
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention(log_retention_days), removal_policy=RemovalPolicy.DESTROY
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(window.next(run)),
+            query_language=sfn.QueryLanguage.JSONATA,
+            timeout=Duration.minutes(settings.job_timeout_minutes * (settings.compaction_retries + 1) + 60),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
+        )
+        self._grant_run(spark)
+        self.schedule = scheduler.Schedule(
+            self,
+            "Schedule",
+            schedule=scheduler.ScheduleExpression.expression(settings.compaction_schedule),
+            enabled=settings.compaction_enabled,
+            description="Compact the previous hour of raw data",
+            target=targets.StepFunctionsStartExecution(
+                self.state_machine,
+                input=scheduler.ScheduleTargetInput.from_object(
+                    {"scheduled_time": scheduler.ContextAttribute.scheduled_time}
+                ),
+                retry_attempts=3,
+                max_event_age=Duration.hours(1),
+            ),
+        )
+
+    def _grant_run(self, spark: SparkApplication) -> None:
+        """What ``startJobRun.sync`` needs: start, watch and cancel runs, pass the job role, its event rule."""
+        stack = Stack.of(self)
+        role = self.state_machine.role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["emr-serverless:StartJobRun"], resources=[spark.application_arn])
+        )
+        job_runs = f"{spark.application_arn}/jobruns/*"
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["emr-serverless:GetJobRun", "emr-serverless:CancelJobRun"], resources=[job_runs]
+            )
+        )
+        spark.job_role.grant_pass_role(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["events:PutTargets", "events:PutRule", "events:DescribeRule"],
+                resources=[
+                    stack.format_arn(
+                        service="events",
+                        resource="rule",
+                        resource_name="StepFunctionsGetEventsForEMRServerlessJobRule",
+                    )
+                ],
+            )
+        )
+        NagSuppressions.add_resource_suppressions(
+            role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Job run ids are only known at run time; the wildcard is limited to this "
+                    "application's runs. X-Ray and log delivery actions do not support resource scoping.",
+                    "applies_to": [
+                        {"regex": "/^Resource::<.*Application.*Arn>\\/jobruns\\/\\*$/"},
+                        "Resource::*",
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )

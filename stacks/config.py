@@ -1,0 +1,382 @@
+"""Per-environment settings: read from the ``environments`` context in ``cdk.json``, validated, frozen.
+
+Nothing here imports aws_cdk, so the rules can be tested (and run by ``app.py``) without a synth. Every error
+names the setting it rejects, as a dotted path such as ``environments.prod.scaling.max_tasks``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+__all__ = [
+    "AlarmSettings",
+    "AnalyticsSettings",
+    "CapacitySettings",
+    "ConfigError",
+    "ConsumerSettings",
+    "EnvironmentSettings",
+    "ScalingSettings",
+    "StreamSettings",
+    "load_environments",
+    "select_environments",
+]
+
+# ECS refuses a container stopTimeout above 120 s.
+MAX_STOP_TIMEOUT_SECONDS = 120
+# EC2 Auto Scaling lifecycle hooks accept 30 s .. 7200 s.
+MIN_HOOK_TIMEOUT_SECONDS = 30
+MAX_HOOK_TIMEOUT_SECONDS = 7200
+_PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+_FARGATE_CPU = (256, 512, 1024, 2048, 4096)
+
+
+class ConfigError(ValueError):
+    """A per-environment setting is missing, unknown or out of range; ``setting`` is its dotted path."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """One Kinesis data stream. ``shard_count`` is fixed when provisioned, the expected count when on-demand."""
+
+    name: str
+    capacity_mode: Literal["ON_DEMAND", "PROVISIONED"]
+    shard_count: int
+    retention_hours: int
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """What the consumer task runs with; most values become ``CONSUMER_*`` environment variables."""
+
+    application: str
+    processor: str
+    on_failure: Literal["dlq", "halt"]
+    lease_duration_seconds: float
+    shutdown_deadline_seconds: float
+    stop_timeout_seconds: int
+    raw_prefix: str
+    cpu: int
+    memory_mib: int
+    log_retention_days: int
+
+
+@dataclass(frozen=True)
+class ScalingSettings:
+    """Bounds and lag target of the ECS service's step scaling."""
+
+    min_tasks: int
+    max_tasks: int
+    standby_tasks: int
+    lag_target_ms: int
+    scale_out_cooldown_seconds: int
+    scale_in_cooldown_seconds: int
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """Where tasks run: an EC2 Auto Scaling group capacity provider, or Fargate."""
+
+    launch_type: Literal["EC2", "FARGATE"]
+    instance_type: str
+    min_instances: int
+    max_instances: int
+    termination_hook_timeout_seconds: int
+    nat_gateways: int
+    max_azs: int
+
+
+@dataclass(frozen=True)
+class AnalyticsSettings:
+    """EMR Serverless capacity, the compaction schedule and S3 lifecycle."""
+
+    emr_release_label: str
+    max_vcpu: int
+    max_memory_gb: int
+    compaction_schedule: str
+    compaction_enabled: bool
+    compaction_retries: int
+    job_timeout_minutes: int
+    raw_expiration_days: int
+    curated_infrequent_access_days: int
+
+
+@dataclass(frozen=True)
+class AlarmSettings:
+    """Alarm thresholds; ``emails`` receive the alarm topic's notifications."""
+
+    consumer_lag_ms: int
+    iterator_age_ms: int
+    dlq_depth: int
+    leases_lost_per_5_minutes: int
+    handoff_latency_ms: int
+    emails: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EnvironmentSettings:
+    """Everything that differs between dev, staging and prod."""
+
+    name: str
+    deletion_protection: bool
+    streams: tuple[StreamSettings, ...]
+    consumer: ConsumerSettings
+    scaling: ScalingSettings
+    capacity: CapacitySettings
+    analytics: AnalyticsSettings
+    alarms: AlarmSettings
+
+    @property
+    def total_shards(self) -> int:
+        """Shards across all streams: the most leases the fleet can spread over workers."""
+        return sum(s.shard_count for s in self.streams)
+
+    @property
+    def max_useful_tasks(self) -> int:
+        """Tasks beyond this hold no lease: one per shard plus the configured standbys."""
+        return self.total_shards + self.scaling.standby_tasks
+
+
+class _Section:
+    """Typed reads from one JSON object, with errors that name the setting; rejects unknown keys."""
+
+    def __init__(self, path: str, raw: object) -> None:
+        if not isinstance(raw, Mapping):
+            raise ConfigError(path, f"must be an object, got {type(raw).__name__}")
+        self.path = path
+        self._raw = cast(Mapping[str, Any], raw)
+        self._read: set[str] = set()
+
+    def _get(self, key: str) -> Any:
+        if key not in self._raw:
+            raise ConfigError(f"{self.path}.{key}", "is required")
+        self._read.add(key)
+        return self._raw[key]
+
+    def section(self, key: str) -> _Section:
+        return _Section(f"{self.path}.{key}", self._get(key))
+
+    def text(self, key: str, pattern: re.Pattern[str] | None = None) -> str:
+        value = self._get(key)
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{self.path}.{key}", f"must be a non-empty string, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            raise ConfigError(f"{self.path}.{key}", f"{value!r} does not match {pattern.pattern}")
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        value = self._get(key)
+        if value not in allowed:
+            raise ConfigError(f"{self.path}.{key}", f"must be one of {', '.join(allowed)}; got {value!r}")
+        return cast(str, value)
+
+    def flag(self, key: str) -> bool:
+        value = self._get(key)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self.path}.{key}", f"must be true or false, got {value!r}")
+        return value
+
+    def integer(self, key: str, minimum: int, maximum: int | None = None) -> int:
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{self.path}.{key}", f"must be an integer, got {value!r}")
+        return cast(int, self._in_range(key, value, minimum, maximum))
+
+    def number(self, key: str, minimum: float, maximum: float | None = None) -> float:
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{self.path}.{key}", f"must be a number, got {value!r}")
+        return float(self._in_range(key, value, minimum, maximum))
+
+    def _in_range(self, key: str, value: float, minimum: float, maximum: float | None) -> float:
+        if value < minimum:
+            raise ConfigError(f"{self.path}.{key}", f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"{self.path}.{key}", f"must be <= {maximum}, got {value}")
+        return value
+
+    def done(self) -> None:
+        """Reject keys nobody read: a misspelt setting must not be silently ignored."""
+        unknown = sorted(set(self._raw) - self._read)
+        if unknown:
+            raise ConfigError(f"{self.path}.{unknown[0]}", "is not a known setting")
+
+
+def load_environments(raw: object) -> dict[str, EnvironmentSettings]:
+    """Validate the ``environments`` context value: a mapping of environment name to its settings."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError("environments", "must be a non-empty object of environment name to settings")
+    return {name: _environment(name, _Section(f"environments.{name}", body)) for name, body in raw.items()}
+
+
+def select_environments(
+    environments: Mapping[str, EnvironmentSettings], chosen: str | None
+) -> list[EnvironmentSettings]:
+    """All environments, or only the one named by the ``env`` context (``cdk deploy -c env=dev``)."""
+    if chosen is None:
+        return list(environments.values())
+    if chosen not in environments:
+        raise ConfigError("env", f"unknown environment {chosen!r}; known: {', '.join(sorted(environments))}")
+    return [environments[chosen]]
+
+
+def _environment(name: str, env: _Section) -> EnvironmentSettings:
+    streams = _streams(env)
+    consumer = _consumer(env.section("consumer"))
+    scaling = _scaling(env.section("scaling"))
+    capacity = _capacity(env.section("capacity"))
+    settings = EnvironmentSettings(
+        name=name,
+        deletion_protection=env.flag("deletion_protection"),
+        streams=streams,
+        consumer=consumer,
+        scaling=scaling,
+        capacity=capacity,
+        analytics=_analytics(env.section("analytics")),
+        alarms=_alarms(env.section("alarms")),
+    )
+    env.done()
+    _check_across(env.path, settings)
+    return settings
+
+
+def _streams(env: _Section) -> tuple[StreamSettings, ...]:
+    items = env._get("streams")
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{env.path}.streams", "must be a non-empty list")
+    streams: list[StreamSettings] = []
+    for index, item in enumerate(items):
+        s = _Section(f"{env.path}.streams[{index}]", item)
+        stream = StreamSettings(
+            name=s.text("name", _STREAM_NAME),
+            capacity_mode=cast(Any, s.choice("capacity_mode", ("ON_DEMAND", "PROVISIONED"))),
+            shard_count=s.integer("shard_count", 1, 10_000),
+            retention_hours=s.integer("retention_hours", 24, 8760),
+        )
+        s.done()
+        if stream.name in {x.name for x in streams}:
+            raise ConfigError(f"{s.path}.name", f"stream {stream.name!r} is listed twice")
+        streams.append(stream)
+    return tuple(streams)
+
+
+def _consumer(c: _Section) -> ConsumerSettings:
+    settings = ConsumerSettings(
+        application=c.text("application", re.compile(r"^[A-Za-z0-9_-]{1,64}$")),
+        processor=c.text("processor", _PROCESSOR),
+        on_failure=cast(Any, c.choice("on_failure", ("dlq", "halt"))),
+        lease_duration_seconds=c.number("lease_duration_seconds", 1.0),
+        shutdown_deadline_seconds=c.number("shutdown_deadline_seconds", 1.0),
+        stop_timeout_seconds=c.integer("stop_timeout_seconds", 2, MAX_STOP_TIMEOUT_SECONDS),
+        raw_prefix=c.text("raw_prefix", re.compile(r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$")),
+        cpu=c.integer("cpu", 128),
+        memory_mib=c.integer("memory_mib", 128),
+        log_retention_days=c.integer("log_retention_days", 1, 3653),
+    )
+    c.done()
+    return settings
+
+
+def _scaling(s: _Section) -> ScalingSettings:
+    settings = ScalingSettings(
+        min_tasks=s.integer("min_tasks", 1),
+        max_tasks=s.integer("max_tasks", 1),
+        standby_tasks=s.integer("standby_tasks", 0),
+        lag_target_ms=s.integer("lag_target_ms", 1000),
+        scale_out_cooldown_seconds=s.integer("scale_out_cooldown_seconds", 0),
+        scale_in_cooldown_seconds=s.integer("scale_in_cooldown_seconds", 0),
+    )
+    s.done()
+    return settings
+
+
+def _capacity(c: _Section) -> CapacitySettings:
+    settings = CapacitySettings(
+        launch_type=cast(Any, c.choice("launch_type", ("EC2", "FARGATE"))),
+        instance_type=c.text("instance_type", re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")),
+        min_instances=c.integer("min_instances", 0),
+        max_instances=c.integer("max_instances", 1),
+        termination_hook_timeout_seconds=c.integer(
+            "termination_hook_timeout_seconds", MIN_HOOK_TIMEOUT_SECONDS, MAX_HOOK_TIMEOUT_SECONDS
+        ),
+        nat_gateways=c.integer("nat_gateways", 1, 3),
+        max_azs=c.integer("max_azs", 2, 3),
+    )
+    c.done()
+    return settings
+
+
+def _analytics(a: _Section) -> AnalyticsSettings:
+    settings = AnalyticsSettings(
+        emr_release_label=a.text("emr_release_label", re.compile(r"^emr-\d+\.\d+\.\d+$")),
+        max_vcpu=a.integer("max_vcpu", 1),
+        max_memory_gb=a.integer("max_memory_gb", 1),
+        compaction_schedule=a.text("compaction_schedule", re.compile(r"^(cron|rate)\(.+\)$")),
+        compaction_enabled=a.flag("compaction_enabled"),
+        compaction_retries=a.integer("compaction_retries", 0, 10),
+        job_timeout_minutes=a.integer("job_timeout_minutes", 5, 1440),
+        raw_expiration_days=a.integer("raw_expiration_days", 1),
+        curated_infrequent_access_days=a.integer("curated_infrequent_access_days", 30),
+    )
+    a.done()
+    return settings
+
+
+def _alarms(a: _Section) -> AlarmSettings:
+    emails = a._get("emails")
+    if not isinstance(emails, list) or not all(isinstance(e, str) and "@" in e for e in emails):
+        raise ConfigError(f"{a.path}.emails", f"must be a list of e-mail addresses, got {emails!r}")
+    settings = AlarmSettings(
+        consumer_lag_ms=a.integer("consumer_lag_ms", 1000),
+        iterator_age_ms=a.integer("iterator_age_ms", 1000),
+        dlq_depth=a.integer("dlq_depth", 1),
+        leases_lost_per_5_minutes=a.integer("leases_lost_per_5_minutes", 1),
+        handoff_latency_ms=a.integer("handoff_latency_ms", 1),
+        emails=tuple(emails),
+    )
+    a.done()
+    return settings
+
+
+def _check_across(path: str, env: EnvironmentSettings) -> None:
+    """Rules that relate two settings; the message names the one an operator should change."""
+    scaling, consumer, capacity = env.scaling, env.consumer, env.capacity
+    if scaling.min_tasks > scaling.max_tasks:
+        raise ConfigError(
+            f"{path}.scaling.min_tasks",
+            f"{scaling.min_tasks} exceeds scaling.max_tasks ({scaling.max_tasks})",
+        )
+    if scaling.max_tasks > env.max_useful_tasks:
+        raise ConfigError(
+            f"{path}.scaling.max_tasks",
+            f"{scaling.max_tasks} tasks cannot all hold leases: {env.total_shards} shards plus "
+            f"scaling.standby_tasks ({scaling.standby_tasks}) allow at most {env.max_useful_tasks}",
+        )
+    if consumer.stop_timeout_seconds <= consumer.shutdown_deadline_seconds:
+        raise ConfigError(
+            f"{path}.consumer.stop_timeout_seconds",
+            f"{consumer.stop_timeout_seconds} must exceed consumer.shutdown_deadline_seconds "
+            f"({consumer.shutdown_deadline_seconds}) so the worker finishes before SIGKILL",
+        )
+    if capacity.termination_hook_timeout_seconds <= consumer.stop_timeout_seconds:
+        raise ConfigError(
+            f"{path}.capacity.termination_hook_timeout_seconds",
+            f"{capacity.termination_hook_timeout_seconds} must exceed consumer.stop_timeout_seconds "
+            f"({consumer.stop_timeout_seconds}) so an instance outlives the tasks it drains",
+        )
+    if capacity.min_instances > capacity.max_instances:
+        raise ConfigError(
+            f"{path}.capacity.min_instances",
+            f"{capacity.min_instances} exceeds capacity.max_instances ({capacity.max_instances})",
+        )
+    if capacity.launch_type == "FARGATE" and consumer.cpu not in _FARGATE_CPU:
+        raise ConfigError(
+            f"{path}.consumer.cpu", f"Fargate accepts {', '.join(map(str, _FARGATE_CPU))}; got {consumer.cpu}"
+        )

@@ -1,0 +1,239 @@
+"""The consumer fleet: an ECS service running the consumer image, scaled on consumer lag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_logs as logs
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from stacks.config import EnvironmentSettings
+from stacks.ec2_capacity import Ec2Capacity
+from stacks.metrics import consumer_lag
+from stacks.retention import log_retention
+
+__all__ = ["ConsumerResources", "ConsumerService"]
+
+
+@dataclass(frozen=True)
+class ConsumerResources:
+    """Names the task is told about through its environment (the stack grants access to the same things)."""
+
+    stream_names: tuple[str, ...]
+    lease_table_name: str
+    checkpoint_table_name: str
+    dead_letter_queue_url: str
+    raw_bucket_name: str
+
+
+class ConsumerService(Construct):
+    """ECS cluster (Container Insights on), EC2 or Fargate capacity, the consumer task and its step scaling.
+
+    ``task_role`` starts with no permissions; the stack grants it exactly the streams, tables, queue and bucket
+    prefix named in ``ConsumerResources``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        settings: EnvironmentSettings,
+        resources: ConsumerResources,
+        image_directory: str,
+    ) -> None:
+        super().__init__(scope, id)
+        consumer = settings.consumer
+        on_ec2 = settings.capacity.launch_type == "EC2"
+        self.cluster = ecs.Cluster(
+            self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
+        )
+        self.capacity = (
+            Ec2Capacity(self, "Capacity", cluster=self.cluster, vpc=vpc, settings=settings.capacity)
+            if on_ec2
+            else None
+        )
+        self.task_definition: ecs.TaskDefinition = (
+            ecs.Ec2TaskDefinition(self, "Task", network_mode=ecs.NetworkMode.AWS_VPC)
+            if on_ec2
+            else ecs.FargateTaskDefinition(
+                self, "Task", cpu=consumer.cpu, memory_limit_mib=consumer.memory_mib
+            )
+        )
+        self.task_role = self.task_definition.task_role
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=log_retention(consumer.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.container = self.task_definition.add_container(
+            "Consumer",
+            image=ecs.ContainerImage.from_asset(
+                image_directory,
+                file="consumer/Dockerfile",
+                platform=ecr_assets.Platform.LINUX_AMD64,
+            ),
+            cpu=consumer.cpu,
+            memory_limit_mib=consumer.memory_mib,
+            essential=True,
+            # The worker's own shutdown deadline runs inside this window; SIGKILL comes only after it.
+            stop_timeout=Duration.seconds(consumer.stop_timeout_seconds),
+            # An init process forwards SIGTERM to the worker and reaps children.
+            linux_parameters=ecs.LinuxParameters(self, "Linux", init_process_enabled=True),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="consumer", log_group=self.log_group),
+            environment=self._environment(settings, resources),
+        )
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "TaskSecurityGroup",
+            vpc=vpc,
+            description="Consumer tasks: HTTPS out only",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "AWS APIs over HTTPS")
+        self.service = self._service(settings, on_ec2)
+        self._scale_on_lag(settings)
+        NagSuppressions.add_resource_suppressions(
+            self.task_definition,
+            [
+                {
+                    "id": "AwsSolutions-ECS2",
+                    "reason": "The environment holds only non-secret configuration (stream, table, queue "
+                    "and bucket names); the consumer uses no secrets.",
+                }
+            ],
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.task_definition.obtain_execution_role(),
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "ecr:GetAuthorizationToken has no resource-level permissions; image pulls "
+                    "themselves are scoped to the asset repository.",
+                    "applies_to": ["Resource::*"],
+                }
+            ],
+            apply_to_children=True,
+        )
+
+    def _environment(self, settings: EnvironmentSettings, resources: ConsumerResources) -> dict[str, str]:
+        """The ``CONSUMER_*`` contract with the consumer's config loader (consumer/config.py)."""
+        consumer = settings.consumer
+        return {
+            "CONSUMER_APPLICATION": consumer.application,
+            "CONSUMER_STREAMS": ",".join(resources.stream_names),
+            "CONSUMER_PROCESSOR": consumer.processor,
+            "CONSUMER_LEASE_TABLE": resources.lease_table_name,
+            "CONSUMER_CHECKPOINT_TABLE": resources.checkpoint_table_name,
+            "CONSUMER_DLQ_URL": resources.dead_letter_queue_url,
+            "CONSUMER_ON_FAILURE": consumer.on_failure,
+            "CONSUMER_LEASE_DURATION_SECONDS": str(consumer.lease_duration_seconds),
+            "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": str(consumer.shutdown_deadline_seconds),
+            "CONSUMER_RAW_BUCKET": resources.raw_bucket_name,
+            "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
+            "AWS_REGION": Stack.of(self).region,
+        }
+
+    def _service(self, settings: EnvironmentSettings, on_ec2: bool) -> ecs.BaseService:
+        common = {
+            "cluster": self.cluster,
+            "vpc_subnets": ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            "security_groups": [self.security_group],
+            # New workers start before old ones stop, so leases hand off instead of expiring.
+            "min_healthy_percent": 100,
+            "max_healthy_percent": 200,
+            "circuit_breaker": ecs.DeploymentCircuitBreaker(rollback=True),
+        }
+        if on_ec2 and self.capacity is not None:
+            return ecs.Ec2Service(
+                self,
+                "Service",
+                task_definition=self.task_definition,
+                capacity_provider_strategies=[
+                    ecs.CapacityProviderStrategy(
+                        capacity_provider=self.capacity.capacity_provider.capacity_provider_name, weight=1
+                    )
+                ],
+                **common,  # type: ignore[arg-type]
+            )
+        self.cluster.enable_fargate_capacity_providers()
+        return ecs.FargateService(
+            self,
+            "Service",
+            task_definition=self.task_definition,
+            capacity_provider_strategies=[
+                ecs.CapacityProviderStrategy(capacity_provider="FARGATE", weight=1)
+            ],
+            **common,  # type: ignore[arg-type]
+        )
+
+    def _scale_on_lag(self, settings: EnvironmentSettings) -> None:
+        """Step scaling on the worst stream's MillisBehindLatest, bounded by shards plus standbys."""
+        scaling = settings.scaling
+        self.scalable_target = appscaling.ScalableTarget(
+            self,
+            "TaskCount",
+            service_namespace=appscaling.ServiceNamespace.ECS,
+            scalable_dimension="ecs:service:DesiredCount",
+            resource_id=f"service/{self.cluster.cluster_name}/{self.service.service_name}",
+            min_capacity=scaling.min_tasks,
+            max_capacity=min(scaling.max_tasks, settings.max_useful_tasks),
+        )
+        self.scalable_target.node.add_dependency(self.service)
+        lag = consumer_lag(settings, period=Duration.minutes(1))
+        target = scaling.lag_target_ms
+
+        scale_out = appscaling.StepScalingAction(
+            self,
+            "ScaleOut",
+            scaling_target=self.scalable_target,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
+            metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
+        )
+        # Bounds are relative to the alarm threshold (the lag target).
+        scale_out.add_adjustment(adjustment=1, lower_bound=0, upper_bound=4 * target)
+        scale_out.add_adjustment(adjustment=3, lower_bound=4 * target)
+        self.scale_out_alarm = cloudwatch.Alarm(
+            self,
+            "LagAboveTarget",
+            metric=lag,
+            threshold=target,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.IGNORE,
+            alarm_description="Consumer lag above the scaling target: add workers",
+        )
+        self.scale_out_alarm.add_alarm_action(cw_actions.ApplicationScalingAction(scale_out))
+
+        scale_in = appscaling.StepScalingAction(
+            self,
+            "ScaleIn",
+            scaling_target=self.scalable_target,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            cooldown=Duration.seconds(scaling.scale_in_cooldown_seconds),
+            metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
+        )
+        scale_in.add_adjustment(adjustment=-1, upper_bound=0)
+        self.scale_in_alarm = cloudwatch.Alarm(
+            self,
+            "LagWellBelowTarget",
+            metric=lag,
+            threshold=target // 10,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=10,
+            treat_missing_data=cloudwatch.TreatMissingData.IGNORE,
+            alarm_description="Consumer lag under a tenth of the target for 10 minutes: remove a worker",
+        )
+        self.scale_in_alarm.add_alarm_action(cw_actions.ApplicationScalingAction(scale_in))

@@ -1,0 +1,199 @@
+"""Dashboard and alarms for the fleet, fed by the consumer's EMF metrics and the AWS service metrics."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.config import EnvironmentSettings
+from stacks.metrics import consumer_metric
+
+__all__ = ["FleetMonitoring"]
+
+_MINUTE = Duration.minutes(1)
+_FIVE_MINUTES = Duration.minutes(5)
+
+
+class FleetMonitoring(Construct):
+    """Alarms on consumer lag, iterator age, DLQ depth, lease losses, hand-off latency, tasks and compaction.
+
+    Every alarm notifies ``topic`` (KMS-encrypted, SSL only); ``alarms`` maps a stable name to each alarm.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: EnvironmentSettings,
+        streams: dict[str, kinesis.IStream],
+        dead_letter_queue: sqs.IQueue,
+        service: ecs.BaseService,
+        compaction: sfn.IStateMachine,
+    ) -> None:
+        super().__init__(scope, id)
+        self._settings = settings
+        key = kms.Key(self, "TopicKey", description="Alarm notifications", enable_key_rotation=True)
+        key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
+        self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
+        for email in settings.alarms.emails:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self._per_stream_alarms(streams)
+        thresholds = settings.alarms
+        self._alarm(
+            "DeadLetterQueueDepth",
+            dead_letter_queue.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=_MINUTE
+            ),
+            thresholds.dlq_depth,
+            "Records the processor could not handle are waiting in the dead-letter queue",
+        )
+        running = cloudwatch.Metric(
+            namespace="ECS/ContainerInsights",
+            metric_name="RunningTaskCount",
+            dimensions_map={"ClusterName": service.cluster.cluster_name, "ServiceName": service.service_name},
+            statistic="Minimum",
+            period=_MINUTE,
+        )
+        self._alarm(
+            "TasksBelowMinimum",
+            running,
+            settings.scaling.min_tasks,
+            "Fewer consumer tasks running than scaling.min_tasks",
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+        )
+        self._alarm(
+            "CompactionFailed",
+            compaction.metric_failed(statistic="Sum", period=_FIVE_MINUTES),
+            1,
+            "The compaction job failed after all its retries",
+            periods=1,
+        )
+        self.dashboard = self._dashboard(streams, dead_letter_queue, service, running, compaction)
+
+    def _per_stream_alarms(self, streams: dict[str, kinesis.IStream]) -> None:
+        app, thresholds = self._settings.consumer.application, self._settings.alarms
+        for name, stream in streams.items():
+            lag = consumer_metric(app, name, "MillisBehindLatest", statistic="Maximum", period=_MINUTE)
+            self._alarm(f"ConsumerLag-{name}", lag, thresholds.consumer_lag_ms, f"Consumer lag on {name}")
+            age = stream.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=_MINUTE)
+            self._alarm(f"IteratorAge-{name}", age, thresholds.iterator_age_ms, f"Iterator age on {name}")
+            lost = consumer_metric(app, name, "LeasesLost", statistic="Sum", period=_FIVE_MINUTES)
+            self._alarm(
+                f"LeasesLost-{name}",
+                lost,
+                thresholds.leases_lost_per_5_minutes,
+                f"Workers lost leases on {name} (expired instead of handed off)",
+                periods=1,
+            )
+            handoff = consumer_metric(app, name, "HandoffLatencyMs", statistic="p99", period=_FIVE_MINUTES)
+            self._alarm(
+                f"HandoffLatency-{name}", handoff, thresholds.handoff_latency_ms, f"Slow hand-offs on {name}"
+            )
+            stalled = consumer_metric(app, name, "HandoffsStalled", statistic="Sum", period=_FIVE_MINUTES)
+            self._alarm(f"HandoffsStalled-{name}", stalled, 1, f"Hand-offs stalled on {name}", periods=1)
+
+    def _alarm(
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        description: str,
+        *,
+        periods: int = 3,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        ),
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> None:
+        alarm = cloudwatch.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            treat_missing_data=missing,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        alarm.add_ok_action(cw_actions.SnsAction(self.topic))
+        self.alarms[name] = alarm
+
+    def _dashboard(
+        self,
+        streams: dict[str, kinesis.IStream],
+        dlq: sqs.IQueue,
+        service: ecs.BaseService,
+        running: cloudwatch.IMetric,
+        compaction: sfn.IStateMachine,
+    ) -> cloudwatch.Dashboard:
+        app = self._settings.consumer.application
+
+        def per_stream(metric: str, statistic: str) -> list[cloudwatch.IMetric]:
+            return [
+                consumer_metric(app, s, metric, statistic=statistic, period=_MINUTE).with_(
+                    label=f"{s} {metric}"
+                )
+                for s in streams
+            ]
+
+        def graph(title: str, left: list[cloudwatch.IMetric]) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(title=title, left=left, width=8, height=6)
+
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
+        dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms", alarms=list(self.alarms.values()), width=24, height=4
+            )
+        )
+        dashboard.add_widgets(
+            graph("Consumer lag (MillisBehindLatest, max)", per_stream("MillisBehindLatest", "Maximum")),
+            graph(
+                "Iterator age (GetRecords.IteratorAgeMilliseconds, max)",
+                [
+                    s.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=_MINUTE)
+                    for s in streams.values()
+                ],
+            ),
+            graph(
+                "Records processed", per_stream("RecordsProcessed", "Sum") + per_stream("Checkpoints", "Sum")
+            ),
+        )
+        dashboard.add_widgets(
+            graph("Leases taken / lost", per_stream("LeasesTaken", "Sum") + per_stream("LeasesLost", "Sum")),
+            graph(
+                "Hand-off latency (p50, p99) and stalls",
+                per_stream("HandoffLatencyMs", "p50")
+                + per_stream("HandoffLatencyMs", "p99")
+                + per_stream("HandoffsStalled", "Sum"),
+            ),
+            graph(
+                "Failures and dead letters",
+                per_stream("ProcessorFailures", "Sum")
+                + per_stream("DeadLettered", "Sum")
+                + [dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_MINUTE)],
+            ),
+        )
+        dashboard.add_widgets(
+            graph("Running tasks", [running]),
+            graph(
+                "Task CPU / memory (%)",
+                [service.metric_cpu_utilization(), service.metric_memory_utilization()],
+            ),
+            graph("Compaction runs", [compaction.metric_succeeded(), compaction.metric_failed()]),
+        )
+        return dashboard

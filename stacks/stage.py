@@ -1,0 +1,239 @@
+"""The stacks (which only compose constructs and grant between them) and the per-environment stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Aspects, Environment, Stack, Stage, Tags
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+
+from stacks.compaction import CompactionSchedule
+from stacks.config import EnvironmentSettings
+from stacks.consumer_service import ConsumerResources, ConsumerService
+from stacks.data_lake import DataLake
+from stacks.emr import SparkApplication
+from stacks.monitoring import FleetMonitoring
+from stacks.nag import suppress_bucket_deployment_handler, suppress_grant_wildcards
+from stacks.network import Network
+from stacks.spark_code import SparkJobsCode
+from stacks.state import ConsumerState
+from stacks.streaming import KinesisStreams
+
+__all__ = ["FleetStage", "SourcePaths"]
+
+# DynamoDB actions the consumer's lease and checkpoint repositories call (no Scan of other tables, no indexes).
+_TABLE_ACTIONS = (
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchWriteItem",
+)
+
+
+@dataclass(frozen=True)
+class SourcePaths:
+    """Where synth finds the code it ships: the Docker build context (repo root) and ``spark_jobs/``."""
+
+    image_context: Path
+    spark_jobs: Path
+
+
+class StreamingStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, settings: EnvironmentSettings, **kwargs: object) -> None:
+        super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
+        self.kinesis = KinesisStreams(
+            self, "Streams", streams=settings.streams, retain=settings.deletion_protection
+        )
+
+
+class StateStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, settings: EnvironmentSettings, **kwargs: object) -> None:
+        super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
+        self.state = ConsumerState(self, "State", deletion_protection=settings.deletion_protection)
+
+
+class AnalyticsStack(Stack):
+    def __init__(
+        self, scope: Construct, id: str, *, settings: EnvironmentSettings, spark_jobs: Path, **kwargs: object
+    ) -> None:
+        super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
+        analytics = settings.analytics
+        self.lake = DataLake(self, "DataLake", settings=analytics, retain=settings.deletion_protection)
+        self.code = SparkJobsCode(self, "SparkJobs", source=spark_jobs, bucket=self.lake.artifacts)
+        self.spark = SparkApplication(
+            self,
+            "Spark",
+            name=f"{settings.consumer.application}-analytics",
+            settings=analytics,
+            log_retention_days=settings.consumer.log_retention_days,
+        )
+        # The job role reads raw and the job code, and writes curated: nothing else.
+        self.lake.raw.grant_read(self.spark.job_role, f"{settings.consumer.raw_prefix}/*")
+        self.lake.curated.grant_read_write(self.spark.job_role)
+        self.lake.artifacts.grant_read(self.spark.job_role, "spark/*")
+        suppress_grant_wildcards(
+            self.spark.job_role,
+            objects=[
+                f"<DataLakeRaw[0-9A-F]+\\.Arn>\\/{settings.consumer.raw_prefix}\\/\\*",
+                "<DataLakeCurated[0-9A-F]+\\.Arn>\\/\\*",
+                "<DataLakeArtifacts[0-9A-F]+\\.Arn>\\/spark\\/\\*",
+            ],
+            reason="Spark reads raw objects under the raw prefix and the job code, and rewrites curated "
+            "partitions (dynamic partition overwrite deletes and puts objects); no other bucket or prefix.",
+        )
+        suppress_bucket_deployment_handler(self)
+        self.compaction = CompactionSchedule(
+            self,
+            "Compaction",
+            spark=self.spark,
+            code=self.code,
+            raw_uri=f"s3://{self.lake.raw.bucket_name}/{settings.consumer.raw_prefix}/",
+            curated_uri=f"s3://{self.lake.curated.bucket_name}/curated/",
+            settings=analytics,
+            log_retention_days=settings.consumer.log_retention_days,
+        )
+
+
+class ConsumerServiceStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: EnvironmentSettings,
+        streams: StreamingStack,
+        state: StateStack,
+        analytics: AnalyticsStack,
+        image_context: Path,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
+        network = Network(
+            self,
+            "Network",
+            max_azs=settings.capacity.max_azs,
+            nat_gateways=settings.capacity.nat_gateways,
+            log_retention_days=settings.consumer.log_retention_days,
+        )
+        tables = state.state
+        raw = analytics.lake.raw
+        self.service = ConsumerService(
+            self,
+            "Consumer",
+            vpc=network.vpc,
+            settings=settings,
+            image_directory=str(image_context),
+            resources=ConsumerResources(
+                stream_names=tuple(s.stream_name for s in streams.kinesis.streams.values()),
+                lease_table_name=tables.lease_table.table_name,
+                checkpoint_table_name=tables.checkpoint_table.table_name,
+                dead_letter_queue_url=tables.dead_letter_queue.queue_url,
+                raw_bucket_name=raw.bucket_name,
+            ),
+        )
+        role = self.service.task_role
+        stream: kinesis.IStream
+        for stream in streams.kinesis.streams.values():
+            stream.grant_read(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(_TABLE_ACTIONS),
+                resources=[tables.lease_table.table_arn, tables.checkpoint_table.table_arn],
+            )
+        )
+        tables.key.grant_encrypt_decrypt(role)
+        tables.dead_letter_queue.grant_send_messages(role)
+        raw.grant_put(role, f"{settings.consumer.raw_prefix}/*")
+        suppress_grant_wildcards(
+            role,
+            objects=[f"<DataLakeRaw[0-9A-F]+\\.Arn>\\/{settings.consumer.raw_prefix}\\/\\*"],
+            reason="The raw sink writes objects under the raw prefix only; the KMS action families are the "
+            "data-key calls SSE-KMS needs for its streams, tables, queue and bucket.",
+        )
+
+
+class MonitoringStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: EnvironmentSettings,
+        streams: StreamingStack,
+        state: StateStack,
+        analytics: AnalyticsStack,
+        consumer: ConsumerServiceStack,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
+        self.monitoring = FleetMonitoring(
+            self,
+            "Monitoring",
+            settings=settings,
+            streams=dict(streams.kinesis.streams),
+            dead_letter_queue=state.state.dead_letter_queue,
+            service=consumer.service.service,
+            compaction=analytics.compaction.state_machine,
+        )
+
+
+class FleetStage(Stage):
+    """One environment: five stacks named ``kinesis-fleet-<env>-<unit>``, checked by cdk-nag AwsSolutions.
+
+    Stacks are environment-agnostic (no account or region at synth), so synth needs no credentials; ``cdk
+    deploy`` takes the account and region from the caller's credentials.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, settings: EnvironmentSettings, sources: SourcePaths
+    ) -> None:
+        super().__init__(scope, id, env=Environment())
+        prefix = f"kinesis-fleet-{settings.name}"
+        self.streaming = StreamingStack(
+            self, "Streaming", settings=settings, stack_name=f"{prefix}-streaming"
+        )
+        self.state = StateStack(self, "State", settings=settings, stack_name=f"{prefix}-state")
+        self.analytics = AnalyticsStack(
+            self,
+            "Analytics",
+            settings=settings,
+            spark_jobs=sources.spark_jobs,
+            stack_name=f"{prefix}-analytics",
+        )
+        self.consumer = ConsumerServiceStack(
+            self,
+            "ConsumerService",
+            settings=settings,
+            streams=self.streaming,
+            state=self.state,
+            analytics=self.analytics,
+            image_context=sources.image_context,
+            stack_name=f"{prefix}-consumer",
+        )
+        self.monitoring = MonitoringStack(
+            self,
+            "Monitoring",
+            settings=settings,
+            streams=self.streaming,
+            state=self.state,
+            analytics=self.analytics,
+            consumer=self.consumer,
+            stack_name=f"{prefix}-monitoring",
+        )
+        self.stacks: tuple[Stack, ...] = (
+            self.streaming, self.state, self.analytics, self.consumer, self.monitoring
+        )  # fmt: skip
+        Tags.of(self).add("project", "kinesis-fleet")
+        Tags.of(self).add("environment", settings.name)
+        # Aspects do not cross Stage boundaries, so every stage adds the checks itself.
+        Aspects.of(self).add(AwsSolutionsChecks(verbose=True))
