@@ -72,7 +72,9 @@ DEFAULT_START_TIMEOUT: Final = 60.0
 DEFAULT_STOP_TIMEOUT: Final = 10.0
 _POLL_INTERVAL: Final = 0.05
 _MAX_SPAWN_ATTEMPTS: Final = 3
-_STALE_WORKDIR_SECONDS: Final = 24 * 3600.0
+_STALE_WORKDIR_SECONDS: Final = 3600.0
+_OWNER_FILE: Final = "owner.pid"
+_KINESIS_TERM_GRACE: Final = 1.0
 
 #: Environment for kinesis-local: every simulated state transition instant ("0ms" is accepted; a 2-shard
 #: stream is ACTIVE on the first DescribeStreamSummary), limits high enough that a whole test session can
@@ -322,6 +324,8 @@ class _Child:
     started_at: float = 0.0
     ready_seconds: float | None = None
     attempts: int = 0
+    #: Seconds to wait after SIGTERM before SIGKILL; None = the caller's stop timeout.
+    term_grace: float | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -401,15 +405,18 @@ class _Child:
             _signal_group(self.popen.pid, signal.SIGTERM)
 
     def wait_or_kill(self, timeout: float) -> None:
-        """Wait for the group leader and the rest of its group to exit; SIGKILL them after ``timeout``."""
+        """Wait for the group leader and the rest of its group to exit; SIGKILL them after ``timeout``
+        (or after ``term_grace``, for an emulator whose graceful shutdown is known to be slow)."""
         if self.popen is None:
             return
         pgid = self.popen.pid
+        grace = timeout if self.term_grace is None else min(timeout, self.term_grace)
         deadline = time.monotonic() + timeout
         try:
-            self.popen.wait(timeout=timeout)
+            self.popen.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            logger.warning("%s (pid %d) ignored SIGTERM for %.0fs, killing it", self.name, pgid, timeout)
+            log = logger.debug if self.term_grace is not None else logger.warning
+            log("%s (pid %d) still running %.1fs after SIGTERM, killing it", self.name, pgid, grace)
             _signal_group(pgid, signal.SIGKILL)
             self.popen.wait(timeout=5)
         while _group_alive(pgid) and time.monotonic() < deadline:
@@ -448,12 +455,27 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _remove_stale_workdirs(work_root: Path, max_age: float = _STALE_WORKDIR_SECONDS) -> None:
-    """Drop run directories a killed run (or a failed start, which keeps its logs) left over a day ago."""
+    """Drop run directories that a killed run (or a failed start, which keeps its logs) left behind: older
+    than ``max_age`` and whose owner process (``owner.pid``) is gone. Other sessions' live runs are kept."""
     cutoff = time.time() - max_age
     for path in work_root.glob("run-*"):
-        with contextlib.suppress(OSError):
-            if path.is_dir() and path.stat().st_mtime < cutoff:
-                shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError, ValueError):
+            if not path.is_dir() or path.stat().st_mtime >= cutoff:
+                continue
+            owner = path / _OWNER_FILE
+            if owner.is_file() and _process_alive(int(owner.read_text().strip())):
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _child_base_env() -> dict[str, str]:
@@ -548,6 +570,9 @@ class Emulators:
                         lambda: self._kinesis_spec(node, kinesis_main, watch_js),
                         self._workdir,
                         self._workdir / "kinesis-local.log",
+                        # On SIGTERM its HTTP server waits up to 30 s for clients' keep-alive connections
+                        # to close; without persistence there is nothing to lose by killing it sooner.
+                        term_grace=None if self._kinesis_persists() else _KINESIS_TERM_GRACE,
                     ),
                     _Child("moto", self._moto_spec, self._workdir, self._workdir / "moto.log"),
                 ]
@@ -556,8 +581,9 @@ class Emulators:
                 self._wait_until_ready(began + self.start_timeout)
                 for child in self._children:
                     child.verify_loopback()
-            except BaseException:
-                self._shutdown(remove_workdir=False)
+            except BaseException as exc:
+                # Keep the logs of a failed start for a look; an interrupted one leaves nothing behind.
+                self._shutdown(remove_workdir=not isinstance(exc, EmulatorError))
                 raise
             kinesis, moto = self._children
             self._endpoints = AwsEndpoints(kinesis_endpoint=kinesis.endpoint, aws_endpoint=moto.endpoint)
@@ -616,7 +642,9 @@ class Emulators:
             try:
                 self._work_root.mkdir(parents=True, exist_ok=True)
                 _remove_stale_workdirs(self._work_root)
-                return Path(tempfile.mkdtemp(prefix="run-", dir=self._work_root))
+                workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self._work_root))
+                (workdir / _OWNER_FILE).write_text(f"{os.getpid()}\n")
+                return workdir
             except OSError as exc:
                 logger.debug("cannot use %s (%s), using the system temp dir", self._work_root, exc)
         return Path(tempfile.mkdtemp(prefix="emulators-"))
@@ -633,6 +661,9 @@ class Emulators:
         watch_js = workdir / "parent-watch.js"
         watch_js.write_text(_PARENT_WATCH_JS, encoding="utf-8")
         return patched, watch_js
+
+    def _kinesis_persists(self) -> bool:
+        return self.kinesis_settings.get("SHOULD_PERSIST_DATA", "false").lower() == "true"
 
     def _kinesis_spec(self, node: str, main_js: Path, watch_js: Path) -> _LaunchSpec:
         plain_port, tls_port = free_port(), free_port()
