@@ -176,10 +176,11 @@ class DynamoDBLeaseRepository:
                 "Update": {
                     "TableName": self.checkpoint_table,
                     "Key": to_item({"lease_key": lease.key}),
-                    "UpdateExpression": "SET epoch = :new, stream = :s, shard_id = :sh",
+                    "UpdateExpression": "SET epoch = :new, #stream = :s, shard_id = :sh",
                     # The checkpoint's epoch always mirrors the lease's: from now on only the new
                     # owner's writes pass.
                     "ConditionExpression": "attribute_not_exists(epoch) OR epoch = :old",
+                    "ExpressionAttributeNames": {"#stream": "stream"},
                     "ExpressionAttributeValues": to_item(
                         {":new": new_epoch, ":old": lease.epoch, ":s": lease.stream, ":sh": lease.shard_id}
                     ),

@@ -286,6 +286,10 @@ class ShardConsumer:
             writer.write(mark)
 
     def _graceful(self, processor: RecordProcessor, writer: CheckpointWriter) -> Outcome:
+        if self._tracker is not None:  # drain: give in-flight records a bounded time to be marked done
+            until = self._ctx.clock.monotonic() + self._ctx.config.shutdown.final_checkpoint_timeout
+            while self._tracker.pending and self._ctx.clock.monotonic() < until and self.guard.is_valid():
+                self.finished.wait(0.005)
         self._flush(writer)
         try:
             processor.shutdown_requested(

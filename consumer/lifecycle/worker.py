@@ -8,7 +8,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
@@ -17,7 +19,7 @@ from consumer.errors import ConsumerError, LeaseConflictError, MissingResourceEr
 from consumer.leases.liveness import LivenessTracker, OwnValidity
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.planner import Plan, PlanInput, plan
-from consumer.leases.repository import LeaseRepository, TableSnapshot
+from consumer.leases.repository import LeaseRepository, OwnerObservation, TableSnapshot
 from consumer.lifecycle.shard_consumer import ConsumerContext, Outcome, ShardConsumer
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
@@ -89,7 +91,11 @@ class Worker:
         try:
             self._discover(fail_fast=True)
             while not self._shutdown.is_set():
-                self._tick()
+                try:
+                    self._tick()
+                except Exception:  # never let one bad round kill the worker while it holds leases
+                    logger.exception("coordinator round failed", extra={"event": "coordinator_error"})
+                    self._shutdown.wait(0.5)
             self._graceful_shutdown()
         finally:
             self.metrics.flush()
@@ -253,18 +259,15 @@ class Worker:
             else:
                 self._transfer(lease.key, to)
         for lease in p.decline:
-            self._attempt("decline", lambda lease=lease: self._repo.clear_handoff(lease))
+            self._attempt("decline", partial(self._repo.clear_handoff, lease))
         for lease in p.take:
-            self._attempt("take", lambda lease=lease: self._took(self._repo.take(lease, self.id, None)))
+            self._attempt("take", partial(self._take, lease, None))
         for lease, obs in p.steal:
             log_event(logger, "lease_expired", logging.WARNING, lease=lease.key, dead_owner=obs.worker_id)
-            self._attempt(
-                "steal", lambda lease=lease, obs=obs: self._took(self._repo.take(lease, self.id, obs))
-            )
+            self._attempt("steal", partial(self._take, lease, obs))
         for lease in p.request:
             self._attempt(
-                "request",
-                lambda lease=lease: self._repo.request_handoff(lease, self.id, self._clock.wall_ms()),
+                "request", partial(self._repo.request_handoff, lease, self.id, self._clock.wall_ms())
             )
             self.metrics.add("HandoffsRequested", 1, lease.stream, lease.shard_id)
         for lease in p.stalled:
@@ -274,14 +277,18 @@ class Worker:
                 log_event(logger, "handoff_stalled", logging.WARNING, lease=lease.key, owner=lease.owner)
         self._stall_reported &= {x.key for x in self._snapshot.leases if x.handoff_to == self.id}
 
-    def _attempt(self, what: str, action: object) -> None:
+    def _attempt(self, what: str, action: Callable[[], object]) -> None:
         try:
-            action()  # type: ignore[operator]
+            action()
         except LeaseConflictError as exc:
             log_event(logger, "lease_race_lost", logging.DEBUG, action=what, error=str(exc))
             self._scan_now = True
+        except Exception as exc:  # a transient provider error: the next scan retries from fresh state
+            log_event(logger, "lease_action_failed", logging.WARNING, action=what, error=repr(exc))
+            self._scan_now = True
 
-    def _took(self, lease: Lease) -> None:
+    def _take(self, lease: Lease, dead_owner: OwnerObservation | None) -> None:
+        lease = self._repo.take(lease, self.id, dead_owner)
         self.metrics.add("LeasesTaken", 1, lease.stream, lease.shard_id)
         log_event(logger, "lease_taken", worker=self.id, lease=lease.key, epoch=lease.epoch)
         self._start(lease)
@@ -309,7 +316,7 @@ class Worker:
             outcome = consumer.outcome
             if outcome is Outcome.SHARD_END:
                 self.owned.pop(key)
-                self._attempt("end", lambda lease=owned.lease: self._repo.mark_ended(lease))
+                self._attempt("end", partial(self._repo.mark_ended, owned.lease))
                 self._scan_now = True
             elif outcome is Outcome.LOST:
                 self._lose(key, "consumer")

@@ -36,7 +36,9 @@ from consumer.sinks.dlq import DeadLetterQueue
 class Journal:
     """Everything every processor saw, in order, across workers."""
 
-    deliveries: list[tuple[str, str, str, int, int]] = field(default_factory=list)  # worker, shard, seq, sub, epoch
+    deliveries: list[tuple[str, str, str, int, int]] = field(
+        default_factory=list
+    )  # worker, shard, seq, sub, epoch
     events: list[tuple[str, str, str]] = field(default_factory=list)  # worker, shard, event
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -46,8 +48,9 @@ class Journal:
 
 
 class RecordingProcessor(BaseProcessor):
-    def __init__(self, journal: Journal, worker: str, fail: Callable[[bytes], bool] | None = None,
-                 manual: bool = False) -> None:
+    def __init__(
+        self, journal: Journal, worker: str, fail: Callable[[bytes], bool] | None = None, manual: bool = False
+    ) -> None:
         self.j = journal
         self.worker = worker
         self.fail = fail
@@ -65,8 +68,9 @@ class RecordingProcessor(BaseProcessor):
                 raise RuntimeError(f"cannot process {r.data!r}")
         with self.j.lock:
             for r in data.records:
-                self.j.deliveries.append((self.worker, r.shard_id, r.sequence_number, r.sub_sequence_number,
-                                          data.epoch))
+                self.j.deliveries.append(
+                    (self.worker, r.shard_id, r.sequence_number, r.sub_sequence_number, data.epoch)
+                )
         if self.manual:
             for r in data.records:
                 r.done()
@@ -86,8 +90,9 @@ class RecordingProcessor(BaseProcessor):
         data.checkpointer.checkpoint()
 
 
-FAST_LEASES = LeaseConfig(lease_duration=1.0, safety_margin=0.3, scan_interval=0.1, inbox_poll_interval=0.02,
-                          discovery_interval=0.2)
+FAST_LEASES = LeaseConfig(
+    lease_duration=1.0, safety_margin=0.3, scan_interval=0.1, inbox_poll_interval=0.02, discovery_interval=0.2
+)
 
 
 def make_worker(

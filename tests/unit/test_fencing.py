@@ -44,7 +44,9 @@ def test_cut_off_worker_stops_delivering_and_is_fenced() -> None:
     wrapped = Partition(a._repo)  # type: ignore[attr-defined]
     a._repo = wrapped  # type: ignore[attr-defined,assignment]
     ta = start(a)
-    wait_until(lambda: tables.leases.get(("s", shard)) is not None and tables.leases[("s", shard)].owner == "a")
+    wait_until(
+        lambda: tables.leases.get(("s", shard)) is not None and tables.leases[("s", shard)].owner == "a"
+    )
     old_epoch = tables.leases[("s", shard)].epoch
     b = make_worker("b", tables, kinesis, journal)
     tb = start(b)

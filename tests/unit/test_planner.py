@@ -144,7 +144,9 @@ def test_fresh_fleet_converges_balanced() -> None:
     assert max(moves.values()) == 1
 
 
-@pytest.mark.parametrize(("shards", "before", "after"), [(8, 2, 4), (8, 4, 8), (6, 2, 3), (16, 3, 5), (8, 1, 2)])
+@pytest.mark.parametrize(
+    ("shards", "before", "after"), [(8, 2, 4), (8, 4, 8), (6, 2, 3), (16, 3, 5), (8, 1, 2)]
+)
 def test_scale_out_moves_each_shard_at_most_once_and_only_what_it_must(shards, before, after) -> None:
     workers = [f"w{i}" for i in range(after)]
     ls = {x.shard_id: x for x in leases(shards)}
@@ -154,8 +156,9 @@ def test_scale_out_moves_each_shard_at_most_once_and_only_what_it_must(shards, b
     assert max(c.values()) - min(c.values()) <= 1 and sum(c.values()) == shards
     assert max(moves.values()) == 1
     base, extra = divmod(shards, before)
-    must_move = shards - sum(min(base + (i < extra), shards // after + (i < shards % after))
-                             for i in range(before))
+    must_move = shards - sum(
+        min(base + (i < extra), shards // after + (i < shards % after)) for i in range(before)
+    )
     assert sum(moves.values()) == must_move
 
 

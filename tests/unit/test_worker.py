@@ -58,8 +58,15 @@ def test_failing_record_goes_to_dlq_and_nothing_is_skipped() -> None:
     put = fill(kinesis, "s", 1, 20)
     dlq = InMemoryDeadLetterQueue()
     worker = make_worker(
-        "w1", tables, kinesis, journal, fail=lambda d: d == b"r0-7", dlq=dlq,
-        processing=ProcessingConfig(max_attempts=3, backoff_base=0.001, on_failure="dlq", dlq_url="mem://dlq"),
+        "w1",
+        tables,
+        kinesis,
+        journal,
+        fail=lambda d: d == b"r0-7",
+        dlq=dlq,
+        processing=ProcessingConfig(
+            max_attempts=3, backoff_base=0.001, on_failure="dlq", dlq_url="mem://dlq"
+        ),
     )
     t = start(worker)
     shard = "shardId-000000000000"
@@ -77,8 +84,14 @@ def test_failing_record_goes_to_dlq_and_nothing_is_skipped() -> None:
 def test_halt_policy_stops_the_shard_before_the_failing_record() -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 2, 20)
-    worker = make_worker("w1", tables, kinesis, journal, fail=lambda d: d == b"r0-5",
-                         processing=ProcessingConfig(max_attempts=2, backoff_base=0.001, on_failure="halt"))
+    worker = make_worker(
+        "w1",
+        tables,
+        kinesis,
+        journal,
+        fail=lambda d: d == b"r0-5",
+        processing=ProcessingConfig(max_attempts=2, backoff_base=0.001, on_failure="halt"),
+    )
     t = start(worker)
     bad, good = "shardId-000000000000", "shardId-000000000001"
     wait_until(lambda: checkpoint(tables, "s", good) == Position(put[good][-1]))
@@ -95,8 +108,9 @@ def test_halt_policy_stops_the_shard_before_the_failing_record() -> None:
 def test_manual_mode_checkpoints_what_is_done() -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 2, 50)
-    worker = make_worker("w1", tables, kinesis, journal,
-                         checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05))
+    worker = make_worker(
+        "w1", tables, kinesis, journal, checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05)
+    )
     t = start(worker)
     wait_until(lambda: all(checkpoint(tables, "s", sh) == Position(seqs[-1]) for sh, seqs in put.items()))
     worker.request_shutdown()
@@ -110,8 +124,10 @@ def test_split_and_merge_children_after_parents_and_nothing_lost() -> None:
     t = start(worker)
     wait_until(lambda: len(journal.deliveries) == 60)
     kid_a, kid_b = kinesis.split("s", "shardId-000000000000")
-    later = {kid_a: [kinesis.put("s", kid_a, f"a{i}".encode()) for i in range(10)],
-             kid_b: [kinesis.put("s", kid_b, f"b{i}".encode()) for i in range(10)]}
+    later = {
+        kid_a: [kinesis.put("s", kid_a, f"a{i}".encode()) for i in range(10)],
+        kid_b: [kinesis.put("s", kid_b, f"b{i}".encode()) for i in range(10)],
+    }
     merged = kinesis.merge("s", kid_a, kid_b)
     later[merged] = [kinesis.put("s", merged, f"m{i}".encode()) for i in range(10)]
     wait_until(lambda: len(journal.deliveries) == 90, what="children delivered")

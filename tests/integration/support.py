@@ -1,0 +1,196 @@
+"""Helpers for integration tests: streams and tables on the emulators, workers in-process or as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.config import (
+    CheckpointConfig,
+    LeaseConfig,
+    ProcessingConfig,
+    RetrievalConfig,
+    ShutdownConfig,
+    StreamSpec,
+    WorkerConfig,
+)
+from consumer.dynamo import create_tables
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.lifecycle.processor import RecordProcessor
+from consumer.lifecycle.worker import Worker
+from consumer.metrics.sink import InMemoryMetrics
+from consumer.retrieval.kinesis import BotoKinesis
+from consumer.sinks.dlq import DeadLetterQueue
+
+REPO = Path(__file__).resolve().parents[2]
+LEASES = LeaseConfig(
+    lease_duration=3.0, safety_margin=0.8, scan_interval=0.25, inbox_poll_interval=0.1, discovery_interval=0.5
+)
+
+
+def create_stream(kinesis: Any, name: str, shards: int) -> list[str]:
+    kinesis.create_stream(StreamName=name, ShardCount=shards)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        if summary["StreamStatus"] == "ACTIVE":
+            return [s["ShardId"] for s in kinesis.list_shards(StreamName=name)["Shards"]]
+        time.sleep(0.05)
+    raise AssertionError(f"stream {name} never became ACTIVE")
+
+
+def wait_active(kinesis: Any, name: str) -> None:
+    deadline = time.monotonic() + 30
+    while (
+        kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
+        != "ACTIVE"
+    ):
+        assert time.monotonic() < deadline, f"{name} not ACTIVE"
+        time.sleep(0.05)
+
+
+def put_records(
+    kinesis: Any, stream: str, payloads: list[bytes], shard_keys: list[str] | None = None
+) -> list[dict]:
+    """Put each payload (with PutRecords in batches); returns the results with their shard and sequence."""
+    out: list[dict] = []
+    for start in range(0, len(payloads), 250):
+        chunk = payloads[start : start + 250]
+        entries = [
+            {"Data": p, "PartitionKey": shard_keys[start + i] if shard_keys else f"pk-{start + i}"}
+            for i, p in enumerate(chunk)
+        ]
+        res = kinesis.put_records(StreamName=stream, Records=entries)
+        assert res.get("FailedRecordCount", 0) == 0, res
+        out.extend(res["Records"])
+    return out
+
+
+@dataclass
+class Names:
+    stream: str
+    lease_table: str
+    checkpoint_table: str
+
+
+def make_names(unique_name: Callable[..., str], dynamodb: Any) -> Names:
+    names = Names(unique_name("s"), unique_name("leases"), unique_name("cps"))
+    create_tables(dynamodb, names.lease_table, names.checkpoint_table)
+    return names
+
+
+def dynamo_worker(
+    worker_id: str,
+    emulators: Any,
+    names: Names,
+    factory: Callable[[], RecordProcessor],
+    *,
+    streams: tuple[str, ...] | None = None,
+    factories: dict[str, Callable[[], RecordProcessor]] | None = None,
+    processing: ProcessingConfig | None = None,
+    checkpoint: CheckpointConfig | None = None,
+    dlq: DeadLetterQueue | None = None,
+) -> Worker:
+    ddb = emulators.client("dynamodb")
+    specs = tuple(StreamSpec(s, (factories or {}).get(s, factory)) for s in (streams or (names.stream,)))
+    config = WorkerConfig(
+        application="it",
+        lease_table=names.lease_table,
+        checkpoint_table=names.checkpoint_table,
+        worker_id=worker_id,
+        streams=specs,
+        lease=LEASES,
+        retrieval=RetrievalConfig(idle_time_between_reads=0.05, max_records=500),
+        processing=processing or ProcessingConfig(backoff_base=0.01, backoff_max=0.05),
+        checkpoint=checkpoint or CheckpointConfig(),
+        shutdown=ShutdownConfig(deadline=10.0),
+    )
+    return Worker(
+        config,
+        DynamoDBLeaseRepository(ddb, names.lease_table, names.checkpoint_table),
+        DynamoDBCheckpointStore(ddb, names.checkpoint_table),
+        BotoKinesis(emulators.client("kinesis")),
+        dlq=dlq,
+        metrics=InMemoryMetrics(),
+    )
+
+
+def run_in_thread(worker: Worker) -> threading.Thread:
+    t = threading.Thread(target=worker.run, daemon=True, name=f"worker-{worker.id}")
+    t.start()
+    return t
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def stored_checkpoints(dynamodb: Any, table: str) -> dict[str, tuple[str | None, int, int]]:
+    """shard id -> (sequence, sub-sequence, epoch) as stored."""
+    out = {}
+    for item in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
+        shard = item["lease_key"]["S"].rsplit("#", 1)[1]
+        seq = item.get("sequence", {}).get("S")
+        out[shard] = (seq, int(item.get("sub_sequence", {}).get("N", 0)), int(item["epoch"]["N"]))
+    return out
+
+
+def read_journal(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def spawn_worker(
+    emulators: Any, names: Names, worker_id: str, journal: Path, **env: str
+) -> subprocess.Popen[bytes]:
+    """``python -m consumer run`` as its own process, the way the container runs it."""
+    full_env = {
+        **os.environ,
+        **emulators.env(),
+        "CONSUMER_APPLICATION": "it",
+        "CONSUMER_STREAMS": names.stream,
+        "CONSUMER_PROCESSOR": "consumer.examples.journal:JournalProcessor",
+        "CONSUMER_LEASE_TABLE": names.lease_table,
+        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
+        "CONSUMER_WORKER_ID": worker_id,
+        "CONSUMER_LEASE_DURATION_SECONDS": str(LEASES.lease_duration),
+        "CONSUMER_SAFETY_MARGIN_SECONDS": str(LEASES.safety_margin),
+        "CONSUMER_SCAN_INTERVAL_SECONDS": str(LEASES.scan_interval),
+        "CONSUMER_INBOX_POLL_SECONDS": str(LEASES.inbox_poll_interval),
+        "CONSUMER_DISCOVERY_INTERVAL_SECONDS": "1",
+        "CONSUMER_IDLE_TIME_SECONDS": "0.05",
+        "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": "10",
+        "JOURNAL_PATH": str(journal),
+        **env,
+    }
+    log = open(journal.with_suffix(f".{worker_id}.log"), "wb")  # noqa: SIM115 - closed by the process' end
+    return subprocess.Popen(
+        [sys.executable, "-m", "consumer", "run"],
+        cwd=REPO,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    return proc.wait(timeout)
