@@ -35,7 +35,7 @@ def hour_expression(key: str, hours_before_due: int) -> str:
 class CompactionSchedule(Construct):
     """Compacts the previous UTC hour of raw data into curated Parquet, every hour, retrying failed runs.
 
-    The job reads ``[start, end)`` where both are ``YYYY-MM-DDTHH``; a manual execution with
+    The job reads the inclusive hour range ``start..end`` (``YYYY-MM-DDTHH``); a manual execution with
     ``{"start": "...", "end": "..."}`` as input re-runs any range (the job's output is idempotent per hour).
     """
 
@@ -48,6 +48,7 @@ class CompactionSchedule(Construct):
         code: SparkJobsCode,
         raw_uri: str,
         curated_uri: str,
+        quarantine_uri: str,
         settings: AnalyticsSettings,
         log_retention_days: int,
     ) -> None:
@@ -55,7 +56,8 @@ class CompactionSchedule(Construct):
         window = sfn.Pass.jsonata(
             self,
             "Window",
-            outputs={"start": hour_expression("start", 1), "end": hour_expression("end", 0)},
+            # spark_jobs/compact.py takes an inclusive range: the previous hour is start == end.
+            outputs={"start": hour_expression("start", 1), "end": hour_expression("end", 1)},
         )
         run = sfn.CustomState(
             self,
@@ -78,6 +80,8 @@ class CompactionSchedule(Construct):
                                 raw_uri,
                                 "--output",
                                 curated_uri,
+                                "--quarantine",
+                                quarantine_uri,
                                 "--start",
                                 "{% $states.input.start %}",
                                 "--end",
