@@ -82,7 +82,8 @@ class LeaseConfig:
 
     @property
     def heartbeat_every(self) -> float:
-        return self.heartbeat_interval or (self.lease_duration - self.safety_margin) / 3
+        """Default: half the owner's window, so one failed heartbeat can be retried before it closes."""
+        return self.heartbeat_interval or (self.lease_duration - self.safety_margin) / 2
 
     @property
     def owner_validity(self) -> float:

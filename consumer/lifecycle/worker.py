@@ -77,6 +77,7 @@ class Worker:
         now = self._clock.monotonic()
         self._next = {"heartbeat": now, "inbox": now, "scan": now, "discovery": now, "metrics": now}
         self._metrics_interval = metrics_interval
+        self._born = now
 
     # -- public control ---------------------------------------------------------------------------
     def request_shutdown(self) -> None:
@@ -125,7 +126,32 @@ class Worker:
         self._wake.wait(max(0.0, min(wait, lc.inbox_poll_interval)))
         self._wake.clear()
 
+    def call_counts(self) -> dict[str, dict[str, int]]:
+        """DynamoDB and Kinesis requests made so far, by table role and operation (for cost figures)."""
+        out: dict[str, dict[str, int]] = {}
+        for role, source in (
+            ("lease_table", self._repo),
+            ("checkpoint_table", self._ctx.checkpoints),
+            ("kinesis", self._kinesis),
+        ):
+            calls = getattr(source, "calls", None)
+            counts = getattr(calls, "counts", calls)
+            if isinstance(counts, dict):
+                out[role] = dict(counts)
+        return out
+
+    def _log_stats(self) -> None:
+        log_event(
+            logger,
+            "worker_stats",
+            worker=self.id,
+            uptime_s=round(self._clock.monotonic() - self._born, 3),
+            leases=len(self.owned),
+            calls=self.call_counts(),
+        )
+
     def _flush_metrics(self) -> None:
+        self._log_stats()
         for stream in {o.lease.stream for o in self.owned.values()}:
             self.metrics.add("LeasesHeld", sum(o.lease.stream == stream for o in self.owned.values()), stream)
         self.metrics.flush()
