@@ -60,6 +60,7 @@ def build_worker(config: WorkerConfig, *, metrics_out: Any = None) -> Worker:
         BotoKinesis(make_client("kinesis")),
         dlq=dlq,
         metrics=EmfMetrics(config.application, config.worker_id, metrics_out),
+        metrics_interval=float(os.environ.get("CONSUMER_METRICS_INTERVAL_SECONDS", "10")),
     )
 
 

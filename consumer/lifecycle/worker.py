@@ -90,6 +90,7 @@ class Worker:
         self._repo.register_worker(WorkerItem(self.id, started_ms=self._clock.wall_ms()))
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
         try:
+            self._snapshot = self._repo.snapshot()  # discovery creates only the leases nobody created yet
             self._discover(fail_fast=True)
             while not self._shutdown.is_set():
                 try:

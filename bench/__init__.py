@@ -1,0 +1,1 @@
+"""Benchmarks: the fleet benchmark (bench.fleet) and the pipeline benchmark (bench.pipeline)."""

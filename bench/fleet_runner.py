@@ -1,0 +1,260 @@
+"""Runs a fleet of ``python -m consumer run`` processes against the emulators while a producer writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.fleet_analysis import Delivery
+from consumer.dynamo import create_tables
+
+__all__ = ["Fleet", "FleetSettings", "worker_env"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    shards: int = 8
+    lease_duration: float = 10.0
+    rate: float = 100.0  # records per second, spread over all shards
+    scan_interval: float = 1.0
+    inbox_poll_interval: float = 0.2
+    idle_time: float = 0.1
+    metrics_interval: float = 5.0
+
+
+def worker_env(
+    endpoints_env: Mapping[str, str],
+    *,
+    stream: str,
+    lease_table: str,
+    checkpoint_table: str,
+    worker_id: str,
+    journal: Path,
+    lease_duration: float,
+    scan_interval: float = 1.0,
+    inbox_poll_interval: float = 0.2,
+    idle_time: float = 0.1,
+    metrics_interval: float = 10.0,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of one worker process running the journal processor."""
+    return {
+        **os.environ,
+        **endpoints_env,
+        "CONSUMER_APPLICATION": "bench",
+        "CONSUMER_STREAMS": stream,
+        "CONSUMER_PROCESSOR": "consumer.examples.journal:JournalProcessor",
+        "CONSUMER_LEASE_TABLE": lease_table,
+        "CONSUMER_CHECKPOINT_TABLE": checkpoint_table,
+        "CONSUMER_WORKER_ID": worker_id,
+        "CONSUMER_LEASE_DURATION_SECONDS": str(lease_duration),
+        "CONSUMER_SCAN_INTERVAL_SECONDS": str(scan_interval),
+        "CONSUMER_INBOX_POLL_SECONDS": str(inbox_poll_interval),
+        "CONSUMER_DISCOVERY_INTERVAL_SECONDS": "2",
+        "CONSUMER_IDLE_TIME_SECONDS": str(idle_time),
+        "CONSUMER_METRICS_INTERVAL_SECONDS": str(metrics_interval),
+        "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": "20",
+        "JOURNAL_PATH": str(journal),
+        **(extra or {}),
+    }
+
+
+@dataclass
+class Fleet:
+    """One isolated scenario: its own stream and tables, its worker processes, its producer."""
+
+    endpoints: Any  # tools.emulators.AwsEndpoints
+    workdir: Path
+    settings: FleetSettings
+    name: str
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    produced: list[tuple[str, str, float]] = field(default_factory=list)
+    _stop_producer: threading.Event = field(default_factory=threading.Event)
+    _producer: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)  # journals of an earlier run would mix with this one's
+        self.workdir.mkdir(parents=True)
+        suffix = uuid.uuid4().hex[:6]
+        self.stream = f"bench-{self.name}-{suffix}"
+        self.lease_table = f"bench-leases-{self.name}-{suffix}"
+        self.checkpoint_table = f"bench-cps-{self.name}-{suffix}"
+        self.kinesis = self.endpoints.client("kinesis")
+        self.ddb = self.endpoints.client("dynamodb")
+        create_tables(self.ddb, self.lease_table, self.checkpoint_table)
+        self.kinesis.create_stream(StreamName=self.stream, ShardCount=self.settings.shards)
+        self.wait_active()
+
+    def wait_active(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            desc = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+            if desc["StreamStatus"] == "ACTIVE":
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"stream {self.stream} never became ACTIVE")
+
+    def mark(self, label: str) -> float:
+        t = time.time()
+        self.events.append((t, label))
+        print(f"  [{self.name}] {time.strftime('%H:%M:%S')} {label}", flush=True)
+        return t
+
+    # -- workers ---------------------------------------------------------------------------------
+    def start_worker(self, worker_id: str, extra: Mapping[str, str] | None = None) -> None:
+        s = self.settings
+        env = worker_env(
+            self.endpoints.env(),
+            stream=self.stream,
+            lease_table=self.lease_table,
+            checkpoint_table=self.checkpoint_table,
+            worker_id=worker_id,
+            journal=self.workdir / f"{worker_id}.journal.jsonl",
+            lease_duration=s.lease_duration,
+            scan_interval=s.scan_interval,
+            inbox_poll_interval=s.inbox_poll_interval,
+            idle_time=s.idle_time,
+            metrics_interval=s.metrics_interval,
+            extra=extra,
+        )
+        log = open(self.workdir / f"{worker_id}.log", "ab")  # noqa: SIM115 - the child holds it
+        self.procs[worker_id] = subprocess.Popen(
+            [sys.executable, "-m", "consumer", "run"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        self.mark(f"start {worker_id}")
+
+    def signal(self, worker_id: str, sig: signal.Signals) -> float:
+        t = self.mark(f"{sig.name} {worker_id}")
+        self.procs[worker_id].send_signal(sig)
+        return t
+
+    def wait_exit(self, worker_id: str, timeout: float = 30) -> int:
+        return self.procs[worker_id].wait(timeout)
+
+    def wait_registered(self, worker_id: str, timeout: float = 30) -> None:
+        key = {"lease_key": {"S": f"worker#{worker_id}"}}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "Item" in self.ddb.get_item(TableName=self.lease_table, Key=key, ConsistentRead=True):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{worker_id} never registered")
+
+    def stop_all(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(40)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    # -- producer --------------------------------------------------------------------------------
+    def start_producer(self) -> None:
+        self._producer = threading.Thread(target=self._produce, daemon=True, name="producer")
+        self._producer.start()
+
+    def _produce(self) -> None:
+        client = self.endpoints.client("kinesis")
+        n = 0
+        batch = max(1, int(self.settings.rate / 10))
+        next_at = time.monotonic()
+        while not self._stop_producer.is_set():
+            entries = [
+                {"Data": json.dumps({"id": n + i}).encode(), "PartitionKey": f"k{random.getrandbits(32)}"}
+                for i in range(batch)
+            ]
+            try:
+                out = client.put_records(StreamName=self.stream, Records=entries)
+            except Exception as exc:  # the emulator is busy: try the same ids again
+                print(f"  [{self.name}] producer retry: {exc!r}", flush=True)
+                time.sleep(0.2)
+                continue
+            now = time.time()
+            for r in out["Records"]:
+                if "SequenceNumber" in r:
+                    self.produced.append((r["ShardId"], r["SequenceNumber"], now))
+            n += batch
+            next_at += 0.1
+            self._stop_producer.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop_producer(self) -> None:
+        self._stop_producer.set()
+        if self._producer is not None:
+            self._producer.join(10)
+        self.mark(f"producer stopped after {len(self.produced)} records")
+
+    # -- results ---------------------------------------------------------------------------------
+    def journal(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for path in sorted(self.workdir.glob("*.journal.jsonl")):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue  # a line cut by SIGKILL
+        return out
+
+    def deliveries(self) -> list[Delivery]:
+        return [
+            Delivery(e["w"], e["s"], e["q"], int(e["e"]), float(e["t"]))
+            for e in self.journal()
+            if e["k"] == "d"
+        ]
+
+    def wait_drained(self, timeout: float = 90) -> bool:
+        want = {(s, q) for s, q, _ in self.produced}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = {(d.shard, d.sequence) for d in self.deliveries()}
+            if want <= got:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def last_owners(self, before: float) -> dict[str, list[str]]:
+        """worker -> shards whose last delivery before ``before`` was by that worker."""
+        latest: dict[str, tuple[float, str]] = {}
+        for d in self.deliveries():
+            if d.t < before and (d.shard not in latest or d.t > latest[d.shard][0]):
+                latest[d.shard] = (d.t, d.worker)
+        out: dict[str, list[str]] = {}
+        for shard, (_, w) in latest.items():
+            out.setdefault(w, []).append(shard)
+        return out
+
+    def worker_stats(self) -> dict[str, list[dict[str, Any]]]:
+        """Every ``worker_stats`` log event, per worker, in order."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for path in self.workdir.glob("*.log"):
+            for line in path.read_text(errors="replace").splitlines():
+                if '"worker_stats"' in line:
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue
+                    out.setdefault(e["worker"], []).append(e)
+        return out
