@@ -135,7 +135,8 @@ class ConsumerServiceStack(Stack):
             settings=settings,
             image_directory=str(image_context),
             resources=ConsumerResources(
-                stream_names=tuple(s.stream_name for s in streams.kinesis.streams.values()),
+                # Physical names are fixed by the settings: no cross-stack reference needed.
+                stream_names=tuple(s.name for s in settings.streams),
                 lease_table_name=tables.lease_table.table_name,
                 checkpoint_table_name=tables.checkpoint_table.table_name,
                 dead_letter_queue_url=tables.dead_letter_queue.queue_url,
