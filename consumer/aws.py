@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import boto3
@@ -18,6 +19,9 @@ _CONFIG = Config(
 
 
 def make_client(service: str, *, endpoint_url: str | None = None, region: str | None = None) -> Any:
+    config = _CONFIG
+    if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
+        config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
     return boto3.session.Session().client(
-        service, endpoint_url=endpoint_url, region_name=region, config=_CONFIG
+        service, endpoint_url=endpoint_url, region_name=region, config=config
     )

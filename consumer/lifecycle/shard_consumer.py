@@ -12,7 +12,7 @@ from consumer.checkpoint.checkpointer import CheckpointWriter, OrderedTracker
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock
 from consumer.config import StreamSpec, WorkerConfig
-from consumer.errors import LeaseLostError
+from consumer.errors import ConsumerError, LeaseLostError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
 from consumer.lifecycle.delivery import DeliveryOutcome, deliver
@@ -110,7 +110,7 @@ class ShardConsumer:
         self.outcome: Outcome | None = None
         self.finished = threading.Event()
         self.stop_requested_at: float | None = None
-        self._tracker = OrderedTracker() if ctx.config.checkpoint.mode == "manual" else None
+        self._tracker: OrderedTracker | None = None
         self._processed: Position | None = None
         self._processor: RecordProcessor | None = None
         self._thread = threading.Thread(target=self._main, name=f"shard-{lease.shard_id}", daemon=True)
@@ -174,6 +174,10 @@ class ShardConsumer:
         if start is not None and start.is_shard_end:
             return Outcome.SHARD_END
         processor = self._processor = self._spec.processor_factory()
+        # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
+        # count records as done the moment they were handed over.
+        if getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode) == "manual":
+            self._tracker = OrderedTracker()
         writer = CheckpointWriter(
             ctx.checkpoints,
             lease.stream,
@@ -238,9 +242,6 @@ class ShardConsumer:
                 self._flush(writer)
                 last_flush = now
             if shard_end and not batch:
-                if self._tracker is not None and self._tracker.pending:
-                    self._stop.wait(min(0.05, flush_every))
-                    continue
                 return self._end(processor, writer)
 
     def _deliver(
@@ -285,13 +286,21 @@ class ShardConsumer:
         if self._tracker is not None and (mark := self._tracker.watermark) is not None:
             writer.write(mark)
 
+    def _wait_all_done(self, timeout: float | None) -> None:
+        """Manual mode: wait (bounded, or while the lease is valid) for in-flight records to be marked done."""
+        if self._tracker is None:
+            return
+        clock = self._ctx.clock
+        until = None if timeout is None else clock.monotonic() + timeout
+        while (
+            self._tracker.pending and self.guard.is_valid() and (until is None or clock.monotonic() < until)
+        ):
+            if until is None and self._stop_requested:
+                break
+            self.finished.wait(0.005)
+
     def _graceful(self, processor: RecordProcessor, writer: CheckpointWriter) -> Outcome:
-        if self._tracker is not None:  # drain: give in-flight records a bounded time to be marked done
-            until = self._ctx.clock.monotonic() + self._ctx.config.shutdown.final_checkpoint_timeout
-            while self._tracker.pending and self._ctx.clock.monotonic() < until and self.guard.is_valid():
-                self.finished.wait(0.005)
-        self._flush(writer)
-        try:
+        try:  # first, so that a buffering processor can flush and mark its records done
             processor.shutdown_requested(
                 ShutdownRequestedInput(writer.view(self._default_position), self.lease.epoch)
             )
@@ -299,14 +308,22 @@ class ShardConsumer:
             raise
         except Exception:
             logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
+        self._wait_all_done(self._ctx.config.shutdown.final_checkpoint_timeout)
         final = self._default_position()
         if final is not None:
             writer.write(final)
         self._log("shard_drained", checkpoint=str(writer.last))
         return Outcome.STOPPED
 
+    def _shard_end_position(self) -> Position | None:
+        """SHARD_END, once every delivered record is done (manual mode waits for them)."""
+        self._wait_all_done(None)
+        if self._tracker is not None and self._tracker.pending:
+            raise ConsumerError("shard end not checkpointed: records were still in flight when stopping")
+        return SHARD_END
+
     def _end(self, processor: RecordProcessor, writer: CheckpointWriter) -> Outcome:
-        processor.shard_ended(ShardEndedInput(writer.view(lambda: SHARD_END), self.lease.epoch))
+        processor.shard_ended(ShardEndedInput(writer.view(self._shard_end_position), self.lease.epoch))
         if writer.last != SHARD_END:
             self._log(
                 "shard_end_not_checkpointed",
