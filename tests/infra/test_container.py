@@ -53,7 +53,12 @@ def test_build_context_holds_only_what_the_image_needs(synth: Synth) -> None:
     assert image["source"]["dockerFile"] == "consumer/Dockerfile"
     context = (manifest.parent / image["source"]["directory"]).resolve()
     staged = {p.relative_to(context).as_posix() for p in context.rglob("*") if p.is_file()}
-    assert {"pyproject.toml", "requirements/consumer.txt", "consumer/Dockerfile", "consumer/__init__.py"} <= staged
+    assert {
+        "pyproject.toml",
+        "requirements/consumer.txt",
+        "consumer/Dockerfile",
+        "consumer/__init__.py",
+    } <= staged
     top_level = {Path(p).parts[0] for p in staged}
     assert top_level == {".dockerignore", "pyproject.toml", "requirements", "consumer"}
     assert not [p for p in staged if "__pycache__" in p or p.endswith(".pyc")]
