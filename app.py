@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ def build(app: App, root: Path = ROOT, spark_jobs: Path | None = None) -> list[F
 
 
 def main() -> None:
-    app = App(context=cdk_json_context())
+    # Under the CDK CLI the assembly goes where the CLI says (CDK_OUTDIR); run directly, into ./cdk.out.
+    outdir = None if "CDK_OUTDIR" in os.environ else str(ROOT / "cdk.out")
+    app = App(context=cdk_json_context(), outdir=outdir)
     build(app)
     app.synth()
 
