@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from consumer.admin.commands import add_admin_commands
 from consumer.aws import make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import WorkerConfig, worker_config_from_env
@@ -105,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("--lease-table", default=os.environ.get("CONSUMER_LEASE_TABLE"), required=False)
     ct.add_argument("--checkpoint-table", default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"), required=False)
     ct.set_defaults(func=_create_tables)
+    add_admin_commands(sub)
     return p
 
 

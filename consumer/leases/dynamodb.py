@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
 from consumer.errors import LeaseConflictError, WorkerFencedError
 from consumer.leases.model import Lease, LeaseState, WorkerItem, lease_key, worker_key
 from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.records import Position
 
 __all__ = ["DynamoDBLeaseRepository"]
 
@@ -34,6 +36,8 @@ def _worker_from(d: dict[str, Any]) -> WorkerItem:
         draining=bool(d.get("draining", False)),
         lease_count=int(d.get("lease_count", 0)),
         started_ms=int(d.get("started_ms", 0)),
+        heartbeat_ms=int(d.get("heartbeat_ms", 0)),
+        drain_requested=bool(d.get("drain_requested", False)),
     )
 
 
@@ -109,11 +113,19 @@ class DynamoDBLeaseRepository:
                 out = self._c.update_item(
                     TableName=self.table,
                     Key=to_item({"lease_key": worker_key(worker_id)}),
-                    UpdateExpression="SET heartbeat = heartbeat + :one, lease_count = :n, draining = :d",
+                    UpdateExpression=(
+                        "SET heartbeat = heartbeat + :one, lease_count = :n, draining = :d, heartbeat_ms = :now"
+                    ),
                     # Nobody took one of our leases since we last reconciled (takers bump the generation).
                     ConditionExpression="generation = :g",
                     ExpressionAttributeValues=to_item(
-                        {":one": 1, ":n": lease_count, ":d": draining, ":g": generation}
+                        {
+                            ":one": 1,
+                            ":n": lease_count,
+                            ":d": draining,
+                            ":g": generation,
+                            ":now": int(time.time() * 1000),
+                        }
                     ),
                     ReturnValues="UPDATED_NEW",
                 )
@@ -316,3 +328,59 @@ class DynamoDBLeaseRepository:
                 self._c.delete_item(
                     TableName=table, Key=to_item({"lease_key": lease_key(lease.stream, lease.shard_id)})
                 )
+
+    def request_drain(self, worker_id: str) -> None:
+        self.calls.add("UpdateItem")
+        with translate_errors(self.table, f"drain {worker_id}"):
+            self._c.update_item(
+                TableName=self.table,
+                Key=to_item({"lease_key": worker_key(worker_id)}),
+                UpdateExpression="SET drain_requested = :t, inbox = inbox + :one",
+                ConditionExpression="attribute_exists(lease_key)",  # a registered worker
+                ExpressionAttributeValues=to_item({":t": True, ":one": 1}),
+            )
+
+    def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
+        cond, values = _owned_condition(lease)
+        new_epoch = lease.epoch + 1
+        items = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": to_item({"lease_key": lease.key}),
+                    "UpdateExpression": "SET epoch = :new REMOVE #owner, handoff_to, handoff_requested_ms",
+                    "ConditionExpression": f"{cond} AND #state = :active",  # unchanged since read, not ended
+                    "ExpressionAttributeNames": {"#owner": "owner", "#state": "state"},
+                    "ExpressionAttributeValues": to_item({**values, ":new": new_epoch, ":active": "ACTIVE"}),
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.checkpoint_table,
+                    "Key": to_item({"lease_key": lease.key}),
+                    "UpdateExpression": (
+                        "SET epoch = :new, #stream = :s, shard_id = :sh, #seq = :seq, sub_sequence = :sub, "
+                        "position_key = :pk, updated_ms = :now"
+                    ),
+                    # Deliberately no forward-only condition: moving back is the point of a replay.
+                    "ConditionExpression": "attribute_not_exists(epoch) OR epoch = :old",
+                    "ExpressionAttributeNames": {"#stream": "stream", "#seq": "sequence"},
+                    "ExpressionAttributeValues": to_item(
+                        {
+                            ":new": new_epoch,
+                            ":old": lease.epoch,
+                            ":s": lease.stream,
+                            ":sh": lease.shard_id,
+                            ":seq": position.sequence,
+                            ":sub": position.sub_sequence,
+                            ":pk": position.sort_key(),
+                            ":now": int(time.time() * 1000),
+                        }
+                    ),
+                }
+            },
+        ]
+        self.calls.add("TransactWriteItems")
+        with translate_errors(self.table, f"replay {lease.key}"):
+            self._c.transact_write_items(TransactItems=items)
+        return Lease(lease.stream, lease.shard_id, None, new_epoch, lease.state, lease.parents)

@@ -158,6 +158,25 @@ class InMemoryLeaseRepository:
             self.t.leases.pop((lease.stream, lease.shard_id), None)
             self.t.checkpoints.pop((lease.stream, lease.shard_id), None)
 
+    def request_drain(self, worker_id: str) -> None:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self.t.workers.get(worker_id)
+            if cur is None:
+                raise LeaseConflictError(f"worker {worker_id} is not registered")
+            self.t.workers[worker_id] = replace(cur, drain_requested=True, inbox=cur.inbox + 1)
+
+    def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            cur = self._expect_owned(lease)
+            if cur.ended:
+                raise LeaseConflictError(f"lease {lease.key} has ended")
+            new = self._move(cur, None)
+            key = (cur.stream, cur.shard_id)
+            self.t.checkpoints[key] = replace(self.t.checkpoints[key], position=position)
+            return new
+
 
 class InMemoryCheckpointStore:
     def __init__(self, tables: InMemoryTables) -> None:

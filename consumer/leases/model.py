@@ -58,6 +58,8 @@ class WorkerItem:
     draining: bool = False
     lease_count: int = 0
     started_ms: int = 0
+    heartbeat_ms: int = 0  # wall time of the last heartbeat: for operators only, never for decisions
+    drain_requested: bool = False  # set by the operator's drain command
     tags: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from consumer.leases.model import Lease, WorkerItem
+from consumer.records import Position
 
 __all__ = ["LeaseRepository", "OwnerObservation", "TableSnapshot"]
 
@@ -75,4 +76,13 @@ class LeaseRepository(Protocol):
 
     def delete_lease(self, lease: Lease) -> None:
         """Retire an ended lease whose shard no longer exists."""
+        ...
+
+    def request_drain(self, worker_id: str) -> None:
+        """Ask a worker to hand its leases away and exit (operator command)."""
+        ...
+
+    def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
+        """Operator replay: take the lease from its owner (epoch bump, owner removed) and set the checkpoint
+        to ``position`` in the same transaction, so the old owner's next checkpoint is refused."""
         ...

@@ -214,6 +214,9 @@ class Worker:
         if me.inbox != self._inbox:
             self._inbox = me.inbox
             self._scan_now = True
+        if me.drain_requested and not self._shutdown.is_set():
+            log_event(logger, "drain_requested", worker=self.id)
+            self.request_shutdown()
 
     def _lose(self, key: str, why: str) -> None:
         owned = self.owned.pop(key)

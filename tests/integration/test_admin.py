@@ -1,0 +1,145 @@
+"""Operator commands (status, drain, replay) against the emulators, run as ``python -m consumer``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.unit.helpers import Journal, RecordingProcessor
+
+from .support import (
+    REPO,
+    create_stream,
+    dynamo_worker,
+    make_names,
+    put_records,
+    read_journal,
+    run_in_thread,
+    spawn_worker,
+    stored_checkpoints,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def cli(emulators, names, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        **emulators.env(),
+        "CONSUMER_LEASE_TABLE": names.lease_table,
+        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", *args],
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_client, unique_name) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    create_stream(kinesis_client, names.stream, 2)
+    put = put_records(kinesis_client, names.stream, [b"x"] * 20)
+    journal = Journal()
+    worker = dynamo_worker("ops-w1", emulators, names, lambda: RecordingProcessor(journal, "ops-w1"))
+    t = run_in_thread(worker)
+    try:
+        wait_until(lambda: len(journal.deliveries) == 20)
+        wait_until(lambda: len(stored_checkpoints(dynamodb_client, names.checkpoint_table)) == 2)
+        out = cli(emulators, names, "status", "--json")
+        assert out.returncode == 0, out.stderr
+        status = json.loads(out.stdout)
+        text = cli(emulators, names, "status")
+    finally:
+        worker.request_shutdown()
+        t.join(15)
+    leases = {x["shard_id"]: x for x in status["leases"]}
+    last = {r["ShardId"]: r["SequenceNumber"] for r in put}
+    assert set(leases) == set(last)
+    for shard, x in leases.items():
+        assert x["owner"] == "ops-w1" and x["epoch"] >= 1 and x["state"] == "ACTIVE"
+        assert x["checkpoint"] == f"{last[shard]}/0"
+        assert x["millis_behind_latest"] == 0
+        assert x["owner_heartbeat_age_s"] is not None and x["owner_heartbeat_age_s"] < 10
+    assert status["workers"] == [
+        {**status["workers"][0], "worker_id": "ops-w1", "leases": 2, "draining": False}
+    ]
+    assert "ops-w1" in text.stdout and "leases (2)" in text.stdout
+
+
+def test_drain_makes_the_worker_hand_over_and_exit(
+    emulators, kinesis_client, dynamodb_client, unique_name, tmp_path
+) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    create_stream(kinesis_client, names.stream, 2)
+    put_records(kinesis_client, names.stream, [b"y"] * 10)
+    journal = tmp_path / "j.jsonl"
+    proc = spawn_worker(emulators, names, "to-drain", journal)
+    try:
+        wait_until(lambda: sum(1 for e in read_journal(journal) if e["k"] == "d") == 10)
+        out = cli(emulators, names, "drain", "to-drain")
+        assert out.returncode == 0, out.stderr
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    items = dynamodb_client.scan(TableName=names.lease_table, ConsistentRead=True)["Items"]
+    assert not [i for i in items if i["lease_key"]["S"].startswith("worker#")]
+    assert all("owner" not in i for i in items)
+    missing = cli(emulators, names, "drain", "nobody")
+    assert missing.returncode == 2 and "no live worker 'nobody'" in missing.stderr
+
+
+def test_replay_asks_for_confirmation_names_unknowns_and_redelivers(
+    emulators, kinesis_client, dynamodb_client, unique_name
+) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    (shard,) = create_stream(kinesis_client, names.stream, 1)
+    seqs = [
+        r["SequenceNumber"]
+        for r in put_records(kinesis_client, names.stream, [f"r{i}".encode() for i in range(10)])
+    ]
+    journal = Journal()
+    worker = dynamo_worker("rp", emulators, names, lambda: RecordingProcessor(journal, "rp"))
+    t = run_in_thread(worker)
+    try:
+        wait_until(lambda: len(journal.deliveries) == 10)
+        wait_until(lambda: stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == seqs[-1])
+        refused = cli(emulators, names, "replay", "--stream", names.stream, "--sequence", seqs[4], stdin="")
+        assert refused.returncode == 3 and "refusing to replay without confirmation" in refused.stderr
+        assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == seqs[-1]
+        unknown = cli(emulators, names, "replay", "--stream", "nope", "--sequence", "1", "--yes")
+        assert unknown.returncode == 2 and "unknown stream 'nope'" in unknown.stderr
+        bad_shard = cli(
+            emulators,
+            names,
+            "replay",
+            "--stream",
+            names.stream,
+            "--shard",
+            "shardId-9",
+            "--sequence",
+            "1",
+            "--yes",
+        )
+        assert bad_shard.returncode == 2 and "unknown shard 'shardId-9'" in bad_shard.stderr
+        done = cli(emulators, names, "replay", "--stream", names.stream, "--sequence", seqs[4], "--yes")
+        assert done.returncode == 0, done.stderr
+        assert f"--checkpoint {seqs[-1]}/0" in done.stdout  # the undo command, with the old checkpoint
+        assert "checkpoint_replayed" in done.stderr  # and the structured log line
+        wait_until(lambda: len(journal.deliveries) == 16, what="records 4..9 delivered again")
+    finally:
+        worker.request_shutdown()
+        t.join(15)
+    assert journal.sequences() == seqs + seqs[4:]
+    assert ("rp", shard, "lease_lost") in journal.events  # the old ownership ended with the replay
