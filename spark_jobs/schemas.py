@@ -12,6 +12,7 @@ __all__ = [
     "RAW_LINE_SCHEMA",
     "RAW_RECORD_SCHEMA",
     "REASONS",
+    "REASON_DETAILS",
     "Reason",
 ]
 
@@ -125,3 +126,15 @@ REASONS: tuple[str, ...] = (
     Reason.BAD_PAYLOAD,
     Reason.WRONG_PARTITION,
 )
+
+#: A sentence per reason, written beside it in the quarantine.
+REASON_DETAILS: dict[str, str] = {
+    Reason.UNPARSEABLE: "not a JSON object with the documented field types",
+    Reason.MISSING_FIELD: "a required field is absent or null",
+    Reason.BAD_SEQUENCE_NUMBER: "sequence_number is not 1 to 56 decimal digits",
+    Reason.BAD_SUB_SEQUENCE_NUMBER: "sub_sequence_number is negative",
+    Reason.BAD_EPOCH: "epoch is negative",
+    Reason.BAD_ARRIVAL_TIME: "arrival_time is not an ISO-8601 timestamp with a zone",
+    Reason.BAD_PAYLOAD: "not exactly one of payload and payload_base64, or payload_base64 is not base64",
+    Reason.WRONG_PARTITION: "stream or arrival hour differs from the object's stream=/date=/hour= path",
+}

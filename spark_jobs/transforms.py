@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.schemas import RAW_RECORD_SCHEMA, Reason
+from spark_jobs.schemas import RAW_RECORD_SCHEMA, REASON_DETAILS, Reason
 
 __all__ = [
     "CURATED_COLUMNS",
@@ -63,7 +63,6 @@ _REQUIRED = (
     "arrival_time",
     "epoch",
 )
-_OBJECT_PATH = r"/stream=([^/]+)/date=([0-9]{4}-[0-9]{2}-[0-9]{2})/hour=([0-9]{2})/[^/]+$"
 _SEQUENCE = r"^[0-9]{1,56}$"
 _ISO_UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 _FIELD = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
@@ -92,12 +91,19 @@ def sequence_order(sequence_number: str | Column = "sequence_number") -> list[Co
     return [F.length(col), col]
 
 
-def parse_raw_lines(lines: DataFrame) -> DataFrame:
-    """Parse raw lines (``value``, ``source_object``) into typed fields plus ``reason``/``detail``.
+def _path_part(path: Column, from_end: int, name: str) -> Column:
+    """The value of the ``name=`` directory ``from_end`` levels above the object (empty if it is not there)."""
+    segment = F.substring_index(F.substring_index(path, "/", -from_end), "/", 1)
+    return F.when(segment.startswith(f"{name}="), F.substring(segment, len(name) + 2, 1 << 20)).otherwise("")
 
-    Output columns: ``source_object``, ``line``, ``path_stream``, ``date``, ``hour`` (from the object's path),
-    the record fields (``arrival_time`` as a timestamp, ``payload`` as a VARIANT), ``reason`` (one of
-    :class:`~spark_jobs.schemas.Reason`, null when the line is valid) and ``detail`` (human-readable).
+
+def parse_raw_lines(lines: DataFrame) -> DataFrame:
+    """Parse raw lines (``value``, ``source_object``) into typed fields plus a quarantine ``reason``.
+
+    Output columns: ``source_object``, ``line``, ``path_stream``, ``date``, ``hour`` (from the object's
+    ``stream=/date=/hour=`` path), the record fields (``arrival_time`` as a timestamp, ``payload`` as a
+    VARIANT), ``reason`` (a :class:`~spark_jobs.schemas.Reason`, null when the line is valid) and
+    ``missing`` (the first required field that is absent or null).
     """
     _require(lines, "parse_raw_lines", ["value", "source_object"])
     j = F.from_json(F.col("value"), RAW_RECORD_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt"})
@@ -105,12 +111,12 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     parsed = lines.select(
         path.alias("source_object"),
         F.col("value").alias("line"),
-        F.regexp_extract(path, _OBJECT_PATH, 1).alias("path_stream"),
-        F.regexp_extract(path, _OBJECT_PATH, 2).alias("date"),
-        F.regexp_extract(path, _OBJECT_PATH, 3).alias("hour"),
+        _path_part(path, 4, "stream").alias("path_stream"),
+        _path_part(path, 3, "date").alias("date"),
+        _path_part(path, 2, "hour").alias("hour"),
         j.alias("j"),
     )
-    arrival = F.try_to_timestamp(F.col("j.arrival_time"))
+    text = F.col("j.arrival_time")
     parsed = parsed.select(
         "source_object",
         "line",
@@ -119,60 +125,37 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         "hour",
         (F.col("j").isNull() | F.col("j._corrupt").isNotNull()).alias("_unparseable"),
         *[F.col(f"j.{name}").alias(name) for name in _REQUIRED if name != "arrival_time"],
-        F.col("j.arrival_time").alias("_arrival_text"),
-        F.when(F.col("j.arrival_time").rlike(_ISO_UTC), arrival).alias("arrival_time"),
+        text.alias("_arrival_text"),
+        F.when(text.rlike(_ISO_UTC), F.try_to_timestamp(text)).alias("arrival_time"),
         F.col("j.payload").alias("payload"),
         F.col("j.payload_base64").alias("payload_base64"),
     )
     text_of = {name: "_arrival_text" if name == "arrival_time" else name for name in _REQUIRED}
-    missing = F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED])
+    parsed = parsed.withColumn(
+        "missing", F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED])
+    )
     has_payload = F.col("payload").isNotNull()
     has_base64 = F.col("payload_base64").isNotNull()
-    rules: list[tuple[Column, str, Column]] = [
-        (
-            F.col("_unparseable"),
-            Reason.UNPARSEABLE,
-            F.lit("not a JSON object with the documented field types"),
-        ),
-        (missing.isNotNull(), Reason.MISSING_FIELD, F.concat(F.lit("missing or null: "), missing)),
-        (
-            ~F.col("sequence_number").rlike(_SEQUENCE),
-            Reason.BAD_SEQUENCE_NUMBER,
-            F.lit("sequence_number is not 1 to 56 decimal digits"),
-        ),
-        (F.col("sub_sequence_number") < 0, Reason.BAD_SUB_SEQUENCE_NUMBER, F.lit("sub_sequence_number < 0")),
-        (F.col("epoch") < 0, Reason.BAD_EPOCH, F.lit("epoch < 0")),
-        (
-            F.col("arrival_time").isNull(),
-            Reason.BAD_ARRIVAL_TIME,
-            F.lit("arrival_time is not an ISO-8601 timestamp with a zone"),
-        ),
-        (
-            has_payload == has_base64,
-            Reason.BAD_PAYLOAD,
-            F.lit("exactly one of payload and payload_base64 must be present"),
-        ),
-        (
-            has_base64 & F.try_to_binary(F.col("payload_base64"), F.lit("base64")).isNull(),
-            Reason.BAD_PAYLOAD,
-            F.lit("payload_base64 is not valid base64"),
-        ),
-        (
-            (F.col("stream") != F.col("path_stream"))
-            | (F.date_format("arrival_time", "yyyy-MM-dd") != F.col("date"))
-            | (F.date_format("arrival_time", "HH") != F.col("hour")),
-            Reason.WRONG_PARTITION,
-            F.lit("stream or arrival hour differs from the object's stream=/date=/hour= path"),
-        ),
+    arrival_text = F.col("_arrival_text")
+    # "2026-11-21T05..." written in UTC ("...Z") is checked as text; other offsets are converted first.
+    arrival_hour = F.when(
+        arrival_text.endswith("Z"), F.substring(arrival_text, 1, 13) == F.concat_ws("T", "date", "hour")
+    ).otherwise(F.date_format("arrival_time", "yyyy-MM-dd HH") == F.concat_ws(" ", "date", "hour"))
+    rules: list[tuple[Column, str]] = [
+        (F.col("_unparseable"), Reason.UNPARSEABLE),
+        (F.col("missing").isNotNull(), Reason.MISSING_FIELD),
+        (~F.col("sequence_number").rlike(_SEQUENCE), Reason.BAD_SEQUENCE_NUMBER),
+        (F.col("sub_sequence_number") < 0, Reason.BAD_SUB_SEQUENCE_NUMBER),
+        (F.col("epoch") < 0, Reason.BAD_EPOCH),
+        (F.col("arrival_time").isNull(), Reason.BAD_ARRIVAL_TIME),
+        (has_payload == has_base64, Reason.BAD_PAYLOAD),
+        (has_base64 & F.try_to_binary(F.col("payload_base64"), F.lit("base64")).isNull(), Reason.BAD_PAYLOAD),
+        ((F.col("stream") != F.col("path_stream")) | ~arrival_hour, Reason.WRONG_PARTITION),
     ]
     reason: Column = F.lit(None).cast("string")
-    detail: Column = F.lit(None).cast("string")
-    for condition, code, text in reversed(rules):
+    for condition, code in reversed(rules):
         reason = F.when(condition, F.lit(code)).otherwise(reason)
-        detail = F.when(condition, text).otherwise(detail)
-    return (
-        parsed.withColumn("reason", reason).withColumn("detail", detail).drop("_unparseable", "_arrival_text")
-    )
+    return parsed.withColumn("reason", reason).drop("_unparseable", "_arrival_text")
 
 
 def event_id_path(field: str) -> str:
@@ -255,9 +238,13 @@ def in_write_order(curated: DataFrame) -> DataFrame:
 
 def quarantined(parsed: DataFrame) -> DataFrame:
     """Lines that could not be curated: ``source_object``, ``line``, ``reason``, ``detail``, ``date``, ``hour``."""
-    _require(parsed, "quarantined", ["reason", "detail", "source_object", "line", "date", "hour"])
+    _require(parsed, "quarantined", ["reason", "missing", "source_object", "line", "date", "hour"])
+    texts = F.create_map(*[F.lit(x) for pair in REASON_DETAILS.items() for x in pair])
+    detail = F.when(
+        F.col("reason") == Reason.MISSING_FIELD, F.concat(F.lit("missing or null: "), F.col("missing"))
+    ).otherwise(F.element_at(texts, F.col("reason")))
     return parsed.where(F.col("reason").isNotNull()).select(
-        "source_object", "line", "reason", "detail", "date", "hour"
+        "source_object", "line", "reason", detail.alias("detail"), "date", "hour"
     )
 
 
