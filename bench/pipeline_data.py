@@ -82,9 +82,10 @@ def generate_raw(root: Path, spec: RawSpec) -> GeneratedRaw:
     span_ms = spec.hours * 3_600_000
     lines = 0
     objects = 0
-    retries = 0
     malformed_left = spec.malformed
     event_counter = 0
+    binary_records = 0
+    json_events: set[tuple[datetime, int]] = set()  # (hour, event id), tracked only with retries
     for shard in range(spec.shards):
         shard_id = f"shardId-{shard:012d}"
         count = per_shard + (1 if shard < extra else 0)
@@ -130,7 +131,6 @@ def generate_raw(root: Path, spec: RawSpec) -> GeneratedRaw:
                 sub += 1
             is_retry = event_counter > 0 and rng.random() < spec.retry_rate
             if is_retry:
-                retries += 1
                 event = event_counter - 1  # a producer retry: same event, new sequence number
             else:
                 event = event_counter
@@ -138,10 +138,13 @@ def generate_raw(root: Path, spec: RawSpec) -> GeneratedRaw:
             amount = rng.randrange(1, 100_000)
             payload = f'{{"event_id": "ev-{event}", "amount": {amount}, "sku": "sku-{amount % 97}"}}'
             if rng.random() < spec.base64_rate:
+                binary_records += 1  # no event id can be read from a binary payload
                 blob = base64.b64encode(b"\x00\xff" + payload.encode()).decode()
                 payload_field = f'"payload_base64": {json.dumps(blob)}'
             else:
                 payload_field = f'"payload": {payload}'
+                if spec.retry_rate > 0:
+                    json_events.add((hour, event))
             line = (
                 f'{{"stream": "{spec.stream}", "shard_id": "{shard_id}", "sequence_number": "{_seq(shard, seq_index)}",'
                 f' "sub_sequence_number": {sub}, "partition_key": "pk-{amount % 1000}",'
@@ -154,7 +157,7 @@ def generate_raw(root: Path, spec: RawSpec) -> GeneratedRaw:
         root=root,
         lines=lines,
         distinct_records=spec.records,
-        distinct_events=spec.records - retries,
+        distinct_events=spec.records if spec.retry_rate == 0 else len(json_events) + binary_records,
         malformed=spec.malformed - malformed_left,
         objects=objects,
     )

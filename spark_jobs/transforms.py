@@ -132,7 +132,11 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     )
     text_of = {name: "_arrival_text" if name == "arrival_time" else name for name in _REQUIRED}
     parsed = parsed.withColumn(
-        "missing", F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED])
+        "missing",
+        F.when(
+            ~F.col("_unparseable"),
+            F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED]),
+        ),
     )
     has_payload = F.col("payload").isNotNull()
     has_base64 = F.col("payload_base64").isNotNull()
