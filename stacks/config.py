@@ -315,7 +315,7 @@ def _capacity(c: _Section) -> CapacitySettings:
 
 def _analytics(a: _Section) -> AnalyticsSettings:
     settings = AnalyticsSettings(
-        emr_release_label=a.text("emr_release_label", re.compile(r"^emr-\d+\.\d+\.\d+$")),
+        emr_release_label=a.text("emr_release_label", re.compile(r"^emr-(spark-)?\d+\.\d+\.\d+$")),
         max_vcpu=a.integer("max_vcpu", 1),
         max_memory_gb=a.integer("max_memory_gb", 1),
         compaction_schedule=a.text("compaction_schedule", re.compile(r"^(cron|rate)\(.+\)$")),
