@@ -133,10 +133,15 @@ class CheckpointConfig:
 
     mode: Literal["auto", "manual"] = "auto"
     flush_interval: float = 1.0
+    auto_interval: float = (
+        0.0  # auto mode: at most one checkpoint write per this many seconds (0: every batch)
+    )
 
     def __post_init__(self) -> None:
         _choice("checkpoint.mode", self.mode, ("auto", "manual"))
         _positive("checkpoint.flush_interval", self.flush_interval)
+        if self.auto_interval < 0:
+            raise ConfigError("checkpoint.auto_interval", f"must be >= 0, got {self.auto_interval}")
 
 
 @dataclass(frozen=True)
@@ -293,6 +298,7 @@ def worker_config_from_env(
         checkpoint=CheckpointConfig(
             mode=env.get("CONSUMER_CHECKPOINT_MODE", "auto"),  # type: ignore[arg-type]
             flush_interval=_env_float(env, "CONSUMER_CHECKPOINT_FLUSH_SECONDS", 1.0),
+            auto_interval=_env_float(env, "CONSUMER_CHECKPOINT_INTERVAL_SECONDS", 0.0),
         ),
         processing=ProcessingConfig(
             max_attempts=_env_int(env, "CONSUMER_MAX_ATTEMPTS", 3),

@@ -241,6 +241,14 @@ class ShardConsumer:
             if self._tracker is not None and (now - last_flush >= flush_every or not batch):
                 self._flush(writer)
                 last_flush = now
+            elif (
+                self._tracker is None
+                and self._processed != writer.last
+                and (now - last_flush >= ctx.config.checkpoint.auto_interval)
+            ):
+                assert self._processed is not None
+                writer.write(self._processed)
+                last_flush = now
             if shard_end and not batch:
                 return self._end(processor, writer)
 
@@ -277,9 +285,7 @@ class ShardConsumer:
             ctx.metrics.add("ShardsHalted", 1, lease.stream, lease.shard_id)
             return result.outcome
         ctx.metrics.add("RecordsProcessed", len(batch), lease.stream, lease.shard_id)
-        self._processed = batch[-1].position
-        if self._tracker is None:
-            writer.write(self._processed)
+        self._processed = batch[-1].position  # auto mode: checkpointed by the loop (every batch by default)
         return result.outcome
 
     def _flush(self, writer: CheckpointWriter) -> None:

@@ -195,3 +195,20 @@ def test_scale_out_moves_leases_by_handoff_without_duplicates() -> None:
     for shard in put:
         assert journal.sequences(shard) == put[shard] + more[shard]
     assert a.metrics.total("HandoffLatencyMs") > 0  # type: ignore[attr-defined]
+
+
+def test_auto_checkpoint_interval_batches_writes_and_still_checkpoints_at_shutdown() -> None:
+    tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
+    kinesis.create_stream("s", 1)
+    shard = "shardId-000000000000"
+    worker = make_worker("w1", tables, kinesis, journal, checkpoint=CheckpointConfig(auto_interval=60))
+    t = start(worker)
+    seqs = []
+    for i in range(20):
+        seqs.append(kinesis.put("s", shard, f"{i}".encode()))
+        wait_until(lambda n=i: len(journal.deliveries) == n + 1)
+    assert worker.metrics.total("Checkpoints") == 0  # type: ignore[attr-defined]  # none within the interval
+    worker.request_shutdown()
+    t.join(5)
+    assert checkpoint(tables, "s", shard) == Position(seqs[-1])  # the final checkpoint covers everything
+    assert worker.metrics.total("Checkpoints") == 1  # type: ignore[attr-defined]
