@@ -81,6 +81,12 @@ class Fleet:
     workdir: Path
     settings: FleetSettings
     name: str
+    #: Fixed resource names (the demo uses the dev environment's); by default unique ``bench-*`` names.
+    stream_name: str | None = None
+    lease_table_name: str | None = None
+    checkpoint_table_name: str | None = None
+    #: Keep each worker's stdout (CloudWatch EMF metric lines) in ``<workdir>/<worker>.stdout.jsonl``.
+    keep_stdout: bool = False
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)
     produced: list[tuple[str, str, float]] = field(default_factory=list)
@@ -92,9 +98,9 @@ class Fleet:
             shutil.rmtree(self.workdir)  # journals of an earlier run would mix with this one's
         self.workdir.mkdir(parents=True)
         suffix = uuid.uuid4().hex[:6]
-        self.stream = f"bench-{self.name}-{suffix}"
-        self.lease_table = f"bench-leases-{self.name}-{suffix}"
-        self.checkpoint_table = f"bench-cps-{self.name}-{suffix}"
+        self.stream = self.stream_name or f"bench-{self.name}-{suffix}"
+        self.lease_table = self.lease_table_name or f"bench-leases-{self.name}-{suffix}"
+        self.checkpoint_table = self.checkpoint_table_name or f"bench-cps-{self.name}-{suffix}"
         self.kinesis = self.endpoints.client("kinesis")
         self.ddb = self.endpoints.client("dynamodb")
         create_tables(self.ddb, self.lease_table, self.checkpoint_table)
@@ -134,11 +140,14 @@ class Fleet:
             extra=extra,
         )
         log = open(self.workdir / f"{worker_id}.log", "ab")  # noqa: SIM115 - the child holds it
+        out: Any = subprocess.DEVNULL
+        if self.keep_stdout:
+            out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
         self.procs[worker_id] = subprocess.Popen(
             [sys.executable, "-m", "consumer", "run"],
             cwd=REPO,
             env=env,
-            stdout=subprocess.DEVNULL,
+            stdout=out,
             stderr=log,
         )
         self.mark(f"start {worker_id}")

@@ -1,0 +1,510 @@
+"""``make demo``: the whole system on local emulators, end to end, in a few minutes.
+
+    python -m tools.demo [--quick] [--env dev] [--out reports/demo] [--lease-duration S]
+
+1. starts kinesis-local and moto server on 127.0.0.1 (tools/emulators.py);
+2. creates the stream(s), the lease and checkpoint tables, the dead-letter queue and the raw and curated
+   buckets, named and sized after the ``dev`` environment in ``cdk.json``;
+3. starts a producer, and one worker running the raw S3 sink (``tools.demo_processor``);
+4. scales the fleet out (1 -> 3 workers: one per shard plus a standby), scales it in (SIGTERM to a lease
+   holder), restarts it rolling (new worker first, then SIGTERM the old one), and SIGKILLs a lease holder;
+5. stops producing, lets the fleet drain and stops it gracefully (every buffer is flushed to S3);
+6. downloads what landed in S3 and runs the Spark compaction and aggregation jobs on it locally
+   (local[2]; no hadoop-aws here), then checks that every produced record is in the curated table exactly once;
+7. prints a summary and writes ``<out>/summary.json``, ``<out>/ownership.png`` (who owned which shard
+   when) and ``<out>/lag.png`` (MillisBehindLatest per shard from the workers' EMF metric lines).
+
+Everything it starts (emulators, workers, Spark's JVM) is stopped at the end, also on Ctrl-C or SIGTERM.
+Working files (journals, worker logs and metrics, the local copy of the lake) stay in ``<out>/work``.
+``--quick`` shortens every phase and uses a 4 s lease (the dev value, 10 s, is used otherwise), so the
+SIGKILL failover takes seconds; the integration test runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any, Final
+
+from bench.fleet_analysis import analyze, ownership_runs
+from bench.fleet_runner import FleetSettings
+from bench.timeline import plot_timeline
+from stacks.config import EnvironmentSettings
+from tools.demo_config import DemoNames, load_environment
+from tools.demo_report import (
+    delivery_latency,
+    format_summary,
+    gap_figures,
+    lag_points,
+    plot_lag,
+    raw_counts,
+    split_moves,
+)
+from tools.demo_support import (
+    DemoFleet,
+    ProgressTicker,
+    count_objects,
+    download_prefix,
+    lease_owners,
+    stop_process_group,
+    stop_workers,
+    upload_tree,
+)
+from tools.emulators import Emulators
+
+__all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
+
+REPO: Final = Path(__file__).resolve().parents[1]
+PROCESSOR: Final = "tools.demo_processor:JournaledRawSink"
+#: GetRecords limit per call. At the demo's rates the fleet keeps up either way; with 10,000 (the default)
+#: a whole failover backlog comes back in one call and MillisBehindLatest is 0 at every sample.
+MAX_RECORDS: Final = 25
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long each phase lasts and how fast things tick. ``lease_duration`` None = the environment's."""
+
+    warmup: float
+    settle: float
+    rate: float
+    lease_duration: float | None
+    scan_interval: float
+    inbox_poll_interval: float
+    metrics_interval: float
+    raw_max_age: float
+    progress_every: float
+
+
+FULL: Final = Timing(
+    warmup=15.0,
+    settle=12.0,
+    rate=50.0,
+    lease_duration=None,
+    scan_interval=1.0,
+    inbox_poll_interval=0.2,
+    metrics_interval=2.0,
+    raw_max_age=5.0,
+    progress_every=10.0,
+)
+QUICK: Final = Timing(
+    warmup=6.0,
+    settle=4.0,
+    rate=40.0,
+    lease_duration=4.0,
+    scan_interval=0.5,
+    inbox_poll_interval=0.1,
+    metrics_interval=1.0,
+    raw_max_age=2.0,
+    progress_every=5.0,
+)
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM/SIGHUP, handled like Ctrl-C."""
+
+
+def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+class Demo:
+    """One run. :meth:`run` does the work; :meth:`cleanup` (always called) stops whatever was started."""
+
+    def __init__(self, env: EnvironmentSettings, timing: Timing, out: Path) -> None:
+        self.env = env
+        self.names = DemoNames.of(env)
+        self.timing = timing
+        self.lease_duration = timing.lease_duration or env.consumer.lease_duration_seconds
+        self.out = out
+        self.work = out / "work"
+        self.began = time.time()
+        self.emulators: Emulators | None = None
+        self.fleet: DemoFleet | None = None
+        self.spark: subprocess.Popen[bytes] | None = None
+        self.ticker: ProgressTicker | None = None
+        self._spark_log: IO[bytes] | None = None
+        self._step = 0
+        self._producing = False
+
+    # -- output ------------------------------------------------------------------------------------
+    def step(self, title: str) -> None:
+        self._step += 1
+        print(f"\n[{time.time() - self.began:5.1f}s] {self._step}. {title}", flush=True)
+
+    def say(self, text: str) -> None:
+        print(f"  {text}", flush=True)
+
+    # -- the run -----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        if self.work.exists():
+            shutil.rmtree(self.work)
+        self.work.mkdir(parents=True)
+        self.step("start the local emulators (kinesis-local, moto server)")
+        self.emulators = Emulators()
+        self.emulators.start()
+        endpoints = self.emulators.endpoints
+        self.say(f"kinesis {endpoints.kinesis_endpoint}, everything else {endpoints.aws_endpoint}")
+
+        self.step(f"create what the {self.env.name} environment has (cdk.json)")
+        dlq_url = self._create_resources(endpoints)
+        self.step("start the producer and the first worker (raw S3 sink)")
+        fleet = self.fleet
+        assert fleet is not None
+        fleet.start_producer()
+        self._producing = True
+        self.ticker = ProgressTicker(self.timing.progress_every, self._status, self.began).start()
+        extra = self._worker_extra(dlq_url)
+        fleet.start_worker("w1", extra)
+        time.sleep(self.timing.warmup)
+
+        killed, killed_at, killed_shards = self._fleet_phases(fleet, extra)
+
+        self.step("stop producing, let the fleet drain, stop it gracefully")
+        self._start_spark()  # its JVM starts while the fleet drains
+        fleet.stop_producer()
+        self._producing = False
+        drained = fleet.wait_drained(timeout=60)
+        self.say(f"every produced record delivered: {drained}")
+        codes = stop_workers(fleet, timeout=self.env.consumer.shutdown_deadline_seconds + 10)
+        fleet.mark(f"fleet stopped (exit codes {codes})")
+        self.ticker.stop()
+
+        self.step("compact and aggregate what landed in S3 (Spark, local[2])")
+        lake = self.work / "lake"
+        s3 = endpoints.client("s3")
+        objects = download_prefix(s3, self.names.raw_bucket, f"{self.names.raw_prefix}/", lake)
+        self.say(
+            f"downloaded {objects} raw objects from s3://{self.names.raw_bucket}/{self.names.raw_prefix}/"
+        )
+        spark = self._run_spark(lake, fleet)
+        uploaded = upload_tree(s3, self.names.curated_bucket, lake / "curated", "curated")
+        uploaded += upload_tree(s3, self.names.curated_bucket, lake / "metrics", "metrics")
+        self.say(f"uploaded {uploaded} curated and metrics files to s3://{self.names.curated_bucket}/")
+        dead_lettered = int(
+            endpoints.client("sqs").get_queue_attributes(
+                QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"]["ApproximateNumberOfMessages"]
+        )
+
+        self.step("report")
+        return self._report(
+            fleet, lake, spark, drained, codes, dead_lettered, killed, killed_at, killed_shards
+        )
+
+    def _create_resources(self, endpoints: Any) -> str:
+        names, settings = self.names, self.env
+        streams = settings.streams
+        first = streams[0]
+        self.fleet = DemoFleet(
+            endpoints,
+            self.work / "fleet",
+            FleetSettings(
+                shards=first.shard_count,
+                lease_duration=self.lease_duration,
+                rate=self.timing.rate,
+                scan_interval=self.timing.scan_interval,
+                inbox_poll_interval=self.timing.inbox_poll_interval,
+                idle_time=0.1,
+                metrics_interval=self.timing.metrics_interval,
+            ),
+            "demo",
+            stream_name=first.name,
+            lease_table_name=names.lease_table,
+            checkpoint_table_name=names.checkpoint_table,
+            keep_stdout=True,
+        )
+        self.fleet.began = self.began
+        self.say(f"stream {first.name}: {first.shard_count} shards")
+        kinesis = endpoints.client("kinesis")
+        for other in streams[1:]:
+            kinesis.create_stream(StreamName=other.name, ShardCount=other.shard_count)
+            self.say(f"stream {other.name}: {other.shard_count} shards (created; the demo uses the first)")
+        url = str(endpoints.client("sqs").create_queue(QueueName=names.dead_letter_queue)["QueueUrl"])
+        s3 = endpoints.client("s3")
+        for bucket in (names.raw_bucket, names.curated_bucket):
+            s3.create_bucket(Bucket=bucket)
+        self.say("named by CDK in AWS, so fixed local names derived from the application name:")
+        for what, name in names.derived().items():
+            self.say(f"  {what:<17} {name}")
+        lease = f"lease duration {self.lease_duration:g}s"
+        if self.timing.lease_duration is not None:
+            lease += f" (demo override; {settings.name} has {settings.consumer.lease_duration_seconds:g}s)"
+        self.say(
+            f"application {names.application}, {lease}, on failure: {settings.consumer.on_failure}, "
+            f"producer {self.timing.rate:g} records/s, GetRecords limit {MAX_RECORDS}"
+        )
+        return url
+
+    def _worker_extra(self, dlq_url: str) -> dict[str, str]:
+        consumer = self.env.consumer
+        return {
+            "CONSUMER_APPLICATION": self.names.application,
+            "CONSUMER_PROCESSOR": PROCESSOR,
+            "CONSUMER_ON_FAILURE": consumer.on_failure,
+            "CONSUMER_DLQ_URL": dlq_url,
+            "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": f"{consumer.shutdown_deadline_seconds:g}",
+            "CONSUMER_RAW_BUCKET": self.names.raw_bucket,
+            "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
+            "RAW_MAX_AGE_SECONDS": f"{self.timing.raw_max_age:g}",
+            # Small GetRecords batches: catching up after a failover takes several reads, so the lag shows.
+            "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
+        }
+
+    def _fleet_phases(self, fleet: DemoFleet, extra: dict[str, str]) -> tuple[str, float, list[str]]:
+        t = self.timing
+        standby = self.env.scaling.standby_tasks
+        target = max(2, min(self.env.scaling.max_tasks, self.env.total_shards + standby))
+        self.step(f"scale out: 1 -> {target} workers ({self.env.total_shards} shards, {standby} standby)")
+        for i in range(2, target + 1):
+            fleet.start_worker(f"w{i}", extra)
+        time.sleep(t.settle)
+
+        self.step(f"scale in: {target} -> {target - 1} workers (SIGTERM to a lease holder)")
+        candidates = [w for w in fleet.live_workers() if w != "w1"]
+        leaving = (fleet.lease_holders(candidates) or candidates)[0]
+        fleet.signal(leaving, signal.SIGTERM)
+        fleet.wait_exit(leaving, timeout=self.env.consumer.shutdown_deadline_seconds + 10)
+        time.sleep(t.settle)
+
+        self.step("rolling restart: start a new worker, then SIGTERM an old one, one at a time")
+        serial = target + 1
+        for old in fleet.live_workers():
+            new = f"w{serial}"
+            serial += 1
+            fleet.start_worker(new, extra)
+            fleet.wait_registered(new)
+            time.sleep(2 * t.scan_interval + 0.5)  # the old worker has seen the new one alive
+            fleet.signal(old, signal.SIGTERM)
+            fleet.wait_exit(old, timeout=self.env.consumer.shutdown_deadline_seconds + 10)
+            time.sleep(1.0)
+        time.sleep(t.settle)
+
+        self.step(f"crash: SIGKILL a lease holder (its leases expire after {self.lease_duration:g}s)")
+        live = fleet.live_workers()
+        victim = (fleet.lease_holders(live) or live)[0]
+        shards = fleet.last_owners(time.time()).get(victim, [])
+        killed_at = fleet.signal(victim, signal.SIGKILL)
+        fleet.wait_exit(victim)
+        time.sleep(self.lease_duration + t.settle)
+        return victim, killed_at, shards
+
+    def _status(self) -> str:
+        fleet = self.fleet
+        if fleet is None or self.emulators is None:
+            return "starting"
+        endpoints = self.emulators.endpoints
+        owners = lease_owners(endpoints.client("dynamodb"), self.names.lease_table)
+        raw = count_objects(endpoints.client("s3"), self.names.raw_bucket)
+        held = ", ".join(
+            f"{shard.replace('shardId-', '')}: {owner or '-'} (epoch {epoch})"
+            for shard, (owner, epoch) in sorted(owners.items())
+        )
+        return (
+            f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, "
+            f"raw objects {raw}; leases {held}"
+        )
+
+    # -- Spark -------------------------------------------------------------------------------------
+    def _start_spark(self) -> None:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"}
+        self._spark_log = (self.work / "spark.log").open("ab")
+        self.spark = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tools.demo_spark",
+                "--result",
+                str(self.work / "spark-result.json"),
+                "--spark-local-dir",
+                str(self.work / "spark-tmp"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stderr=self._spark_log,
+            start_new_session=True,  # its own process group: the JVM goes with it on cleanup
+        )
+
+    def _run_spark(self, lake: Path, fleet: DemoFleet) -> dict[str, Any]:
+        hours = sorted(
+            f"{m.group(1)}T{m.group(2)}"
+            for p in (lake / self.names.raw_prefix).glob("stream=*/date=*/hour=*")
+            if (m := re.search(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$", p.as_posix()))
+        )
+        if not hours:
+            raise RuntimeError(
+                "nothing landed in the raw bucket; see the worker logs in " + str(fleet.workdir)
+            )
+        produced = self.work / "produced.jsonl"
+        with produced.open("w", encoding="utf-8") as f:
+            for shard, seq, _ in fleet.produced:
+                f.write(
+                    json.dumps({"stream": fleet.stream, "shard_id": shard, "sequence_number": seq}) + "\n"
+                )
+        if self.names.raw_prefix != "raw":  # the Spark step reads <lake>/raw
+            (lake / "raw").symlink_to(lake / self.names.raw_prefix, target_is_directory=True)
+        request = {"lake": str(lake), "start": hours[0], "end": hours[-1], "produced": str(produced)}
+        self.say(f"hours {hours[0]} .. {hours[-1]} (UTC)")
+        assert self.spark is not None and self.spark.stdin is not None
+        self.spark.stdin.write((json.dumps(request) + "\n").encode())
+        self.spark.stdin.close()
+        code = self.spark.wait(timeout=240)
+        if code != 0:
+            raise RuntimeError(f"the Spark step failed (exit {code}); see {self.work / 'spark.log'}")
+        result: dict[str, Any] = json.loads((self.work / "spark-result.json").read_text())
+        return result
+
+    # -- report ------------------------------------------------------------------------------------
+    def _report(
+        self,
+        fleet: DemoFleet,
+        lake: Path,
+        spark: dict[str, Any],
+        drained: bool,
+        exit_codes: dict[str, int],
+        dead_lettered: int,
+        killed: str,
+        killed_at: float,
+        killed_shards: list[str],
+    ) -> dict[str, Any]:
+        deliveries = fleet.deliveries()
+        result = analyze(
+            [(s, q) for s, q, _ in fleet.produced], deliveries, {killed: killed_at}, {killed: killed_shards}
+        )
+        planned, failovers = split_moves(result["moves"], killed, killed_at)
+        raw = raw_counts(lake / self.names.raw_prefix)
+        check = spark["check"]
+        self.out.mkdir(parents=True, exist_ok=True)
+        timeline, lag = self.out / "ownership.png", self.out / "lag.png"
+        plot_timeline(
+            ownership_runs(deliveries),
+            fleet.events,
+            self.began,
+            "demo: shard ownership (raw S3 sink)",
+            timeline,
+        )
+        plot_lag(
+            lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
+            delivery_latency(fleet.produced, deliveries),
+            fleet.events,
+            self.began,
+            "demo: lag per shard (top: MillisBehindLatest from the workers' EMF metrics)",
+            lag,
+        )
+        summary: dict[str, Any] = {
+            "environment": self.env.name,
+            "names": asdict(self.names),
+            "settings": {
+                "shards": fleet.settings.shards,
+                "lease_duration_s": self.lease_duration,
+                "producer_rate_per_s": self.timing.rate,
+                "get_records_limit": MAX_RECORDS,
+                "timing": asdict(self.timing),
+            },
+            "records": {
+                "produced": result["produced"],
+                "delivered": result["delivered"],
+                "distinct_delivered": result["distinct_delivered"],
+                "redelivered": result["extra_deliveries"],
+                "lost": result["lost"],
+                "drained": drained,
+            },
+            "raw": raw,
+            "curated": {
+                "rows": check["curated_rows"],
+                "distinct_produced": check["produced_distinct"],
+                "missing": check["produced_missing_from_curated"],
+                "unexpected": check["curated_not_produced"],
+                "duplicate_rows": check["curated_duplicate_rows"],
+                "exactly_once": check["exactly_once"],
+                "metrics_records": check["metrics_records"],
+            },
+            "handoffs": {**gap_figures(planned), "moves": planned},
+            "failover": {
+                **result["signal_to_new_owner_first_record_s"],
+                "killed": killed,
+                "shards": killed_shards,
+                "moves": failovers,
+            },
+            "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
+            "exit_codes": exit_codes,
+            "dead_lettered": dead_lettered,
+            "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
+            "events": [{"t": round(t - self.began, 3), "event": label} for t, label in fleet.events],
+            "report_dir": str(self.out),
+            "timeline_png": str(timeline),
+            "lag_png": str(lag),
+            "wall_time_s": round(time.time() - self.began, 1),
+        }
+        summary["ok"] = bool(
+            summary["records"]["lost"] == 0
+            and drained
+            and check["exactly_once"]
+            and check["curated_rows"] == check["produced_distinct"]
+        )
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        return summary
+
+    # -- cleanup -----------------------------------------------------------------------------------
+    def cleanup(self) -> None:
+        """Stop the ticker, the producer, Spark, the workers and the emulators; bounded in time."""
+        if self.ticker is not None:
+            self.ticker.stop()
+        stop_process_group(self.spark)
+        if self._spark_log is not None:
+            self._spark_log.close()
+        if self.fleet is not None:
+            if self._producing:
+                self.fleet.stop_producer()
+            stop_workers(self.fleet, timeout=8.0)
+        if self.emulators is not None:
+            self.emulators.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.demo", description=(__doc__ or "").split("\n\n", maxsplit=1)[0]
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="short phases and a 4 s lease (the test uses it)"
+    )
+    parser.add_argument("--env", default="dev", help="environment of cdk.json to mirror (default: dev)")
+    parser.add_argument("--out", type=Path, default=REPO / "reports" / "demo", help="report folder")
+    parser.add_argument("--lease-duration", type=float, default=None, help="override the lease duration (s)")
+    args = parser.parse_args(argv)
+    timing = QUICK if args.quick else FULL
+    if args.lease_duration is not None:
+        timing = Timing(**{**asdict(timing), "lease_duration": args.lease_duration})
+    demo = Demo(load_environment(args.env), timing, args.out.resolve())
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    code = 1
+    try:
+        summary = demo.run()
+        print("\n" + format_summary(summary), flush=True)
+        code = 0 if summary["ok"] else 1
+    except KeyboardInterrupt as exc:
+        reason = str(exc) or "Ctrl-C"
+        print(f"\ninterrupted ({reason}): stopping everything the demo started", flush=True)
+        code = 130
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # the cleanup below is bounded; let it finish
+        demo.cleanup()
+        print(f"stopped ({time.time() - demo.began:.0f}s in all)", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

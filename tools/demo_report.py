@@ -1,0 +1,221 @@
+"""The demo's figures and pictures: raw-data counts, the lag plot from the workers' EMF output, the summary.
+
+Pure functions of files the demo already wrote (journals, worker stdout, downloaded raw objects) plus the
+Spark step's counts, so they can be re-run on a kept work folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+from bench.fleet_analysis import Delivery, percentiles
+
+__all__ = [
+    "LagPoint",
+    "delivery_latency",
+    "format_summary",
+    "gap_figures",
+    "lag_points",
+    "plot_lag",
+    "raw_counts",
+    "split_moves",
+]
+
+
+def raw_counts(raw_root: Path) -> dict[str, int]:
+    """Objects, lines and distinct records (stream, shard, sequence, sub-sequence) under ``raw_root``."""
+    objects = lines = 0
+    keys: set[tuple[str, str, str, int]] = set()
+    for path in sorted(raw_root.rglob("*.jsonl.gz")):
+        objects += 1
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                lines += 1
+                r = json.loads(line)
+                keys.add((r["stream"], r["shard_id"], r["sequence_number"], int(r["sub_sequence_number"])))
+    return {"objects": objects, "lines": lines, "distinct": len(keys), "duplicates": lines - len(keys)}
+
+
+@dataclass(frozen=True)
+class LagPoint:
+    """One EMF document's ``MillisBehindLatest`` (the maximum over that flush interval) for one shard."""
+
+    t: float  # epoch seconds
+    shard: str
+    worker: str
+    millis_behind: float
+
+
+def lag_points(stdout_files: Iterable[Path]) -> list[LagPoint]:
+    """Every per-shard ``MillisBehindLatest`` in the workers' EMF lines (other stdout lines are skipped)."""
+    out: list[LagPoint] = []
+    for path in stdout_files:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if "MillisBehindLatest" not in line:
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by SIGKILL
+            if "Shard" not in doc or "_aws" not in doc:
+                continue
+            out.append(
+                LagPoint(
+                    t=doc["_aws"]["Timestamp"] / 1000,
+                    shard=str(doc["Shard"]),
+                    worker=str(doc.get("WorkerId", "?")),
+                    millis_behind=float(doc["MillisBehindLatest"]),
+                )
+            )
+    return sorted(out, key=lambda p: p.t)
+
+
+def delivery_latency(
+    produced: Iterable[tuple[str, str, float]], deliveries: Iterable[Delivery], bucket: float = 0.5
+) -> dict[str, list[tuple[float, float]]]:
+    """shard -> [(time, worst put-to-delivery latency in seconds)] per ``bucket`` seconds of delivery time."""
+    put_at = {(shard, seq): t for shard, seq, t in produced}
+    worst: dict[str, dict[int, float]] = {}
+    for d in deliveries:
+        t_put = put_at.get((d.shard, d.sequence))
+        if t_put is None:
+            continue
+        slot = int(d.t // bucket)
+        per_shard = worst.setdefault(d.shard, {})
+        per_shard[slot] = max(per_shard.get(slot, 0.0), d.t - t_put)
+    return {
+        shard: [(slot * bucket, latency) for slot, latency in sorted(slots.items())]
+        for shard, slots in worst.items()
+    }
+
+
+def _shard_label(shard: str) -> str:
+    digits = shard.rsplit("-", 1)[-1]
+    return f"shard {int(digits)}" if digits.isdigit() else shard
+
+
+def plot_lag(
+    points: list[LagPoint],
+    latency: Mapping[str, list[tuple[float, float]]],
+    events: list[tuple[float, str]],
+    t0: float,
+    title: str,
+    path: Path,
+) -> None:
+    """Two panels over the same time axis, one line per shard, fleet events as dashed lines:
+    ``MillisBehindLatest`` from the workers' EMF lines (seconds), and put-to-delivery latency from the journals.
+    """
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
+    shards = sorted({p.shard for p in points} | set(latency))
+    cmap = plt.get_cmap("tab10")
+    for i, shard in enumerate(shards):
+        mine = [p for p in points if p.shard == shard]
+        style = {"color": cmap(i % 10), "label": _shard_label(shard), "lw": 1.2}
+        top.plot([p.t - t0 for p in mine], [p.millis_behind / 1000 for p in mine], marker="o", ms=3, **style)
+        series = latency.get(shard, [])
+        bottom.plot([t - t0 for t, _ in series], [v for _, v in series], **style)
+    for ax in (top, bottom):
+        ax.set_ylim(bottom=0)
+        for t, label in events:
+            if label.startswith(("SIG", "start", "producer stopped")):
+                ax.axvline(t - t0, color="black", lw=0.8, ls="--")
+    y_text = top.get_ylim()[1]
+    for t, label in events:
+        if label.startswith(("SIG", "start", "producer stopped")):
+            top.text(t - t0, y_text, label.split(" after ")[0], rotation=90, fontsize=7, va="top", ha="right")
+    top.set_ylabel("MillisBehindLatest (s)")
+    top.set_title(title)
+    bottom.set_ylabel("put -> delivered (s)")
+    bottom.set_xlabel("seconds since the demo started")
+    if shards:
+        top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def split_moves(
+    moves: list[dict[str, Any]], killed: str | None, killed_at: float | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(planned hand-offs, failovers): a failover is a move away from the killed worker after the kill."""
+    planned: list[dict[str, Any]] = []
+    failovers: list[dict[str, Any]] = []
+    for m in moves:
+        crashed = (
+            killed is not None and killed_at is not None and m["from"] == killed and m["at"] >= killed_at
+        )
+        (failovers if crashed else planned).append(m)
+    return planned, failovers
+
+
+def gap_figures(moves: list[dict[str, Any]]) -> dict[str, float | None]:
+    return percentiles([float(m["gap_s"]) for m in moves])
+
+
+def _n(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _s(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """The summary block printed at the end of the demo (and shown verbatim in the README)."""
+    records, raw, curated = summary["records"], summary["raw"], summary["curated"]
+    planned, failover = summary["handoffs"], summary["failover"]
+    names = summary["names"]
+    width = 26
+    rows = [
+        ("records produced", f"{_n(records['produced'])}"),
+        (
+            "deliveries",
+            f"{_n(records['delivered'])}  ({_n(records['redelivered'])} again after the crash, "
+            f"{_n(records['lost'])} lost)",
+        ),
+        (
+            "raw lines in S3",
+            f"{_n(raw['lines'])}  ({_n(raw['duplicates'])} duplicates, {_n(raw['objects'])} objects)",
+        ),
+        (
+            "curated rows",
+            f"{_n(curated['rows'])}  "
+            + (
+                "(= distinct produced: each record exactly once)"
+                if curated["exactly_once"]
+                else f"(MISMATCH: {_n(curated['missing'])} missing, {_n(curated['unexpected'])} unexpected, "
+                f"{_n(curated['duplicate_rows'])} duplicated)"
+            ),
+        ),
+        (
+            f"hand-offs (planned, {planned['n']})",
+            f"gap p50 {_s(planned['p50'])}  p99 {_s(planned['p99'])}  max {_s(planned['max'])}",
+        ),
+        (
+            "failover after SIGKILL",
+            f"{_s(failover['max'])}  (lease duration {summary['settings']['lease_duration_s']:g}s)",
+        ),
+        ("dead-lettered", _n(summary["dead_lettered"])),
+        ("wall time", f"{summary['wall_time_s']:.0f}s"),
+    ]
+    title = (
+        f"demo summary: {summary['environment']} config, stream {names['streams'][0]} "
+        f"({summary['settings']['shards']} shards)"
+    )
+    lines = [title, "-" * len(title)]
+    lines += [f"{label:<{width}}{value}" for label, value in rows]
+    lines.append(f"{'report':<{width}}{summary['report_dir']}/ (summary.json, ownership.png, lag.png)")
+    return "\n".join(lines)

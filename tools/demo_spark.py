@@ -1,0 +1,150 @@
+"""The demo's Spark step, run as a child process: compaction, aggregation, then an exactly-once check.
+
+    python -m tools.demo_spark --result RESULT.json --spark-local-dir DIR   (then one JSON line on stdin)
+
+It starts a local[2] SparkSession at once (the slow part, ~8 s) and then waits for one JSON request on
+stdin, so the demo can start it while the fleet is still draining::
+
+    {"lake": "<dir holding raw/>", "start": "YYYY-MM-DDTHH", "end": "YYYY-MM-DDTHH", "produced": "<jsonl>"}
+
+It runs :mod:`spark_jobs.compact` (``<lake>/raw`` -> ``<lake>/curated`` + ``<lake>/quarantine``) and
+:mod:`spark_jobs.aggregate` (``-> <lake>/metrics``) through their own argument parsers, then compares the
+curated table with the records the producer wrote (``produced``: JSON lines with ``stream``, ``shard_id``,
+``sequence_number``), and writes every count to ``RESULT.json``. If stdin closes first (the demo is gone),
+it exits without doing anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["SPARK_SETTINGS", "main"]
+
+#: local[2] settings that make small jobs fast here (see /work/shared/LOCAL_AWS.md and tests/spark/conftest.py).
+SPARK_SETTINGS: Final[dict[str, str]] = {
+    "spark.master": "local[2]",
+    "spark.app.name": "demo",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+}
+
+_KEY: Final = ["stream", "shard_id", "sequence_number", "sub_sequence_number"]
+
+
+def _say(message: str) -> None:
+    print(f"  spark: {message}", flush=True)
+
+
+def _session(local_dir: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    from spark_jobs import storage
+
+    builder = SparkSession.builder
+    for key, value in {**SPARK_SETTINGS, "spark.local.dir": str(local_dir)}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return storage.get_session("demo")  # the same session, with the jobs' SQL settings applied
+
+
+def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str) -> dict[str, Any]:
+    """Curated rows against what the producer wrote: every produced record exactly once, nothing else."""
+    from pyspark.sql import functions as F
+
+    curated = spark.read.parquet(curated_root).select(*_KEY)
+    produced = (
+        spark.read.schema("stream string, shard_id string, sequence_number string")
+        .json(produced_path)
+        .withColumn("sub_sequence_number", F.lit(0).cast("long"))  # the demo producer does not aggregate
+    )
+    rows = curated.count()
+    distinct = curated.distinct().count()
+    produced_distinct = produced.distinct().count()
+    missing = produced.join(curated, _KEY, "left_anti").count()
+    unexpected = curated.join(produced.distinct(), _KEY, "left_anti").count()
+    per_hour = spark.read.parquet(f"{metrics_root}/per_hour")
+    per_minute = spark.read.parquet(f"{metrics_root}/per_minute")
+    aggregated = per_hour.agg(F.sum("records")).first()[0] or 0
+    return {
+        "curated_rows": rows,
+        "curated_distinct_records": distinct,
+        "curated_duplicate_rows": rows - distinct,
+        "produced_distinct": produced_distinct,
+        "produced_missing_from_curated": missing,
+        "curated_not_produced": unexpected,
+        "exactly_once": rows == distinct == produced_distinct and missing == 0 and unexpected == 0,
+        "metrics_per_hour_rows": per_hour.count(),
+        "metrics_per_minute_rows": per_minute.count(),
+        "metrics_records": int(aggregated),
+    }
+
+
+def _run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
+    from spark_jobs import aggregate, compact
+
+    lake = Path(request["lake"]).resolve()
+    raw, curated, quarantine, metrics = (str(lake / d) for d in ("raw", "curated", "quarantine", "metrics"))
+    hours = ["--start", request["start"], "--end", request["end"]]
+    began = time.monotonic()
+    counts = compact.run(
+        spark,
+        compact.parse_args(["--input", raw, "--output", curated, "--quarantine", quarantine, *hours]),
+    )
+    compact_s = time.monotonic() - began
+    _say(
+        f"compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
+        f"({counts['duplicates']} duplicates dropped, {counts['malformed']} malformed) in {compact_s:.1f}s"
+    )
+    began = time.monotonic()
+    aggregated = aggregate.run(spark, aggregate.parse_args(["--input", curated, "--output", metrics, *hours]))
+    aggregate_s = time.monotonic() - began
+    _say(f"aggregation: {aggregated['hours']} hour(s) -> per_minute/ and per_hour/ in {aggregate_s:.1f}s")
+    check = _verify(spark, curated, metrics, request["produced"])
+    return {
+        "compact": counts,
+        "aggregate": aggregated,
+        "check": check,
+        "seconds": {"compact": round(compact_s, 1), "aggregate": round(aggregate_s, 1)},
+        "paths": {"curated": curated, "quarantine": quarantine, "metrics": metrics},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.demo_spark", description=__doc__)
+    parser.add_argument("--result", required=True, type=Path, help="where to write the counts (JSON)")
+    parser.add_argument("--spark-local-dir", required=True, type=Path, help="Spark scratch space")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    args.spark_local_dir.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    spark = _session(args.spark_local_dir)
+    started_s = time.monotonic() - began
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # the demo went away before asking for anything
+    request = json.loads(line)
+    _say(f"local[2] session ready (started in {started_s:.1f}s)")
+    result = _run(spark, request)
+    result["seconds"]["session_start"] = round(started_s, 1)
+    args.result.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
