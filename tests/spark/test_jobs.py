@@ -71,9 +71,12 @@ def test_compact_and_aggregate_end_to_end(spark, lake, raw):
         for r in quarantine.collect()
     )
 
-    assert aggregate.run(spark, aggregate.AggregateOptions(
-        f"file://{lake}/curated", f"file://{lake}/metrics", "2026-11-21T00", "2026-11-21T02"
-    )) == {"hours": 3}  # fmt: skip
+    assert aggregate.run(
+        spark,
+        aggregate.AggregateOptions(
+            f"file://{lake}/curated", f"file://{lake}/metrics", "2026-11-21T00", "2026-11-21T02"
+        ),
+    ) == {"hours": 3}
     per_hour = {r.hour: r.records for r in spark.read.parquet(str(lake / "metrics/per_hour")).collect()}
     per_minute = spark.read.parquet(str(lake / "metrics/per_minute"))
     assert sum(per_hour.values()) == raw.distinct_records and len(per_hour) == 3

@@ -221,16 +221,44 @@ def test_minute_and_hour_metrics(spark):
     df = curated(spark, rows)
     minutes = sorted(tuple(r) for r in minute_metrics(df).collect())
     assert minutes == [
-        ("orders", ts("2026-11-21T01:00"), 2, 1, 1, 0, ts("2026-11-21T01:00:10"), ts("2026-11-21T01:00:50"),
-         "2026-11-21", "01"),
-        ("orders", ts("2026-11-21T01:01"), 2, 2, 2, 1, ts("2026-11-21T01:01:00"), ts("2026-11-21T01:01:30"),
-         "2026-11-21", "01"),
-    ]  # fmt: skip
+        (
+            "orders",
+            ts("2026-11-21T01:00"),
+            2,
+            1,
+            1,
+            0,
+            ts("2026-11-21T01:00:10"),
+            ts("2026-11-21T01:00:50"),
+            "2026-11-21",
+            "01",
+        ),
+        (
+            "orders",
+            ts("2026-11-21T01:01"),
+            2,
+            2,
+            2,
+            1,
+            ts("2026-11-21T01:01:00"),
+            ts("2026-11-21T01:01:30"),
+            "2026-11-21",
+            "01",
+        ),
+    ]
     [hour] = [tuple(r) for r in hour_metrics(df).collect()]
     assert hour == (
-        "orders", ts("2026-11-21T01:00"), 4, 2, 3, 1, ts("2026-11-21T01:00:10"), ts("2026-11-21T01:01:30"),
-        "2026-11-21", "01",
-    )  # fmt: skip
+        "orders",
+        ts("2026-11-21T01:00"),
+        4,
+        2,
+        3,
+        1,
+        ts("2026-11-21T01:00:10"),
+        ts("2026-11-21T01:01:30"),
+        "2026-11-21",
+        "01",
+    )
 
 
 def test_missing_columns_error_names_missing_and_present(spark):
