@@ -6,7 +6,7 @@ import enum
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from consumer.checkpoint.checkpointer import CheckpointWriter, OrderedTracker
 from consumer.checkpoint.store import CheckpointStore
@@ -27,8 +27,10 @@ from consumer.lifecycle.processor import (
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
 from consumer.records import SHARD_END, Position, Record
-from consumer.retrieval.kinesis import KinesisApi, UserRecord
+from consumer.retrieval.fanout import FanOutReader
+from consumer.retrieval.kinesis import FanOutApi, KinesisApi, UserRecord
 from consumer.retrieval.polling import PollingReader
+from consumer.retrieval.reader import ShardReader
 from consumer.sinks.dlq import DeadLetterQueue
 
 __all__ = ["ConsumerContext", "Outcome", "ShardConsumer", "ShardGuard"]
@@ -83,6 +85,7 @@ class ConsumerContext:
     validity: OwnValidity
     clock: Clock
     wake_coordinator: threading.Event
+    fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
 
 
 def _to_record(stream: str, shard: str, r: UserRecord) -> Record:
@@ -113,6 +116,7 @@ class ShardConsumer:
         self._tracker: OrderedTracker | None = None
         self._processed: Position | None = None
         self._processor: RecordProcessor | None = None
+        self._reader: ShardReader | None = None
         self._thread = threading.Thread(target=self._main, name=f"shard-{lease.shard_id}", daemon=True)
 
     # -- control, from the coordinator --------------------------------------------------------
@@ -124,11 +128,16 @@ class ShardConsumer:
         if not self._stop_requested:
             self.stop_requested_at = self._ctx.clock.monotonic()
         self._stop_requested = True
-        self._stop.set()
+        self._interrupt()
 
     def lease_lost(self) -> None:
         self.guard.mark_lost()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
         self._stop.set()
+        if self._reader is not None:
+            self._reader.close()  # a fan-out subscription blocks until its next event otherwise
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -160,6 +169,32 @@ class ShardConsumer:
             self._log("shard_stopped", outcome=self.outcome.value if self.outcome else None)
             self.finished.set()
             self._ctx.wake_coordinator.set()
+
+    def _make_reader(self, start: Position | None, initial: str) -> ShardReader:
+        ctx, lease, cfg = self._ctx, self.lease, self._ctx.config.retrieval
+        if cfg.mode == "fanout":
+            api: FanOutApi = ctx.kinesis  # type: ignore[assignment]  # the adapters implement both
+            return FanOutReader(
+                api,
+                ctx.fanout_arns[lease.stream],
+                lease.stream,
+                lease.shard_id,
+                cfg,
+                self._stop,
+                after=start,
+                initial_position=initial,
+                initial_timestamp=cfg.initial_timestamp,
+            )
+        return PollingReader(
+            ctx.kinesis,
+            lease.stream,
+            lease.shard_id,
+            cfg,
+            self._stop,
+            after=start,
+            initial_position=initial,
+            initial_timestamp=cfg.initial_timestamp,
+        )
 
     def _default_position(self) -> Position | None:
         return self._tracker.watermark if self._tracker is not None else self._processed
@@ -193,16 +228,7 @@ class ShardConsumer:
             InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, self.guard)
         )
         self._log("shard_started", starting_position=str(start) if start else initial)
-        reader = PollingReader(
-            ctx.kinesis,
-            lease.stream,
-            lease.shard_id,
-            ctx.config.retrieval,
-            self._stop,
-            after=start,
-            initial_position=initial,
-            initial_timestamp=ctx.config.retrieval.initial_timestamp,
-        )
+        reader = self._reader = self._make_reader(start, initial)
         view = writer.view(self._default_position)
         flush_every = ctx.config.checkpoint.flush_interval
         last_flush = ctx.clock.monotonic()
@@ -228,7 +254,7 @@ class ShardConsumer:
                 batch = [_to_record(lease.stream, lease.shard_id, r) for r in fetched.records]
                 if self._tracker is not None:
                     batch = self._tracker.track(batch)
-                if not batch and not shard_end:
+                if not batch and not shard_end and ctx.config.retrieval.mode == "polling":
                     self._stop.wait(ctx.config.retrieval.idle_time_between_reads)
             if batch:
                 delivered = self._deliver(processor, batch, view, behind, writer)

@@ -24,7 +24,7 @@ from consumer.lifecycle.shard_consumer import ConsumerContext, Outcome, ShardCon
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
 from consumer.retrieval.discovery import sync_leases
-from consumer.retrieval.kinesis import KinesisApi
+from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.sinks.dlq import DeadLetterQueue
 
 __all__ = ["Worker"]
@@ -92,6 +92,7 @@ class Worker:
         try:
             self._snapshot = self._repo.snapshot()  # discovery creates only the leases nobody created yet
             self._discover(fail_fast=True)
+            self._register_fanout()
             while not self._shutdown.is_set():
                 try:
                     self._tick()
@@ -355,6 +356,19 @@ class Worker:
             elif outcome in (Outcome.HALTED, Outcome.FAILED):
                 owned.consumer = None  # keep the lease: nobody else may skip the failing record
                 self.metrics.add("ShardsHalted", 1, owned.lease.stream, owned.lease.shard_id)
+
+    def _register_fanout(self) -> None:
+        """Enhanced fan-out: one registered stream consumer per stream, shared by the whole fleet."""
+        retrieval = self.config.retrieval
+        if retrieval.mode != "fanout":
+            return
+        api: FanOutApi = self._kinesis  # type: ignore[assignment]  # the adapters implement both
+        assert retrieval.fanout_consumer_name is not None
+        for spec in self.config.streams:
+            self._ctx.fanout_arns[spec.name] = api.register_consumer(
+                spec.name, retrieval.fanout_consumer_name
+            )
+            log_event(logger, "fanout_consumer_ready", stream=spec.name, arn=self._ctx.fanout_arns[spec.name])
 
     def _discover(self, *, fail_fast: bool) -> None:
         self._next["discovery"] = self._clock.monotonic() + self.config.lease.discovery_interval

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,10 +19,13 @@ from consumer.errors import ConsumerError, MissingResourceError
 __all__ = [
     "BotoKinesis",
     "ExpiredIteratorError",
+    "FanOutApi",
     "GetRecordsResult",
     "KinesisApi",
     "RawRecord",
     "ShardInfo",
+    "Subscription",
+    "SubscriptionEvent",
     "ThrottledError",
     "UserRecord",
     "deaggregate",
@@ -82,6 +86,41 @@ class UserRecord:
     explicit_hash_key: str | None
 
 
+@dataclass(frozen=True)
+class SubscriptionEvent:
+    """One SubscribeToShard event."""
+
+    records: tuple[RawRecord, ...]
+    continuation_sequence: str | None  # None: the closed shard is fully read (SHARD_END)
+    millis_behind_latest: int | None
+
+
+class Subscription(Protocol):
+    """An open SubscribeToShard event stream (it ends by itself after 5 minutes)."""
+
+    def __iter__(self) -> Iterator[SubscriptionEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class FanOutApi(Protocol):
+    """The enhanced fan-out calls: a registered consumer and per-shard subscriptions."""
+
+    def register_consumer(self, stream: str, name: str) -> str:
+        """Register (or find) the stream consumer ``name``; return its ARN once ACTIVE."""
+        ...
+
+    def subscribe(
+        self,
+        consumer_arn: str,
+        shard_id: str,
+        position_type: str,
+        *,
+        sequence: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> Subscription: ...
+
+
 class KinesisApi(Protocol):
     def list_shards(self, stream: str) -> list[ShardInfo]: ...
 
@@ -107,6 +146,7 @@ _THROTTLE_CODES = {
     "ServiceUnavailable",
     "ServiceUnavailableException",
     "ThrottlingException",
+    "ResourceInUseException",  # a subscription for this consumer and shard is still open: retry shortly
 }
 
 
@@ -186,13 +226,77 @@ class BotoKinesis:
         self._count("GetRecords")
         with _translate("GetRecords"):
             out = self._c.get_records(ShardIterator=iterator, Limit=limit)
-        records = tuple(
-            RawRecord(
-                r["SequenceNumber"], r["PartitionKey"], bytes(r["Data"]), r["ApproximateArrivalTimestamp"]
-            )
-            for r in out.get("Records", [])
-        )
+        records = tuple(_raw(r) for r in out.get("Records", []))
         return GetRecordsResult(records, out.get("NextShardIterator"), out.get("MillisBehindLatest"))
+
+    def register_consumer(self, stream: str, name: str) -> str:
+        with _translate(stream):
+            arn = self._c.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+            existing = {
+                c["ConsumerName"]: c
+                for c in self._c.list_stream_consumers(StreamARN=arn).get("Consumers", [])
+            }
+            if name not in existing:
+                self._count("RegisterStreamConsumer")
+                self._c.register_stream_consumer(StreamARN=arn, ConsumerName=name)
+            for _ in range(120):
+                desc = self._c.describe_stream_consumer(StreamARN=arn, ConsumerName=name)[
+                    "ConsumerDescription"
+                ]
+                if desc["ConsumerStatus"] == "ACTIVE":
+                    return str(desc["ConsumerARN"])
+                time.sleep(0.5)
+        raise MissingResourceError(f"stream consumer {name!r} of {stream!r} did not become ACTIVE")
+
+    def subscribe(
+        self,
+        consumer_arn: str,
+        shard_id: str,
+        position_type: str,
+        *,
+        sequence: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> Subscription:
+        position: dict[str, Any] = {"Type": position_type}
+        if sequence is not None:
+            position["SequenceNumber"] = sequence
+        if timestamp is not None:
+            position["Timestamp"] = timestamp
+        self._count("SubscribeToShard")
+        with _translate(shard_id):
+            return _BotoSubscription(
+                self._c.subscribe_to_shard(
+                    ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position
+                ),
+                shard_id,
+            )
+
+
+class _BotoSubscription:
+    def __init__(self, response: dict[str, Any], shard_id: str) -> None:
+        self._stream = response["EventStream"]
+        self._shard = shard_id
+
+    def __iter__(self) -> Iterator[SubscriptionEvent]:
+        with _translate(self._shard):
+            for event in self._stream:
+                body = event.get("SubscribeToShardEvent")
+                if body is None:
+                    continue
+                yield SubscriptionEvent(
+                    tuple(_raw(r) for r in body.get("Records", [])),
+                    body.get("ContinuationSequenceNumber"),
+                    body.get("MillisBehindLatest"),
+                )
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def _raw(r: dict[str, Any]) -> RawRecord:
+    return RawRecord(
+        r["SequenceNumber"], r["PartitionKey"], bytes(r["Data"]), r["ApproximateArrivalTimestamp"]
+    )
 
 
 def deaggregate(records: tuple[RawRecord, ...]) -> list[UserRecord]:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from consumer.errors import MissingResourceError
-from consumer.retrieval.kinesis import ExpiredIteratorError, GetRecordsResult, RawRecord, ShardInfo
+from consumer.retrieval.kinesis import (
+    ExpiredIteratorError,
+    GetRecordsResult,
+    RawRecord,
+    ShardInfo,
+    SubscriptionEvent,
+    ThrottledError,
+)
 
 __all__ = ["InMemoryKinesis"]
 
@@ -27,6 +35,8 @@ class InMemoryKinesis:
         self._seq = 49_000_000_000_000_000_000
         self._lock = threading.Lock()
         self.expire_next: set[str] = set()  # shard ids whose next GetRecords raises ExpiredIterator
+        self.busy_subscriptions: set[str] = set()  # shard ids whose next SubscribeToShard is refused once
+        self.events_per_subscription = 20
         self.calls: dict[str, int] = {}
 
     def _count(self, op: str) -> None:
@@ -130,3 +140,61 @@ class InMemoryKinesis:
             at_end = shard.closed and end >= len(shard.records)
             behind = 0 if end >= len(shard.records) else 1000
             return GetRecordsResult(tuple(batch), None if at_end else f"{stream}|{shard_id}|{end}", behind)
+
+    # -- enhanced fan-out -------------------------------------------------------------------------
+    def register_consumer(self, stream: str, name: str) -> str:
+        with self._lock:
+            self._stream(stream)
+            self._count("RegisterStreamConsumer")
+            return f"arn:memory:{stream}/consumer/{name}"
+
+    def subscribe(
+        self,
+        consumer_arn: str,
+        shard_id: str,
+        position_type: str,
+        *,
+        sequence: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> _MemorySubscription:
+        stream = consumer_arn.split(":", 2)[2].split("/consumer/", maxsplit=1)[0]
+        with self._lock:
+            self._count("SubscribeToShard")
+            if shard_id in self.busy_subscriptions:
+                self.busy_subscriptions.discard(shard_id)
+                raise ThrottledError("ResourceInUseException")
+        kind = "AFTER_SEQUENCE_NUMBER" if position_type == "AFTER_SEQUENCE_NUMBER" else position_type
+        iterator = self.get_shard_iterator(stream, shard_id, kind, sequence=sequence, timestamp=timestamp)
+        return _MemorySubscription(self, iterator, self.events_per_subscription)
+
+
+class _MemorySubscription:
+    """Pushes what GetRecords would return, as events; ends after ``limit`` events like a real one after 5 min."""
+
+    def __init__(self, kinesis: InMemoryKinesis, iterator: str, limit: int) -> None:
+        self._k = kinesis
+        self._iterator: str | None = iterator
+        self._limit = limit
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[SubscriptionEvent]:
+        for _ in range(self._limit):
+            if self._closed.is_set() or self._iterator is None:
+                return
+            result = self._k.get_records(self._iterator, 100)
+            self._iterator = result.next_iterator
+            last = result.records[-1].sequence_number if result.records else None
+            continuation = None if result.next_iterator is None else (last or self._continuation_of(result))
+            yield SubscriptionEvent(result.records, continuation, result.millis_behind_latest)
+            if not result.records:
+                self._closed.wait(0.01)
+
+    def _continuation_of(self, result: GetRecordsResult) -> str:
+        """With no new records, continue after the last record of the shard read so far."""
+        assert result.next_iterator is not None
+        stream, shard_id, index = result.next_iterator.split("|")
+        records = self._k._streams[stream][shard_id].records
+        return records[int(index) - 1].sequence_number if int(index) > 0 else "0"
+
+    def close(self) -> None:
+        self._closed.set()

@@ -108,6 +108,7 @@ def make_worker(
     checkpoint: CheckpointConfig | None = None,
     lease: LeaseConfig = FAST_LEASES,
     clock: Clock | None = None,
+    retrieval: RetrievalConfig | None = None,
 ) -> Worker:
     manual = checkpoint is not None and checkpoint.mode == "manual"
     config = WorkerConfig(
@@ -119,7 +120,7 @@ def make_worker(
             StreamSpec(name, lambda: RecordingProcessor(journal, worker_id, fail, manual)) for name in streams
         ),
         lease=lease,
-        retrieval=RetrievalConfig(idle_time_between_reads=0.01, max_records=50),
+        retrieval=retrieval or RetrievalConfig(idle_time_between_reads=0.01, max_records=50),
         processing=processing or ProcessingConfig(backoff_base=0.001, backoff_max=0.01),
         checkpoint=checkpoint or CheckpointConfig(),
         shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),

@@ -1,0 +1,94 @@
+"""Enhanced fan-out retrieval of one shard: SubscribeToShard, re-subscribing every 5 minutes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+
+from consumer.config import RetrievalConfig
+from consumer.logs import log_event
+from consumer.records import Position
+from consumer.retrieval.kinesis import FanOutApi, Subscription, SubscriptionEvent, ThrottledError
+from consumer.retrieval.reader import Fetch, ReaderBase
+
+__all__ = ["FanOutReader"]
+
+logger = logging.getLogger(__name__)
+
+
+class FanOutReader(ReaderBase):
+    """Records pushed over an HTTP/2 subscription (dedicated 2 MB/s per consumer and shard).
+
+    A subscription ends after 5 minutes; the next one starts after the last continuation sequence number
+    (or, before any event, at the checkpoint or the initial position). ``close`` ends a subscription that is
+    blocked waiting for events, so a hand-off does not wait for the next event.
+    """
+
+    def __init__(
+        self,
+        api: FanOutApi,
+        consumer_arn: str,
+        stream: str,
+        shard_id: str,
+        config: RetrievalConfig,
+        stop: threading.Event,
+        *,
+        after: Position | None,
+        initial_position: str,
+        initial_timestamp: datetime | None,
+    ) -> None:
+        super().__init__(stream, shard_id, config, stop, after)
+        self._api = api
+        self._arn = consumer_arn
+        self._initial = initial_position
+        self._timestamp = initial_timestamp
+        self._continuation: str | None = None
+        self._subscription: Subscription | None = None
+        self._events: Iterator[SubscriptionEvent] | None = None
+        self._lock = threading.Lock()
+
+    def _subscribe(self) -> Iterator[SubscriptionEvent]:
+        if self._continuation is not None:
+            sub = self._api.subscribe(
+                self._arn, self._shard, "AFTER_SEQUENCE_NUMBER", sequence=self._continuation
+            )
+        elif self._after is not None:
+            sub = self._api.subscribe(
+                self._arn, self._shard, "AT_SEQUENCE_NUMBER", sequence=self._after.sequence
+            )
+        elif self._initial == "AT_TIMESTAMP":
+            sub = self._api.subscribe(self._arn, self._shard, "AT_TIMESTAMP", timestamp=self._timestamp)
+        else:
+            sub = self._api.subscribe(self._arn, self._shard, self._initial)
+        with self._lock:
+            self._subscription = sub
+        return iter(sub)
+
+    def fetch(self) -> Fetch | None:
+        try:
+            if self._events is None:
+                self._events = self._subscribe()
+            event = next(self._events)
+        except StopIteration:
+            self._events = None  # the 5-minute subscription ended: subscribe again
+            log_event(logger, "subscription_renewed", logging.DEBUG, stream=self._stream, shard=self._shard)
+            return None
+        except ThrottledError as exc:
+            self._events = None
+            self._backoff(str(exc))
+            return None
+        records = self._accept(event.records)
+        if event.continuation_sequence is not None:
+            self._continuation = event.continuation_sequence
+        return Fetch(records, event.continuation_sequence is None, event.millis_behind_latest)
+
+    def close(self) -> None:
+        with self._lock:
+            sub = self._subscription
+        if sub is not None:
+            try:
+                sub.close()
+            except Exception as exc:  # closing a stream that already ended
+                log_event(logger, "subscription_close_failed", logging.DEBUG, error=repr(exc))
