@@ -172,29 +172,12 @@ class ShardConsumer:
 
     def _make_reader(self, start: Position | None, initial: str) -> ShardReader:
         ctx, lease, cfg = self._ctx, self.lease, self._ctx.config.retrieval
+        common = (lease.stream, lease.shard_id, cfg, self._stop)
         if cfg.mode == "fanout":
             api: FanOutApi = ctx.kinesis  # type: ignore[assignment]  # the adapters implement both
-            return FanOutReader(
-                api,
-                ctx.fanout_arns[lease.stream],
-                lease.stream,
-                lease.shard_id,
-                cfg,
-                self._stop,
-                after=start,
-                initial_position=initial,
-                initial_timestamp=cfg.initial_timestamp,
-            )
-        return PollingReader(
-            ctx.kinesis,
-            lease.stream,
-            lease.shard_id,
-            cfg,
-            self._stop,
-            after=start,
-            initial_position=initial,
-            initial_timestamp=cfg.initial_timestamp,
-        )
+            arn = ctx.fanout_arns[lease.stream]
+            return FanOutReader(api, arn, *common, after=start, initial_position=initial)
+        return PollingReader(ctx.kinesis, *common, after=start, initial_position=initial)
 
     def _default_position(self) -> Position | None:
         return self._tracker.watermark if self._tracker is not None else self._processed

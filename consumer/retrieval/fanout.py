@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from datetime import datetime
+from typing import Any
 
-from consumer.config import RetrievalConfig
 from consumer.logs import log_event
-from consumer.records import Position
 from consumer.retrieval.kinesis import FanOutApi, Subscription, SubscriptionEvent, ThrottledError
 from consumer.retrieval.reader import Fetch, ReaderBase
 
@@ -26,24 +24,10 @@ class FanOutReader(ReaderBase):
     blocked waiting for events, so a hand-off does not wait for the next event.
     """
 
-    def __init__(
-        self,
-        api: FanOutApi,
-        consumer_arn: str,
-        stream: str,
-        shard_id: str,
-        config: RetrievalConfig,
-        stop: threading.Event,
-        *,
-        after: Position | None,
-        initial_position: str,
-        initial_timestamp: datetime | None,
-    ) -> None:
-        super().__init__(stream, shard_id, config, stop, after)
+    def __init__(self, api: FanOutApi, consumer_arn: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # see ReaderBase
         self._api = api
         self._arn = consumer_arn
-        self._initial = initial_position
-        self._timestamp = initial_timestamp
         self._continuation: str | None = None
         self._subscription: Subscription | None = None
         self._events: Iterator[SubscriptionEvent] | None = None

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import logging
-import threading
-from datetime import datetime
+from typing import Any
 
-from consumer.config import RetrievalConfig
 from consumer.logs import log_event
-from consumer.records import Position
 from consumer.retrieval.kinesis import ExpiredIteratorError, KinesisApi, ThrottledError
 from consumer.retrieval.reader import Fetch, ReaderBase
 
@@ -21,22 +18,9 @@ class PollingReader(ReaderBase):
     """GetRecords in a loop. An expired iterator is re-created from the last position returned (never
     later, so nothing is skipped; never earlier, so nothing already delivered is fetched again)."""
 
-    def __init__(
-        self,
-        api: KinesisApi,
-        stream: str,
-        shard_id: str,
-        config: RetrievalConfig,
-        stop: threading.Event,
-        *,
-        after: Position | None,
-        initial_position: str,
-        initial_timestamp: datetime | None,
-    ) -> None:
-        super().__init__(stream, shard_id, config, stop, after)
+    def __init__(self, api: KinesisApi, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # see ReaderBase
         self._api = api
-        self._initial = initial_position
-        self._timestamp = initial_timestamp
         self._iterator: str | None = None
 
     def _new_iterator(self) -> str:

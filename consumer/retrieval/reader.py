@@ -50,13 +50,17 @@ class ReaderBase:
         shard_id: str,
         config: RetrievalConfig,
         stop: threading.Event,
+        *,
         after: Position | None,
+        initial_position: str,
     ) -> None:
         self._stream = stream
         self._shard = shard_id
         self._cfg = config
         self._stop = stop
         self._after = after
+        self._initial = initial_position  # used only while there is no position to resume from
+        self._timestamp = config.initial_timestamp
         self._failures = 0
 
     def _accept(self, raw: tuple[RawRecord, ...]) -> list[UserRecord]:

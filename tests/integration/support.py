@@ -31,6 +31,7 @@ from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.retrieval.kinesis import BotoKinesis
 from consumer.sinks.dlq import DeadLetterQueue
+from tests.unit.helpers import wait_until  # noqa: F401 - re-exported for the integration tests
 
 REPO = Path(__file__).resolve().parents[2]
 LEASES = LeaseConfig(
@@ -129,15 +130,6 @@ def run_in_thread(worker: Worker) -> threading.Thread:
     t = threading.Thread(target=worker.run, daemon=True, name=f"worker-{worker.id}")
     t.start()
     return t
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def stored_checkpoints(dynamodb: Any, table: str) -> dict[str, tuple[str | None, int, int]]:
