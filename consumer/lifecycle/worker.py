@@ -77,7 +77,16 @@ class Worker:
         now = self._clock.monotonic()
         self._next = {"heartbeat": now, "inbox": now, "scan": now, "discovery": now, "metrics": now}
         self._metrics_interval = metrics_interval
+        self._streams = frozenset(s.name for s in config.streams)
         self._born = now
+
+    def _read_table(self) -> TableSnapshot:
+        """The lease table as far as this worker is concerned: worker items and the leases of its streams.
+
+        (During a deploy that adds a stream, workers of the old version leave its leases to the new ones.)
+        """
+        snap = self._repo.snapshot()
+        return TableSnapshot(tuple(x for x in snap.leases if x.stream in self._streams), snap.workers)
 
     # -- public control ---------------------------------------------------------------------------
     def request_shutdown(self) -> None:
@@ -90,7 +99,7 @@ class Worker:
         self._repo.register_worker(WorkerItem(self.id, started_ms=self._clock.wall_ms()))
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
         try:
-            self._snapshot = self._repo.snapshot()  # discovery creates only the leases nobody created yet
+            self._snapshot = self._read_table()  # discovery creates only the leases nobody created yet
             self._discover(fail_fast=True)
             self._register_fanout()
             while not self._shutdown.is_set():
@@ -186,7 +195,7 @@ class Worker:
         if me is None:
             raise ConsumerError(f"worker item {self.id} vanished from the lease table")
         self._generation = me.generation
-        self._snapshot = self._repo.snapshot()
+        self._snapshot = self._read_table()
         current = {lease.key: lease for lease in self._snapshot.leases}
         for key, owned in list(self.owned.items()):
             now = current.get(key)
@@ -238,7 +247,7 @@ class Worker:
         self._scan_now = False
         self._next["scan"] = self._clock.monotonic() + self.config.lease.scan_interval
         try:
-            snap = self._repo.snapshot()
+            snap = self._read_table()
         except Exception as exc:
             log_event(logger, "scan_failed", logging.WARNING, error=repr(exc))
             return
@@ -424,7 +433,7 @@ class Worker:
 
     def _successors(self) -> Counter[str]:
         try:
-            snap = self._repo.snapshot()
+            snap = self._read_table()
         except Exception:
             return Counter()
         self._liveness.observe(snap.workers, snap.leases)

@@ -212,3 +212,19 @@ def test_auto_checkpoint_interval_batches_writes_and_still_checkpoints_at_shutdo
     t.join(5)
     assert checkpoint(tables, "s", shard) == Position(seqs[-1])  # the final checkpoint covers everything
     assert worker.metrics.total("Checkpoints") == 1  # type: ignore[attr-defined]
+
+
+def test_leases_of_streams_the_worker_does_not_consume_are_left_alone() -> None:
+    tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
+    fill(kinesis, "a", 1, 5)
+    fill(kinesis, "new", 2, 5)
+    newer = make_worker("newer", tables, kinesis, journal, streams=("a", "new"))
+    older = make_worker("older", tables, kinesis, journal, streams=("a",))
+    t_old = start(older)
+    wait_until(lambda: len(journal.deliveries) == 5)
+    t_new = start(newer)
+    wait_until(lambda: len(journal.deliveries) == 15, what="the new stream consumed by the newer worker")
+    assert all(x.owner == "newer" for x in tables.leases.values() if x.stream == "new")
+    for w, t in ((older, t_old), (newer, t_new)):
+        w.request_shutdown()
+        t.join(5)
