@@ -6,6 +6,7 @@ Spark step's counts, so they can be re-run on a kept work folder.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 from collections.abc import Iterable, Mapping
@@ -183,8 +184,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         ("records produced", f"{_n(records['produced'])}"),
         (
             "deliveries",
-            f"{_n(records['delivered'])}  ({_n(records['redelivered'])} again after the crash, "
-            f"{_n(records['lost'])} lost)",
+            f"{_n(records['delivered'])}  ({_n(records['redelivered'])} redelivered, {_n(records['lost'])} lost)",
         ),
         (
             "raw lines in S3",
@@ -201,7 +201,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             ),
         ),
         (
-            f"hand-offs (planned, {planned['n']})",
+            f"planned hand-offs ({planned['n']})",
             f"gap p50 {_s(planned['p50'])}  p99 {_s(planned['p99'])}  max {_s(planned['max'])}",
         ),
         (
@@ -217,5 +217,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     )
     lines = [title, "-" * len(title)]
     lines += [f"{label:<{width}}{value}" for label, value in rows]
-    lines.append(f"{'report':<{width}}{summary['report_dir']}/ (summary.json, ownership.png, lag.png)")
+    report = Path(summary["report_dir"])
+    with contextlib.suppress(ValueError):
+        report = report.relative_to(Path.cwd())
+    lines.append(f"{'report':<{width}}{report}/ (summary.json, ownership.png, lag.png)")
     return "\n".join(lines)

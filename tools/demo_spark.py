@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -43,6 +44,18 @@ SPARK_SETTINGS: Final[dict[str, str]] = {
 }
 
 _KEY: Final = ["stream", "shard_id", "sequence_number", "sub_sequence_number"]
+
+
+def _exit_with_parent() -> None:
+    """Exit when the demo that started this process is gone (Spark's JVM follows its Python parent)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 def _say(message: str) -> None:
@@ -130,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark-local-dir", required=True, type=Path, help="Spark scratch space")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _exit_with_parent()
     args.spark_local_dir.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     spark = _session(args.spark_local_dir)
