@@ -24,39 +24,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Final
+from typing import Any, Final
 
-from bench.fleet_analysis import analyze, ownership_runs
 from bench.fleet_runner import FleetSettings
-from bench.timeline import plot_timeline
 from stacks.config import EnvironmentSettings
 from tools.demo_config import DemoNames, load_environment
-from tools.demo_report import (
-    delivery_latency,
-    format_summary,
-    gap_figures,
-    lag_points,
-    plot_lag,
-    raw_counts,
-    split_moves,
-)
+from tools.demo_report import Crash, format_summary, write_report
+from tools.demo_spark import SparkStep
 from tools.demo_support import (
     DemoFleet,
     ProgressTicker,
     count_objects,
     download_prefix,
     lease_owners,
-    stop_process_group,
     stop_workers,
     upload_tree,
 )
@@ -131,9 +119,8 @@ class Demo:
         self.began = time.time()
         self.emulators: Emulators | None = None
         self.fleet: DemoFleet | None = None
-        self.spark: subprocess.Popen[bytes] | None = None
+        self.spark: SparkStep | None = None
         self.ticker: ProgressTicker | None = None
-        self._spark_log: IO[bytes] | None = None
         self._step = 0
         self._producing = False
 
@@ -168,10 +155,10 @@ class Demo:
         fleet.start_worker("w1", extra)
         time.sleep(self.timing.warmup)
 
-        killed, killed_at, killed_shards = self._fleet_phases(fleet, extra)
+        crash = self._fleet_phases(fleet, extra)
 
         self.step("stop producing, let the fleet drain, stop it gracefully")
-        self._start_spark()  # its JVM starts while the fleet drains
+        self.spark = SparkStep(self.work).start()  # its JVM starts while the fleet drains
         fleet.stop_producer()
         self._producing = False
         drained = fleet.wait_drained(timeout=60)
@@ -198,8 +185,27 @@ class Demo:
         )
 
         self.step("report")
-        return self._report(
-            fleet, lake, spark, drained, codes, dead_lettered, killed, killed_at, killed_shards
+        return write_report(
+            context={
+                "environment": self.env.name,
+                "names": asdict(self.names),
+                "settings": {
+                    "shards": fleet.settings.shards,
+                    "lease_duration_s": self.lease_duration,
+                    "producer_rate_per_s": self.timing.rate,
+                    "get_records_limit": MAX_RECORDS,
+                    "timing": asdict(self.timing),
+                },
+                "exit_codes": codes,
+                "dead_lettered": dead_lettered,
+            },
+            fleet=fleet,
+            crash=crash,
+            raw_root=lake / self.names.raw_prefix,
+            spark=spark,
+            drained=drained,
+            began=self.began,
+            out=self.out,
         )
 
     def _create_resources(self, endpoints: Any) -> str:
@@ -261,11 +267,12 @@ class Demo:
             "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
         }
 
-    def _fleet_phases(self, fleet: DemoFleet, extra: dict[str, str]) -> tuple[str, float, list[str]]:
+    def _fleet_phases(self, fleet: DemoFleet, extra: dict[str, str]) -> Crash:
         t = self.timing
         standby = self.env.scaling.standby_tasks
-        target = max(2, min(self.env.scaling.max_tasks, self.env.total_shards + standby))
-        self.step(f"scale out: 1 -> {target} workers ({self.env.total_shards} shards, {standby} standby)")
+        n_shards = fleet.settings.shards
+        target = max(2, min(self.env.scaling.max_tasks, n_shards + standby))
+        self.step(f"scale out: 1 -> {target} workers ({n_shards} shards, {standby} standby)")
         for i in range(2, target + 1):
             fleet.start_worker(f"w{i}", extra)
         time.sleep(t.settle)
@@ -297,7 +304,7 @@ class Demo:
         killed_at = fleet.signal(victim, signal.SIGKILL)
         fleet.wait_exit(victim)
         time.sleep(self.lease_duration + t.settle)
-        return victim, killed_at, shards
+        return Crash(victim, killed_at, tuple(shards))
 
     def _status(self) -> str:
         fleet = self.fleet
@@ -316,26 +323,6 @@ class Demo:
         )
 
     # -- Spark -------------------------------------------------------------------------------------
-    def _start_spark(self) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"}
-        self._spark_log = (self.work / "spark.log").open("ab")
-        self.spark = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tools.demo_spark",
-                "--result",
-                str(self.work / "spark-result.json"),
-                "--spark-local-dir",
-                str(self.work / "spark-tmp"),
-            ],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stderr=self._spark_log,
-            start_new_session=True,  # its own process group: the JVM goes with it on cleanup
-        )
-
     def _run_spark(self, lake: Path, fleet: DemoFleet) -> dict[str, Any]:
         hours = sorted(
             f"{m.group(1)}T{m.group(2)}"
@@ -343,9 +330,7 @@ class Demo:
             if (m := re.search(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$", p.as_posix()))
         )
         if not hours:
-            raise RuntimeError(
-                "nothing landed in the raw bucket; see the worker logs in " + str(fleet.workdir)
-            )
+            raise RuntimeError(f"nothing landed in the raw bucket; see the worker logs in {fleet.workdir}")
         produced = self.work / "produced.jsonl"
         with produced.open("w", encoding="utf-8") as f:
             for shard, seq, _ in fleet.produced:
@@ -354,116 +339,19 @@ class Demo:
                 )
         if self.names.raw_prefix != "raw":  # the Spark step reads <lake>/raw
             (lake / "raw").symlink_to(lake / self.names.raw_prefix, target_is_directory=True)
-        request = {"lake": str(lake), "start": hours[0], "end": hours[-1], "produced": str(produced)}
         self.say(f"hours {hours[0]} .. {hours[-1]} (UTC)")
-        assert self.spark is not None and self.spark.stdin is not None
-        self.spark.stdin.write((json.dumps(request) + "\n").encode())
-        self.spark.stdin.close()
-        code = self.spark.wait(timeout=240)
-        if code != 0:
-            raise RuntimeError(f"the Spark step failed (exit {code}); see {self.work / 'spark.log'}")
-        result: dict[str, Any] = json.loads((self.work / "spark-result.json").read_text())
-        return result
-
-    # -- report ------------------------------------------------------------------------------------
-    def _report(
-        self,
-        fleet: DemoFleet,
-        lake: Path,
-        spark: dict[str, Any],
-        drained: bool,
-        exit_codes: dict[str, int],
-        dead_lettered: int,
-        killed: str,
-        killed_at: float,
-        killed_shards: list[str],
-    ) -> dict[str, Any]:
-        deliveries = fleet.deliveries()
-        result = analyze(
-            [(s, q) for s, q, _ in fleet.produced], deliveries, {killed: killed_at}, {killed: killed_shards}
+        assert self.spark is not None
+        return self.spark.run(
+            {"lake": str(lake), "start": hours[0], "end": hours[-1], "produced": str(produced)}
         )
-        planned, failovers = split_moves(result["moves"], killed, killed_at)
-        raw = raw_counts(lake / self.names.raw_prefix)
-        check = spark["check"]
-        self.out.mkdir(parents=True, exist_ok=True)
-        timeline, lag = self.out / "ownership.png", self.out / "lag.png"
-        plot_timeline(
-            ownership_runs(deliveries),
-            fleet.events,
-            self.began,
-            "demo: shard ownership (raw S3 sink)",
-            timeline,
-        )
-        plot_lag(
-            lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
-            delivery_latency(fleet.produced, deliveries),
-            fleet.events,
-            self.began,
-            "demo: lag per shard (top: MillisBehindLatest from the workers' EMF metrics)",
-            lag,
-        )
-        summary: dict[str, Any] = {
-            "environment": self.env.name,
-            "names": asdict(self.names),
-            "settings": {
-                "shards": fleet.settings.shards,
-                "lease_duration_s": self.lease_duration,
-                "producer_rate_per_s": self.timing.rate,
-                "get_records_limit": MAX_RECORDS,
-                "timing": asdict(self.timing),
-            },
-            "records": {
-                "produced": result["produced"],
-                "delivered": result["delivered"],
-                "distinct_delivered": result["distinct_delivered"],
-                "redelivered": result["extra_deliveries"],
-                "lost": result["lost"],
-                "drained": drained,
-            },
-            "raw": raw,
-            "curated": {
-                "rows": check["curated_rows"],
-                "distinct_produced": check["produced_distinct"],
-                "missing": check["produced_missing_from_curated"],
-                "unexpected": check["curated_not_produced"],
-                "duplicate_rows": check["curated_duplicate_rows"],
-                "exactly_once": check["exactly_once"],
-                "metrics_records": check["metrics_records"],
-            },
-            "handoffs": {**gap_figures(planned), "moves": planned},
-            "failover": {
-                **result["signal_to_new_owner_first_record_s"],
-                "killed": killed,
-                "shards": killed_shards,
-                "moves": failovers,
-            },
-            "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
-            "exit_codes": exit_codes,
-            "dead_lettered": dead_lettered,
-            "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
-            "events": [{"t": round(t - self.began, 3), "event": label} for t, label in fleet.events],
-            "report_dir": str(self.out),
-            "timeline_png": str(timeline),
-            "lag_png": str(lag),
-            "wall_time_s": round(time.time() - self.began, 1),
-        }
-        summary["ok"] = bool(
-            summary["records"]["lost"] == 0
-            and drained
-            and check["exactly_once"]
-            and check["curated_rows"] == check["produced_distinct"]
-        )
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-        return summary
 
     # -- cleanup -----------------------------------------------------------------------------------
     def cleanup(self) -> None:
         """Stop the ticker, the producer, Spark, the workers and the emulators; bounded in time."""
         if self.ticker is not None:
             self.ticker.stop()
-        stop_process_group(self.spark)
-        if self._spark_log is not None:
-            self._spark_log.close()
+        if self.spark is not None:
+            self.spark.stop()
         if self.fleet is not None:
             if self._producing:
                 self.fleet.stop_producer()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +17,12 @@ from typing import Any
 
 import matplotlib
 
-from bench.fleet_analysis import Delivery, percentiles
+from bench.fleet_analysis import Delivery, analyze, ownership_runs, percentiles
+from bench.fleet_runner import Fleet
+from bench.timeline import plot_timeline
 
 __all__ = [
+    "Crash",
     "LagPoint",
     "delivery_latency",
     "format_summary",
@@ -27,6 +31,7 @@ __all__ = [
     "plot_lag",
     "raw_counts",
     "split_moves",
+    "write_report",
 ]
 
 
@@ -222,3 +227,96 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         report = report.relative_to(Path.cwd())
     lines.append(f"{'report':<{width}}{report}/ (summary.json, ownership.png, lag.png)")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """The worker the demo SIGKILLed, when (epoch seconds), and the shards it was delivering then."""
+
+    worker: str
+    at: float
+    shards: tuple[str, ...]
+
+
+def write_report(
+    *,
+    context: Mapping[str, Any],
+    fleet: Fleet,
+    crash: Crash,
+    raw_root: Path,
+    spark: Mapping[str, Any],
+    drained: bool,
+    began: float,
+    out: Path,
+) -> dict[str, Any]:
+    """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
+
+    ``context`` (environment, names, settings, ...) goes into the summary as it is; ``spark`` is the
+    result of :mod:`tools.demo_spark`. ``ok`` is true when nothing was lost, the fleet drained, and the
+    curated table holds every produced record exactly once.
+    """
+    deliveries = fleet.deliveries()
+    result = analyze(
+        [(s, q) for s, q, _ in fleet.produced],
+        deliveries,
+        {crash.worker: crash.at},
+        {crash.worker: list(crash.shards)},
+    )
+    planned, failovers = split_moves(result["moves"], crash.worker, crash.at)
+    check = spark["check"]
+    out.mkdir(parents=True, exist_ok=True)
+    timeline, lag = out / "ownership.png", out / "lag.png"
+    plot_timeline(
+        ownership_runs(deliveries), fleet.events, began, "demo: shard ownership (raw S3 sink)", timeline
+    )
+    plot_lag(
+        lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
+        delivery_latency(fleet.produced, deliveries),
+        fleet.events,
+        began,
+        "demo: lag per shard (top: MillisBehindLatest from the workers' EMF metrics)",
+        lag,
+    )
+    summary: dict[str, Any] = {
+        **context,
+        "records": {
+            "produced": result["produced"],
+            "delivered": result["delivered"],
+            "distinct_delivered": result["distinct_delivered"],
+            "redelivered": result["extra_deliveries"],
+            "lost": result["lost"],
+            "drained": drained,
+        },
+        "raw": raw_counts(raw_root),
+        "curated": {
+            "rows": check["curated_rows"],
+            "distinct_produced": check["produced_distinct"],
+            "missing": check["produced_missing_from_curated"],
+            "unexpected": check["curated_not_produced"],
+            "duplicate_rows": check["curated_duplicate_rows"],
+            "exactly_once": check["exactly_once"],
+            "metrics_records": check["metrics_records"],
+        },
+        "handoffs": {**gap_figures(planned), "moves": planned},
+        "failover": {
+            **result["signal_to_new_owner_first_record_s"],
+            "killed": crash.worker,
+            "shards": list(crash.shards),
+            "moves": failovers,
+        },
+        "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
+        "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
+        "events": [{"t": round(t - began, 3), "event": label} for t, label in fleet.events],
+        "report_dir": str(out),
+        "timeline_png": str(timeline),
+        "lag_png": str(lag),
+        "wall_time_s": round(time.time() - began, 1),
+    }
+    summary["ok"] = bool(
+        result["lost"] == 0
+        and drained
+        and check["exactly_once"]
+        and check["curated_rows"] == check["produced_distinct"]
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary

@@ -11,7 +11,8 @@ It runs :mod:`spark_jobs.compact` (``<lake>/raw`` -> ``<lake>/curated`` + ``<lak
 :mod:`spark_jobs.aggregate` (``-> <lake>/metrics``) through their own argument parsers, then compares the
 curated table with the records the producer wrote (``produced``: JSON lines with ``stream``, ``shard_id``,
 ``sequence_number``), and writes every count to ``RESULT.json``. If stdin closes first (the demo is gone),
-it exits without doing anything.
+it exits without doing anything; it also exits when the demo process dies. :class:`SparkStep` is the demo's
+side of this.
 """
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
-__all__ = ["SPARK_SETTINGS", "main"]
+from tools.demo_support import stop_process_group
+
+__all__ = ["SPARK_SETTINGS", "SparkStep", "main"]
+
+REPO: Final = Path(__file__).resolve().parents[1]
 
 #: local[2] settings that make small jobs fast here (see /work/shared/LOCAL_AWS.md and tests/spark/conftest.py).
 SPARK_SETTINGS: Final[dict[str, str]] = {
@@ -135,6 +141,56 @@ def _run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         "seconds": {"compact": round(compact_s, 1), "aggregate": round(aggregate_s, 1)},
         "paths": {"curated": curated, "quarantine": quarantine, "metrics": metrics},
     }
+
+
+class SparkStep:
+    """The demo's side: start this module as a child in its own process group, send it the request, stop it.
+
+    ``work`` receives ``spark.log`` (Spark's stderr), ``spark-result.json`` and ``spark-tmp/``.
+    """
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> SparkStep:
+        self._log = (self.work / "spark.log").open("ab")
+        self._proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tools.demo_spark",
+                "--result",
+                str(self.work / "spark-result.json"),
+                "--spark-local-dir",
+                str(self.work / "spark-tmp"),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"},
+            stdin=subprocess.PIPE,
+            stderr=self._log,
+            start_new_session=True,  # its own process group: the JVM goes with it on stop()
+        )
+        return self
+
+    def run(self, request: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
+        """Send the request, wait for the jobs, return the counts (see the module docstring)."""
+        assert self._proc is not None and self._proc.stdin is not None, "start() first"
+        self._proc.stdin.write((json.dumps(request) + "\n").encode())
+        self._proc.stdin.close()
+        code = self._proc.wait(timeout=timeout)
+        if code != 0:
+            raise RuntimeError(f"the Spark step failed (exit {code}); see {self.work / 'spark.log'}")
+        result: dict[str, Any] = json.loads((self.work / "spark-result.json").read_text(encoding="utf-8"))
+        return result
+
+    def stop(self) -> None:
+        """Stop the child and its JVM (SIGTERM to the group, SIGKILL after 5 s). Idempotent."""
+        stop_process_group(self._proc)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+
+from tools.demo_config import DemoNames, load_environment
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +43,10 @@ def test_quick_demo_runs_end_to_end_and_curates_every_record_exactly_once(tmp_pa
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     s = json.loads((out / "summary.json").read_text())
 
+    dev = load_environment("dev")
     assert s["environment"] == "dev"
-    assert s["names"]["streams"] == ["kinesis-fleet-dev-events"]
+    assert s["names"] == json.loads(json.dumps(asdict(DemoNames.of(dev))))  # named after dev in cdk.json
+    assert s["settings"]["shards"] == dev.streams[0].shard_count
     assert s["records"]["produced"] > 500
     assert s["records"]["lost"] == 0
     assert s["records"]["drained"] is True
