@@ -4,9 +4,8 @@ The chain used by the compaction job::
 
     lines.transform(parse_raw_lines)            # one row per raw line, with ``reason`` (null when valid)
          .transform(with_event_id(field))       # optional producer event id from the payload
-         .transform(valid_records)              # curated columns + tie-breakers, valid lines only
+         .transform(valid_records)              # curated columns, valid lines only
          .transform(deduplicate)                # one deterministic copy per record (and per event id)
-         .transform(in_write_order)             # stable order inside each output file
 
 and ``parsed.transform(quarantined)`` for the lines that could not be curated. ``minute_metrics`` and
 ``hour_metrics`` feed the aggregation job. Every transform assumes ``spark.sql.session.timeZone=UTC``
@@ -29,7 +28,6 @@ __all__ = [
     "deduplicate",
     "event_id_path",
     "hour_metrics",
-    "in_write_order",
     "minute_metrics",
     "parse_raw_lines",
     "quarantined",
@@ -229,14 +227,6 @@ def deduplicate(records: DataFrame) -> DataFrame:
         records.withColumn("_copy", F.row_number().over(key))
         .where(F.col("_copy") == 1)
         .select(*CURATED_COLUMNS)
-    )
-
-
-def in_write_order(curated: DataFrame) -> DataFrame:
-    """Sort each partition by (date, hour, stream, shard_id, sequence order, sub_sequence_number)."""
-    _require(curated, "in_write_order", CURATED_COLUMNS)
-    return curated.sortWithinPartitions(
-        "date", "hour", "stream", "shard_id", *sequence_order(), "sub_sequence_number"
     )
 
 

@@ -13,7 +13,6 @@ from spark_jobs.transforms import (
     deduplicate,
     event_id_path,
     hour_metrics,
-    in_write_order,
     minute_metrics,
     parse_raw_lines,
     quarantined,
@@ -186,12 +185,6 @@ def test_sequence_order_is_numeric_for_strings_longer_than_decimal(spark):
     df = spark.createDataFrame([(v,) for v in values], "sequence_number string")
     ordered = [r.sequence_number for r in df.orderBy(*sequence_order()).collect()]
     assert ordered == sorted(values, key=int)
-
-
-def test_in_write_order_sorts_within_partitions_by_sequence(spark):
-    rows = [{"sequence_number": s} for s in ("100", "20", "3")]
-    out = curated(spark, rows).coalesce(1).transform(in_write_order)
-    assert [r.sequence_number for r in out.collect()] == ["3", "20", "100"]
 
 
 def test_quarantined_keeps_bad_lines_with_reason_and_detail(spark):
