@@ -25,6 +25,16 @@ __all__ = ["Fleet", "FleetSettings", "worker_env"]
 REPO = Path(__file__).resolve().parents[1]
 
 
+# Workers get SIGTERM when the benchmark or demo that started them dies, even by SIGKILL (Linux
+# PR_SET_PDEATHSIG, set in the child and kept across exec; no preexec_fn, which is unsafe with threads).
+_WORKER_COMMAND = [
+    sys.executable,
+    "-c",
+    "import ctypes, os, sys; ctypes.CDLL('libc.so.6').prctl(1, 15); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'consumer', 'run'])",
+]
+
+
 @dataclass(frozen=True)
 class FleetSettings:
     shards: int = 8
@@ -144,7 +154,7 @@ class Fleet:
         if self.keep_stdout:
             out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
         self.procs[worker_id] = subprocess.Popen(
-            [sys.executable, "-m", "consumer", "run"],
+            _WORKER_COMMAND,
             cwd=REPO,
             env=env,
             stdout=out,

@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any
 
-from consumer.aws import make_client
+from consumer.aws import shared_client
 from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
 
 __all__ = ["StreamCopier"]
@@ -21,7 +21,7 @@ __all__ = ["StreamCopier"]
 
 class StreamCopier(BaseProcessor):
     def __init__(self, client: Any = None, target_stream: str | None = None) -> None:
-        self._client = client or make_client("kinesis")
+        self._client = client or shared_client("kinesis")
         target = target_stream or os.environ.get("COPIER_TARGET_STREAM")
         if not target:
             raise ValueError("COPIER_TARGET_STREAM: the stream to copy into is required")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
-from consumer.aws import make_client
+from consumer.aws import shared_client
 from consumer.errors import ConfigError, LeaseLostError
 from consumer.lifecycle.processor import (
     InitializationInput,
@@ -105,7 +105,7 @@ class RawS3Sink:
         self.max_bytes = max_bytes or int(env.get("RAW_MAX_BYTES", str(5 * 1024 * 1024)))
         self.max_records = max_records or int(env.get("RAW_MAX_RECORDS", "10000"))
         self.max_age = max_age or float(env.get("RAW_MAX_AGE_SECONDS", "60"))
-        self._client = client or make_client("s3")
+        self._client = client or shared_client("s3")
         self._buffers: dict[tuple[str, str], _Buffer] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
