@@ -337,8 +337,8 @@ class Worker:
         owned = self.owned.pop(key)
         try:
             new = self._repo.transfer(owned.lease, to)
-        except LeaseConflictError as exc:
-            log_event(logger, "handoff_failed", logging.WARNING, lease=key, to=to, error=str(exc))
+        except Exception as exc:  # a lost race, or DynamoDB unreachable (every write here is conditional)
+            log_event(logger, "handoff_failed", logging.WARNING, lease=key, to=to, error=repr(exc))
             self._scan_now = True  # still ours if nobody else changed it: the next scan restarts it
             return False
         consumer = owned.consumer
@@ -467,5 +467,5 @@ class Worker:
         try:
             self._repo.release(owned.lease)
             log_event(logger, "lease_released", worker=self.id, lease=key)
-        except LeaseConflictError as exc:
-            log_event(logger, "release_failed", logging.WARNING, lease=key, error=str(exc))
+        except Exception as exc:  # it then expires after the lease duration, as after a crash
+            log_event(logger, "release_failed", logging.WARNING, lease=key, error=repr(exc))
