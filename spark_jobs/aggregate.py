@@ -68,6 +68,7 @@ def read_curated(spark: SparkSession, root: str, paths: list[str]) -> DataFrame:
 
 def run(spark: SparkSession, options: AggregateOptions) -> dict[str, int]:
     """Build both metrics tables for the range; returns the number of hours read."""
+    storage.configure(spark)
     paths = storage.existing(spark, curated_patterns(options.input, options.start, options.end))
     if not paths:
         log.warning("no curated partitions in %s for %s..%s", options.input, options.start, options.end)

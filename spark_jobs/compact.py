@@ -87,6 +87,7 @@ def read_raw(spark: SparkSession, patterns: list[str]) -> DataFrame:
 
 def run(spark: SparkSession, options: CompactOptions) -> dict[str, int]:
     """Compact the range; returns counts: lines, valid, curated, duplicates and one entry per quarantine reason."""
+    storage.configure(spark)
     patterns = storage.existing(spark, raw_patterns(options.input, options.start, options.end))
     counts = {
         "lines": 0,

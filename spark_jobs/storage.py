@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["existing", "get_session", "join", "write_partitioned"]
+__all__ = ["JOB_SQL_CONF", "configure", "existing", "get_session", "join", "write_partitioned"]
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +23,16 @@ JOB_SQL_CONF = {
 }
 
 
-def get_session(app_name: str) -> SparkSession:
-    """The active session (spark-submit, EMR, tests) or a new one, with :data:`JOB_SQL_CONF` applied."""
-    spark = SparkSession.builder.appName(app_name).getOrCreate()
+def configure(spark: SparkSession) -> SparkSession:
+    """Apply :data:`JOB_SQL_CONF` to ``spark`` (every job's ``run`` does, whoever built the session)."""
     for key, value in JOB_SQL_CONF.items():
         spark.conf.set(key, value)
     return spark
+
+
+def get_session(app_name: str) -> SparkSession:
+    """The active session (spark-submit, EMR, tests) or a new one, with :data:`JOB_SQL_CONF` applied."""
+    return configure(SparkSession.builder.appName(app_name).getOrCreate())
 
 
 def join(root: str, *parts: str) -> str:

@@ -32,7 +32,7 @@ FAST_SETTINGS = {
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from pyspark.sql import SparkSession
 
-    from spark_jobs.storage import JOB_SQL_CONF
+    from spark_jobs.storage import configure
 
     builder = SparkSession.builder
     for key, value in {
@@ -42,9 +42,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    for key, value in JOB_SQL_CONF.items():
-        session.conf.set(key, value)
-    yield session
+    yield configure(session)
     session.stop()
 
 
