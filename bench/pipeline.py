@@ -1,6 +1,6 @@
 """The pipeline benchmark: Spark local[2] compaction + aggregation vs an independent DuckDB computation.
 
-    python -m bench.pipeline                      # N = 1M, 2M, 4M; 3 runs each; ~15-20 min on 2 cores
+    python -m bench.pipeline                      # N = 1M, 2M, 4M; 3 runs each; 7-12 min on 2 cores
     python -m bench.pipeline --sizes 100000 400000 --ratio-size 200000 --repeats 1   # a quick look
 
 For each N it generates N distinct raw records (plus ``--duplicate-rate`` redelivered copies and a few
