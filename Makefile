@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-pipeline synth clean
+.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-pipeline synth dist clean
 
 setup: $(STAMPS)/python $(STAMPS)/node
 
@@ -67,5 +67,9 @@ bench-pipeline: setup
 synth: setup
 	$(PY) app.py
 
+## dist: the Spark jobs packaged for spark-submit --py-files (as the analytics stack ships them)
+dist: $(STAMPS)/python
+	$(PY) -m spark_jobs.package dist/spark_jobs.zip
+
 clean:
-	rm -rf $(VENV) node_modules $(STAMPS) cdk.out reports .emulators
+	rm -rf $(VENV) node_modules $(STAMPS) cdk.out reports .emulators dist

@@ -33,7 +33,8 @@ def hour_expression(key: str, hours_before_due: int) -> str:
 
 
 class CompactionSchedule(Construct):
-    """Compacts the previous UTC hour of raw data into curated Parquet, every hour, retrying failed runs.
+    """Compacts the previous UTC hour of raw data into curated Parquet, then aggregates that hour into the
+    per-minute and per-hour metrics tables, every hour, retrying failed runs.
 
     The job reads the inclusive hour range ``start..end`` (``YYYY-MM-DDTHH``); a manual execution with
     ``{"start": "...", "end": "..."}`` as input re-runs any range (the job's output is idempotent per hour).
@@ -49,6 +50,7 @@ class CompactionSchedule(Construct):
         raw_uri: str,
         curated_uri: str,
         quarantine_uri: str,
+        metrics_uri: str,
         settings: AnalyticsSettings,
         log_retention_days: int,
     ) -> None:
@@ -59,55 +61,21 @@ class CompactionSchedule(Construct):
             # spark_jobs/compact.py takes an inclusive range: the previous hour is start == end.
             outputs={"start": hour_expression("start", 1), "end": hour_expression("end", 1)},
         )
-        run = sfn.CustomState(
-            self,
+        compact = self._job_state(
             "RunCompaction",
-            state_json={
-                "Type": "Task",
-                "QueryLanguage": "JSONata",
-                "Resource": f"arn:{Stack.of(self).partition}:states:::emr-serverless:startJobRun.sync",
-                "Arguments": {
-                    "ApplicationId": spark.application_id,
-                    "ExecutionRoleArn": spark.job_role.role_arn,
-                    "Name": "{% 'compact-' & $states.input.start %}",
-                    "ClientToken": "{% $uuid() %}",
-                    "ExecutionTimeoutMinutes": settings.job_timeout_minutes,
-                    "JobDriver": {
-                        "SparkSubmit": {
-                            "EntryPoint": code.entry_point_uris["compact"],
-                            "EntryPointArguments": [
-                                "--input",
-                                raw_uri,
-                                "--output",
-                                curated_uri,
-                                "--quarantine",
-                                quarantine_uri,
-                                "--start",
-                                "{% $states.input.start %}",
-                                "--end",
-                                "{% $states.input.end %}",
-                            ],
-                            "SparkSubmitParameters": f"--py-files {code.package_uri}",
-                        }
-                    },
-                    "ConfigurationOverrides": {
-                        "MonitoringConfiguration": {
-                            "CloudWatchLoggingConfiguration": {
-                                "Enabled": True,
-                                "LogGroupName": spark.log_group.log_group_name,
-                            }
-                        }
-                    },
-                },
-                "Retry": [
-                    {
-                        "ErrorEquals": ["States.ALL"],
-                        "IntervalSeconds": 120,
-                        "MaxAttempts": settings.compaction_retries,
-                        "BackoffRate": 2.0,
-                    }
-                ],
-            },
+            spark,
+            code,
+            "compact",
+            ["--input", raw_uri, "--output", curated_uri, "--quarantine", quarantine_uri],
+            settings,
+        )
+        aggregate = self._job_state(
+            "RunAggregation",
+            spark,
+            code,
+            "aggregate",
+            ["--input", curated_uri, "--output", metrics_uri],
+            settings,
         )
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention(log_retention_days), removal_policy=RemovalPolicy.DESTROY
@@ -115,9 +83,11 @@ class CompactionSchedule(Construct):
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(window.next(run)),
+            definition_body=sfn.DefinitionBody.from_chainable(window.next(compact).next(aggregate)),
             query_language=sfn.QueryLanguage.JSONATA,
-            timeout=Duration.minutes(settings.job_timeout_minutes * (settings.compaction_retries + 1) + 60),
+            timeout=Duration.minutes(
+                settings.job_timeout_minutes * (settings.compaction_retries + 1) * 2 + 60
+            ),
             tracing_enabled=True,
             logs=sfn.LogOptions(
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
@@ -138,6 +108,64 @@ class CompactionSchedule(Construct):
                 retry_attempts=3,
                 max_event_age=Duration.hours(1),
             ),
+        )
+
+    def _job_state(
+        self,
+        id: str,
+        spark: SparkApplication,
+        code: SparkJobsCode,
+        job: str,
+        arguments: list[str],
+        settings: AnalyticsSettings,
+    ) -> sfn.CustomState:
+        """A ``startJobRun.sync`` task for one job over the window, retried; it passes the window on."""
+        return sfn.CustomState(
+            self,
+            id,
+            state_json={
+                "Type": "Task",
+                "QueryLanguage": "JSONata",
+                "Resource": f"arn:{Stack.of(self).partition}:states:::emr-serverless:startJobRun.sync",
+                "Arguments": {
+                    "ApplicationId": spark.application_id,
+                    "ExecutionRoleArn": spark.job_role.role_arn,
+                    "Name": f"{{% '{job}-' & $states.input.start %}}",
+                    "ClientToken": "{% $uuid() %}",
+                    "ExecutionTimeoutMinutes": settings.job_timeout_minutes,
+                    "JobDriver": {
+                        "SparkSubmit": {
+                            "EntryPoint": code.entry_point_uris[job],
+                            "EntryPointArguments": [
+                                *arguments,
+                                "--start",
+                                "{% $states.input.start %}",
+                                "--end",
+                                "{% $states.input.end %}",
+                            ],
+                            "SparkSubmitParameters": f"--py-files {code.package_uri}",
+                        }
+                    },
+                    "ConfigurationOverrides": {
+                        "MonitoringConfiguration": {
+                            "CloudWatchLoggingConfiguration": {
+                                "Enabled": True,
+                                "LogGroupName": spark.log_group.log_group_name,
+                            }
+                        }
+                    },
+                },
+                # The next job runs over the same window: pass it on instead of the job run's result.
+                "Output": "{% $states.input %}",
+                "Retry": [
+                    {
+                        "ErrorEquals": ["States.ALL"],
+                        "IntervalSeconds": 120,
+                        "MaxAttempts": settings.compaction_retries,
+                        "BackoffRate": 2.0,
+                    }
+                ],
+            },
         )
 
     def _grant_run(self, spark: SparkApplication) -> None:

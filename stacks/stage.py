@@ -100,6 +100,7 @@ class AnalyticsStack(Stack):
             raw_uri=f"s3://{self.lake.raw.bucket_name}/{settings.consumer.raw_prefix}/",
             curated_uri=f"s3://{self.lake.curated.bucket_name}/curated/",
             quarantine_uri=f"s3://{self.lake.curated.bucket_name}/quarantine/",
+            metrics_uri=f"s3://{self.lake.curated.bucket_name}/metrics/",
             settings=analytics,
             log_retention_days=settings.consumer.log_retention_days,
         )

@@ -116,6 +116,14 @@ def test_compaction_runs_the_job_with_retries(synth: Synth, env: str) -> None:
     assert set(args) == {"--input", "--output", "--quarantine", "--start", "--end"}
     assert args["--input"].startswith("s3://DataLakeRaw") and args["--input"].endswith("/raw/")
     assert args["--output"].startswith("s3://DataLakeCurated")
+    assert run["Next"] == "RunAggregation" and run["Output"] == "{% $states.input %}"
+    aggregate = definition["States"]["RunAggregation"]["Arguments"]["JobDriver"]["SparkSubmit"]
+    assert aggregate["EntryPoint"].endswith("/spark/aggregate.py")
+    agg_args = dict(
+        zip(aggregate["EntryPointArguments"][::2], aggregate["EntryPointArguments"][1::2], strict=True)
+    )
+    assert agg_args["--input"] == args["--output"]  # aggregates what compaction just wrote
+    assert agg_args["--output"].endswith("/metrics/") and agg_args["--start"] == args["--start"]
     window = definition["States"]["Window"]["Output"]
     # Both ends are the previous hour (the job's range is inclusive), unless the input names a range.
     assert window["start"] == window["end"].replace("input.end", "input.start")
