@@ -99,9 +99,13 @@ class Worker:
         self._repo.register_worker(WorkerItem(self.id, started_ms=self._clock.wall_ms()))
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
         try:
-            self._snapshot = self._read_table()  # discovery creates only the leases nobody created yet
-            self._discover(fail_fast=True)
-            self._register_fanout()
+            try:
+                self._snapshot = self._read_table()  # discovery creates only the leases nobody created yet
+                self._discover(fail_fast=True)
+                self._register_fanout()
+            except Exception:  # e.g. a missing stream: leave no member behind that owns nothing
+                self._deregister()
+                raise
             while not self._shutdown.is_set():
                 try:
                     self._tick()
@@ -419,10 +423,7 @@ class Worker:
             consumer = self.owned[key].consumer
             if consumer is not None:
                 consumer.lease_lost()  # it missed the deadline: leave the lease to expire, never to two owners
-        try:
-            self._repo.deregister_worker(self.id)
-        except Exception as exc:
-            log_event(logger, "deregister_failed", logging.WARNING, error=repr(exc))
+        self._deregister()
         log_event(
             logger,
             "shutdown_complete",
@@ -430,6 +431,12 @@ class Worker:
             left_to_expire=left,
             seconds=round(self._clock.monotonic() - started, 3),
         )
+
+    def _deregister(self) -> None:
+        try:
+            self._repo.deregister_worker(self.id)
+        except Exception as exc:  # its item then looks like a dead worker's to the others
+            log_event(logger, "deregister_failed", logging.WARNING, error=repr(exc))
 
     def _successors(self) -> Counter[str]:
         try:

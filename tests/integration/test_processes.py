@@ -142,6 +142,9 @@ def test_bad_input_exits_with_a_clear_error(
     log = (tmp_path / "j.bad.log").read_text()
     assert code == 2
     assert message in log
+    if "CONSUMER_LEASE_TABLE" not in env:  # it registered, then failed: no member is left behind
+        items = dynamodb_client.scan(TableName=names.lease_table, ConsistentRead=True)["Items"]
+        assert not [i for i in items if i["lease_key"]["S"].startswith("worker#")]
 
 
 def test_create_tables_command(emulators, dynamodb_client, unique_name) -> None:
