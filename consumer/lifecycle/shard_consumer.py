@@ -226,40 +226,47 @@ class ShardConsumer:
             if not self.guard.is_valid():
                 self._stop.wait(0.05)  # suspended until the coordinator renews or declares the lease lost
                 continue
-            if not batch and not shard_end:
-                fetched = reader.fetch()
-                if fetched is None:
-                    continue
-                shard_end = fetched.shard_end
-                behind = fetched.millis_behind_latest
-                if behind is not None:
-                    ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
-                batch = [_to_record(lease.stream, lease.shard_id, r) for r in fetched.records]
-                if self._tracker is not None:
-                    batch = self._tracker.track(batch)
-                if not batch and not shard_end and ctx.config.retrieval.mode == "polling":
-                    self._stop.wait(ctx.config.retrieval.idle_time_between_reads)
-            if batch:
-                delivered = self._deliver(processor, batch, view, behind, writer)
-                if delivered is DeliveryOutcome.HALT:
-                    return Outcome.HALTED
-                if delivered is DeliveryOutcome.STOPPED:
-                    continue  # interrupted: the batch stays unacknowledged, the next owner gets it again
-                batch = ()
-            now = ctx.clock.monotonic()
-            if self._tracker is not None and (now - last_flush >= flush_every or not batch):
-                self._flush(writer)
-                last_flush = now
-            elif (
-                self._tracker is None
-                and self._processed != writer.last
-                and (now - last_flush >= ctx.config.checkpoint.auto_interval)
-            ):
-                assert self._processed is not None
-                writer.write(self._processed)
-                last_flush = now
-            if shard_end and not batch:
-                return self._end(processor, writer)
+            try:
+                if not batch and not shard_end:
+                    fetched = reader.fetch()
+                    if fetched is None:
+                        continue
+                    shard_end = fetched.shard_end
+                    behind = fetched.millis_behind_latest
+                    if behind is not None:
+                        ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
+                    batch = [_to_record(lease.stream, lease.shard_id, r) for r in fetched.records]
+                    if self._tracker is not None:
+                        batch = self._tracker.track(batch)
+                    if not batch and not shard_end and ctx.config.retrieval.mode == "polling":
+                        self._stop.wait(ctx.config.retrieval.idle_time_between_reads)
+                if batch:
+                    delivered = self._deliver(processor, batch, view, behind, writer)
+                    if delivered is DeliveryOutcome.HALT:
+                        return Outcome.HALTED
+                    if delivered is DeliveryOutcome.STOPPED:
+                        continue  # interrupted: the batch stays unacknowledged, the next owner gets it again
+                    batch = ()
+                now = ctx.clock.monotonic()
+                if self._tracker is not None and (now - last_flush >= flush_every or not batch):
+                    self._flush(writer)
+                    last_flush = now
+                elif (
+                    self._tracker is None
+                    and self._processed != writer.last
+                    and (now - last_flush >= ctx.config.checkpoint.auto_interval)
+                ):
+                    assert self._processed is not None
+                    writer.write(self._processed)
+                    last_flush = now
+                if shard_end and not batch:
+                    return self._end(processor, writer)
+            except LeaseLostError:
+                if self.guard.lost.is_set():
+                    raise
+                # Our heartbeat window closed mid-step, the lease is not known lost: suspend (top of the
+                # loop), then redo what was not done. An interrupted batch is delivered again.
+                continue
 
     def _deliver(
         self,

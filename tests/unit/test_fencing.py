@@ -100,3 +100,28 @@ def test_checkpoint_never_moves_back() -> None:
     with pytest.raises(CheckpointRejectedError) as info:
         store.save("s", "sh", lease.epoch, Position("200", 2))
     assert not info.value.stale_epoch
+
+
+def test_a_lapse_without_a_taker_suspends_and_resumes_the_same_ownership() -> None:
+    tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
+    kinesis.create_stream("s", 1)
+    shard = "shardId-000000000000"
+    a = make_worker("a", tables, kinesis, journal)
+    wrapped = Partition(a._repo)  # type: ignore[attr-defined]
+    a._repo = wrapped  # type: ignore[attr-defined,assignment]
+    ta = start(a)
+    wait_until(lambda: bool(a.owned) and a.validity.valid())
+    epoch = tables.leases[("s", shard)].epoch
+    wrapped.cut.set()
+    wait_until(lambda: not a.validity.valid(), timeout=3)
+    seqs = [kinesis.put("s", shard, f"cut{i}".encode()) for i in range(5)]
+    time.sleep(0.3)
+    assert not journal.deliveries  # nothing delivered while the window is closed
+    wrapped.cut.clear()
+    wait_until(lambda: len(journal.deliveries) == 5, what="delivery resumes after the heartbeat")
+    a.request_shutdown()
+    ta.join(5)
+    assert journal.sequences(shard) == seqs
+    assert {d[4] for d in journal.deliveries} == {epoch}  # the same ownership throughout
+    assert [e for _, _, e in journal.events if e == "lease_lost"] == []
+    assert len([e for _, _, e in journal.events if e.startswith("init")]) == 1
