@@ -29,25 +29,9 @@ from typing import IO, Any, Final
 
 from tools.demo_support import stop_process_group
 
-__all__ = ["SPARK_SETTINGS", "SparkStep", "main"]
+__all__ = ["SparkStep", "main"]
 
 REPO: Final = Path(__file__).resolve().parents[1]
-
-#: local[2] settings that make small jobs fast here (see /work/shared/LOCAL_AWS.md and tests/spark/conftest.py).
-SPARK_SETTINGS: Final[dict[str, str]] = {
-    "spark.master": "local[2]",
-    "spark.app.name": "demo",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-}
 
 _KEY: Final = ["stream", "shard_id", "sequence_number", "sub_sequence_number"]
 
@@ -69,16 +53,9 @@ def _say(message: str) -> None:
 
 
 def _session(local_dir: Path) -> Any:
-    from pyspark.sql import SparkSession
+    from spark_jobs.local import local_session
 
-    from spark_jobs import storage
-
-    builder = SparkSession.builder
-    for key, value in {**SPARK_SETTINGS, "spark.local.dir": str(local_dir)}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return storage.get_session("demo")  # the same session, with the jobs' SQL settings applied
+    return local_session("demo", str(local_dir))
 
 
 def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str) -> dict[str, Any]:
