@@ -161,8 +161,17 @@ class DynamoDBLeaseRepository:
             return False
         return True
 
-    def _ownership_change(self, lease: Lease, owner: str | None, extra: list[dict[str, Any]]) -> Lease:
-        """One transaction: lease owner+epoch move, checkpoint epoch follows, plus ``extra`` items."""
+    def _ownership_change(
+        self,
+        lease: Lease,
+        owner: str | None,
+        extra: list[dict[str, Any]],
+        checkpoint: Position | None = None,
+    ) -> Lease:
+        """One transaction: lease owner+epoch move, checkpoint epoch follows, plus ``extra`` items.
+
+        ``checkpoint`` (operator replay) also sets the checkpoint's position, with no forward-only
+        condition: moving back is the point of a replay."""
         cond, values = _owned_condition(lease)
         new_epoch = lease.epoch + 1
         values[":new"] = new_epoch
@@ -184,20 +193,7 @@ class DynamoDBLeaseRepository:
                     "ExpressionAttributeValues": to_item({**values, ":active": "ACTIVE"}),
                 }
             },
-            {
-                "Update": {
-                    "TableName": self.checkpoint_table,
-                    "Key": to_item({"lease_key": lease.key}),
-                    "UpdateExpression": "SET epoch = :new, #stream = :s, shard_id = :sh",
-                    # The checkpoint's epoch always mirrors the lease's: from now on only the new
-                    # owner's writes pass.
-                    "ConditionExpression": "attribute_not_exists(epoch) OR epoch = :old",
-                    "ExpressionAttributeNames": {"#stream": "stream"},
-                    "ExpressionAttributeValues": to_item(
-                        {":new": new_epoch, ":old": lease.epoch, ":s": lease.stream, ":sh": lease.shard_id}
-                    ),
-                }
-            },
+            self._checkpoint_follows(lease, new_epoch, checkpoint),
             *extra,
         ]
         self.calls.add("TransactWriteItems")
@@ -211,6 +207,39 @@ class DynamoDBLeaseRepository:
             state=lease.state,
             parents=lease.parents,
         )
+
+    def _checkpoint_follows(self, lease: Lease, new_epoch: int, position: Position | None) -> dict[str, Any]:
+        update = "SET epoch = :new, #stream = :s, shard_id = :sh"
+        names = {"#stream": "stream"}
+        values: dict[str, Any] = {
+            ":new": new_epoch,
+            ":old": lease.epoch,
+            ":s": lease.stream,
+            ":sh": lease.shard_id,
+        }
+        if position is not None:
+            update += ", #seq = :seq, sub_sequence = :sub, position_key = :pk, updated_ms = :now"
+            names["#seq"] = "sequence"
+            values.update(
+                {
+                    ":seq": position.sequence,
+                    ":sub": position.sub_sequence,
+                    ":pk": position.sort_key(),
+                    ":now": int(time.time() * 1000),
+                }
+            )
+        return {
+            "Update": {
+                "TableName": self.checkpoint_table,
+                "Key": to_item({"lease_key": lease.key}),
+                "UpdateExpression": update,
+                # The checkpoint's epoch always mirrors the lease's: from now on only the new owner's
+                # writes pass.
+                "ConditionExpression": "attribute_not_exists(epoch) OR epoch = :old",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": to_item(values),
+            }
+        }
 
     def _wake(self, worker_id: str) -> dict[str, Any]:
         return {
@@ -341,46 +370,4 @@ class DynamoDBLeaseRepository:
             )
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
-        cond, values = _owned_condition(lease)
-        new_epoch = lease.epoch + 1
-        items = [
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": to_item({"lease_key": lease.key}),
-                    "UpdateExpression": "SET epoch = :new REMOVE #owner, handoff_to, handoff_requested_ms",
-                    "ConditionExpression": f"{cond} AND #state = :active",  # unchanged since read, not ended
-                    "ExpressionAttributeNames": {"#owner": "owner", "#state": "state"},
-                    "ExpressionAttributeValues": to_item({**values, ":new": new_epoch, ":active": "ACTIVE"}),
-                }
-            },
-            {
-                "Update": {
-                    "TableName": self.checkpoint_table,
-                    "Key": to_item({"lease_key": lease.key}),
-                    "UpdateExpression": (
-                        "SET epoch = :new, #stream = :s, shard_id = :sh, #seq = :seq, sub_sequence = :sub, "
-                        "position_key = :pk, updated_ms = :now"
-                    ),
-                    # Deliberately no forward-only condition: moving back is the point of a replay.
-                    "ConditionExpression": "attribute_not_exists(epoch) OR epoch = :old",
-                    "ExpressionAttributeNames": {"#stream": "stream", "#seq": "sequence"},
-                    "ExpressionAttributeValues": to_item(
-                        {
-                            ":new": new_epoch,
-                            ":old": lease.epoch,
-                            ":s": lease.stream,
-                            ":sh": lease.shard_id,
-                            ":seq": position.sequence,
-                            ":sub": position.sub_sequence,
-                            ":pk": position.sort_key(),
-                            ":now": int(time.time() * 1000),
-                        }
-                    ),
-                }
-            },
-        ]
-        self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"replay {lease.key}"):
-            self._c.transact_write_items(TransactItems=items)
-        return Lease(lease.stream, lease.shard_id, None, new_epoch, lease.state, lease.parents)
+        return self._ownership_change(lease, None, [], checkpoint=position)
