@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from consumer.checkpoint.checkpointer import CheckpointWriter, OrderedTracker
+from consumer.checkpoint.checkpointer import CheckpointWriter, OrderedTracker, ShardCheckpointer
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock
 from consumer.config import StreamSpec, WorkerConfig
@@ -272,7 +272,7 @@ class ShardConsumer:
         self,
         processor: RecordProcessor,
         batch: Sequence[Record],
-        view: object,
+        view: ShardCheckpointer,
         behind: int | None,
         writer: CheckpointWriter,
     ) -> DeliveryOutcome:
@@ -280,9 +280,7 @@ class ShardConsumer:
 
         def call(records: Sequence[Record]) -> None:
             self.guard.ensure_valid()
-            processor.process_records(
-                ProcessRecordsInput(records, view, lease.epoch, behind, self.guard)  # type: ignore[arg-type]
-            )
+            processor.process_records(ProcessRecordsInput(records, view, lease.epoch, behind, self.guard))
 
         result = deliver(batch, call, ctx.config.processing, ctx.dlq, lease.epoch, self._stop, ctx.metrics)
         if result.outcome is DeliveryOutcome.STOPPED:

@@ -310,10 +310,7 @@ class Worker:
             log_event(logger, "lease_expired", logging.WARNING, lease=lease.key, dead_owner=obs.worker_id)
             self._attempt("steal", partial(self._take, lease, obs))
         for lease in p.request:
-            self._attempt(
-                "request", partial(self._repo.request_handoff, lease, self.id, self._clock.wall_ms())
-            )
-            self.metrics.add("HandoffsRequested", 1, lease.stream, lease.shard_id)
+            self._attempt("request", partial(self._request, lease))
         for lease in p.stalled:
             if lease.key not in self._stall_reported:
                 self._stall_reported.add(lease.key)
@@ -330,6 +327,10 @@ class Worker:
         except Exception as exc:  # a transient provider error: the next scan retries from fresh state
             log_event(logger, "lease_action_failed", logging.WARNING, action=what, error=repr(exc))
             self._scan_now = True
+
+    def _request(self, lease: Lease) -> None:
+        self._repo.request_handoff(lease, self.id, self._clock.wall_ms())
+        self.metrics.add("HandoffsRequested", 1, lease.stream, lease.shard_id)  # only requests that were made
 
     def _take(self, lease: Lease, dead_owner: OwnerObservation | None) -> None:
         lease = self._repo.take(lease, self.id, dead_owner)
