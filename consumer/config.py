@@ -56,9 +56,16 @@ class LeaseConfig:
     discovery_interval: float = 10.0
     handoff_timeout: float | None = None
     max_leases_per_worker: int | None = None
+    give_up_after: float | None = None  # a shard failing transiently this long is released (default: lease)
+    forget_workers_after: float | None = None  # silent worker items are deleted after this (default: 3 leases)
 
     def __post_init__(self) -> None:
         _positive("lease.lease_duration", self.lease_duration)
+        for name in ("give_up_after", "forget_workers_after"):
+            if getattr(self, name) is not None:
+                _positive(f"lease.{name}", getattr(self, name))
+        if self.forget_workers_after is not None and self.forget_workers_after < 2 * self.lease_duration:
+            raise ConfigError("lease.forget_workers_after", "must be at least twice lease_duration")
         if not 0 < self.safety_margin < self.lease_duration:
             raise ConfigError(
                 "lease.safety_margin", f"must be > 0 and < lease_duration ({self.lease_duration})"
@@ -88,6 +95,16 @@ class LeaseConfig:
     @property
     def owner_validity(self) -> float:
         return self.lease_duration - self.safety_margin
+
+    @property
+    def give_up_seconds(self) -> float:
+        """How long a shard may keep failing transiently before its owner releases it for another worker."""
+        return self.give_up_after or self.lease_duration
+
+    @property
+    def forget_workers_seconds(self) -> float:
+        """How long a worker item may stay silent before a live worker deletes it."""
+        return self.forget_workers_after or 3 * self.lease_duration
 
     @property
     def handoff_stall_after(self) -> float:
@@ -286,6 +303,8 @@ def worker_config_from_env(
             scan_interval=_env_float(env, "CONSUMER_SCAN_INTERVAL_SECONDS", 1.0),
             inbox_poll_interval=_env_float(env, "CONSUMER_INBOX_POLL_SECONDS", 0.2),
             discovery_interval=_env_float(env, "CONSUMER_DISCOVERY_INTERVAL_SECONDS", 10.0),
+            give_up_after=_env_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS", 0.0) or None,
+            forget_workers_after=_env_float(env, "CONSUMER_FORGET_WORKERS_AFTER_SECONDS", 0.0) or None,
         ),
         retrieval=RetrievalConfig(
             mode=env.get("CONSUMER_RETRIEVAL", "polling"),  # type: ignore[arg-type]

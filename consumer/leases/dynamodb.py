@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
@@ -24,6 +25,8 @@ def _lease_from(d: dict[str, Any]) -> Lease:
         parents=tuple(d.get("parents", ())),
         handoff_to=d.get("handoff_to"),
         handoff_requested_ms=int(d["handoff_requested_ms"]) if "handoff_requested_ms" in d else None,
+        halted_at=d.get("halted_at"),
+        halted_since_ms=int(d["halted_since_ms"]) if "halted_since_ms" in d else None,
     )
 
 
@@ -39,6 +42,10 @@ def _worker_from(d: dict[str, Any]) -> WorkerItem:
         heartbeat_ms=int(d.get("heartbeat_ms", 0)),
         drain_requested=bool(d.get("drain_requested", False)),
     )
+
+
+# Attributes that describe one ownership and so go when the owner changes.
+_PER_OWNERSHIP = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
 
 
 def _owned_condition(lease: Lease) -> tuple[str, dict[str, Any]]:
@@ -177,9 +184,9 @@ class DynamoDBLeaseRepository:
         values[":new"] = new_epoch
         names = {"#owner": "owner"}
         if owner is None:
-            update = "SET epoch = :new REMOVE #owner, handoff_to, handoff_requested_ms"
+            update = f"SET epoch = :new REMOVE #owner, {_PER_OWNERSHIP}"
         else:
-            update = "SET epoch = :new, #owner = :to REMOVE handoff_to, handoff_requested_ms"
+            update = f"SET epoch = :new, #owner = :to REMOVE {_PER_OWNERSHIP}"
             values[":to"] = owner
         items: list[dict[str, Any]] = [
             {
@@ -349,6 +356,15 @@ class DynamoDBLeaseRepository:
             f"end {lease.key}",
         )
         return Lease(lease.stream, lease.shard_id, lease.owner, lease.epoch, LeaseState.ENDED, lease.parents)
+
+    def mark_halted(self, lease: Lease, position: str, now_ms: int) -> Lease:
+        self._update_owned(
+            lease,
+            "SET halted_at = :at, halted_since_ms = :since",
+            {":at": position, ":since": now_ms},
+            f"halt {lease.key}",
+        )
+        return replace(lease, halted_at=position, halted_since_ms=now_ms)
 
     def delete_lease(self, lease: Lease) -> None:
         for table in (self.table, self.checkpoint_table):

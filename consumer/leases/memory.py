@@ -43,7 +43,15 @@ class InMemoryLeaseRepository:
         return cur
 
     def _move(self, cur: Lease, owner: str | None) -> Lease:
-        new = replace(cur, owner=owner, epoch=cur.epoch + 1, handoff_to=None, handoff_requested_ms=None)
+        new = replace(
+            cur,
+            owner=owner,
+            epoch=cur.epoch + 1,
+            handoff_to=None,
+            handoff_requested_ms=None,
+            halted_at=None,
+            halted_since_ms=None,
+        )
         self.t.leases[(cur.stream, cur.shard_id)] = new
         key = (cur.stream, cur.shard_id)
         old_cp = self.t.checkpoints.get(key)
@@ -149,6 +157,14 @@ class InMemoryLeaseRepository:
             self.t.calls["UpdateItem"] += 1
             cur = self._expect_owned(lease)
             new = replace(cur, state=LeaseState.ENDED, handoff_to=None, handoff_requested_ms=None)
+            self.t.leases[(cur.stream, cur.shard_id)] = new
+            return new
+
+    def mark_halted(self, lease: Lease, position: str, now_ms: int) -> Lease:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self._expect_owned(lease)
+            new = replace(cur, halted_at=position, halted_since_ms=now_ms)
             self.t.leases[(cur.stream, cur.shard_id)] = new
             return new
 

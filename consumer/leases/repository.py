@@ -74,6 +74,10 @@ class LeaseRepository(Protocol):
         """Record that the owner checkpointed SHARD_END; the owner lets go of it."""
         ...
 
+    def mark_halted(self, lease: Lease, position: str, now_ms: int) -> Lease:
+        """Record, for operators, that the owner halted the shard before ``position`` (kept until it moves)."""
+        ...
+
     def delete_lease(self, lease: Lease) -> None:
         """Retire an ended lease whose shard no longer exists."""
         ...
