@@ -145,6 +145,17 @@ class DynamoDBLeaseRepository:
         with translate_errors(self.table, f"deregister {worker_id}"):
             self._c.delete_item(TableName=self.table, Key=to_item({"lease_key": worker_key(worker_id)}))
 
+    def forget_worker(self, worker: WorkerItem) -> None:
+        self.calls.add("DeleteItem")
+        with translate_errors(self.table, f"forget {worker.worker_id}"):
+            self._c.delete_item(
+                TableName=self.table,
+                Key=to_item({"lease_key": worker.key}),
+                # Still silent (the heartbeat we saw) and nobody fenced it since (the generation we saw).
+                ConditionExpression="heartbeat = :hb AND generation = :g",
+                ExpressionAttributeValues=to_item({":hb": worker.heartbeat, ":g": worker.generation}),
+            )
+
     # -- leases ----------------------------------------------------------------------------------
     def create_lease(self, lease: Lease) -> bool:
         self.calls.add("PutItem")

@@ -100,6 +100,14 @@ class InMemoryLeaseRepository:
             self.t.calls["DeleteItem"] += 1
             self.t.workers.pop(worker_id, None)
 
+    def forget_worker(self, worker: WorkerItem) -> None:
+        with self.t.lock:
+            self.t.calls["DeleteItem"] += 1
+            cur = self.t.workers.get(worker.worker_id)
+            if cur is None or cur.heartbeat != worker.heartbeat or cur.generation != worker.generation:
+                raise LeaseConflictError(f"worker {worker.worker_id} moved or is gone")
+            del self.t.workers[worker.worker_id]
+
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1

@@ -33,7 +33,9 @@ class Lease:
     parents: tuple[str, ...] = ()
     handoff_to: str | None = None  # a worker that asked the owner for this lease
     handoff_requested_ms: int | None = None  # wall time of the request, for the stall metric only
-    halted_at: str | None = None  # the owner halted the shard before this position ("seq/sub"); operators only
+    halted_at: str | None = (
+        None  # the owner halted the shard before this position ("seq/sub"); operators only
+    )
     halted_since_ms: int | None = None  # wall time the owner halted it; operators only
 
     @property

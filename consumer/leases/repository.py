@@ -50,6 +50,10 @@ class LeaseRepository(Protocol):
 
     def deregister_worker(self, worker_id: str) -> None: ...
 
+    def forget_worker(self, worker: WorkerItem) -> None:
+        """Delete a dead worker's item if its heartbeat and generation are still as seen (conflict if not)."""
+        ...
+
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
         """Own an unowned lease, or a dead owner's (its heartbeat still as observed; its generation bumped)."""
         ...
