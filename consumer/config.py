@@ -57,7 +57,9 @@ class LeaseConfig:
     handoff_timeout: float | None = None
     max_leases_per_worker: int | None = None
     give_up_after: float | None = None  # a shard failing transiently this long is released (default: lease)
-    forget_workers_after: float | None = None  # silent worker items are deleted after this (default: 3 leases)
+    forget_workers_after: float | None = (
+        None  # silent worker items are deleted after this (default: 3 leases)
+    )
 
     def __post_init__(self) -> None:
         _positive("lease.lease_duration", self.lease_duration)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from consumer.leases.model import Lease
 from consumer.leases.repository import OwnerObservation
 
-__all__ = ["Plan", "PlanInput", "fair_shares", "plan", "ready_leases"]
+__all__ = ["Plan", "PlanInput", "fair_shares", "plan", "plan_shutdown", "ready_leases"]
 
 
 @dataclass(frozen=True)
@@ -155,3 +155,23 @@ def plan(inp: PlanInput) -> Plan:
         stalled=stalled,
         targets=targets,
     )
+
+
+def plan_shutdown(
+    me: str, leases: tuple[Lease, ...], successors: frozenset[str], mine: tuple[str, ...]
+) -> dict[str, str | None]:
+    """Who gets each of ``mine`` (lease keys) when ``me`` shuts down: one at a time to the least loaded of
+    ``successors`` (live, not draining), ties by name; ``None`` (release) when there is nobody."""
+    load = Counter({w: 0 for w in successors if w != me})
+    for lease in leases:
+        if lease.owner is not None and lease.owner in load and not lease.ended:
+            load[lease.owner] += 1
+    out: dict[str, str | None] = {}
+    for key in sorted(mine):
+        if not load:
+            out[key] = None
+            continue
+        to = min(load, key=lambda w: (load[w], w))
+        load[to] += 1
+        out[key] = to
+    return out
