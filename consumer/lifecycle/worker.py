@@ -19,6 +19,7 @@ from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Deregister, Event, ShutdownRequested, Stop
+from consumer.lifecycle.ownership import Ownership
 from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
@@ -83,9 +84,9 @@ class Worker:
         self._born = self._clock.monotonic()
 
     @property
-    def owned(self) -> dict[str, Lease]:
-        """The leases this worker holds now, by key (a copy; for tests and stats)."""
-        return {key: o.lease for key, o in dict(self.coordinator.owned).items()}
+    def owned(self) -> dict[str, Ownership]:
+        """The leases this worker holds now and the phase of each, by key (a copy; for tests and stats)."""
+        return dict(self.coordinator.owned)
 
     # -- public control ---------------------------------------------------------------------------
     def request_shutdown(self) -> None:
@@ -192,6 +193,6 @@ class Worker:
             leases=len(owned),
             calls=self.call_counts(),
         )
-        for stream in {lease.stream for lease in owned.values()}:
-            self.metrics.add("LeasesHeld", sum(x.stream == stream for x in owned.values()), stream)
+        for stream in {o.lease.stream for o in owned.values()}:
+            self.metrics.add("LeasesHeld", sum(o.lease.stream == stream for o in owned.values()), stream)
         self.metrics.flush()
