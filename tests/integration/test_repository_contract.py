@@ -9,19 +9,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
 from consumer.checkpoint.store import CheckpointItem
-from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
+from consumer.errors import CheckpointRejectedError, WorkerFencedError
 from consumer.leases.model import Lease, LeaseState, WorkerItem
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import SHARD_END, Position
-from tests.integration.contract_support import Backend, WallWindow, dynamodb_backend, memory_backend
-
-# Real Kinesis sequence numbers are 56 digits; a few shorter ones check the numeric (not lexical) order.
-P1, P2, P3 = (Position(f"4959033827149025660855969253836157109592157598913658889{i}") for i in (1, 2, 3))
+from tests.integration.contract_support import (
+    CONFLICTS,
+    KEEPING_THE_OWNER,
+    OWNERSHIP_CHANGES,
+    P1,
+    P2,
+    P3,
+    Backend,
+    WallWindow,
+    dynamodb_backend,
+    in_step,
+    memory_backend,
+    refused,
+    state,
+)
 
 
 @pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
@@ -30,38 +40,6 @@ def b(request: pytest.FixtureRequest, unique_name: Callable[..., str]) -> Backen
         return memory_backend()
     client = request.getfixturevalue("dynamodb_client")
     return dynamodb_backend(client, unique_name("leases"), unique_name("cps"))
-
-
-def state(b: Backend, *leases: Lease) -> tuple[Any, ...]:
-    snap = b.repo.snapshot()
-    return (
-        sorted(snap.leases, key=lambda x: x.key),
-        sorted(snap.workers, key=lambda w: (w.worker_id, w.heartbeat, w.generation, w.inbox)),
-        [b.checkpoint(x) for x in leases],
-    )
-
-
-def refused(b: Backend, action: Callable[[], object], *leases: Lease) -> None:
-    """``action`` raises ``LeaseConflictError`` and changes nothing in either table."""
-    before = state(b, *leases)
-    with pytest.raises(LeaseConflictError):
-        action()
-    assert state(b, *leases) == before
-
-
-def in_step(b: Backend, lease: Lease) -> CheckpointItem:
-    """The cross-table invariant: the checkpoint item's epoch is the lease's epoch."""
-    checkpoint = b.checkpoint(lease)
-    assert checkpoint is not None
-    assert checkpoint.epoch == b.stored(lease).epoch
-    return checkpoint
-
-
-def stale_view(b: Backend) -> Lease:
-    """An owner's view from before its lease was released and taken back (same owner, older epoch)."""
-    first = b.owned("sh", "w1")
-    b.repo.take(b.repo.release(first), "w1", None)
-    return first
 
 
 # -- reads and creation --------------------------------------------------------------------------------
@@ -227,48 +205,6 @@ def test_of_two_racing_takes_only_the_first_wins(b: Backend) -> None:
 
 
 # -- every ownership change refuses every stale view ---------------------------------------------------
-OWNERSHIP_CHANGES: dict[str, Callable[[Backend, Lease], Lease]] = {
-    "take": lambda b, lease: b.repo.take(lease, "w2", None),
-    "transfer": lambda b, lease: b.repo.transfer(lease, "w2"),
-    "release": lambda b, lease: b.repo.release(lease),
-    "reset_checkpoint": lambda b, lease: b.repo.reset_checkpoint(lease, P1),
-}
-
-
-def _stale_epoch(b: Backend) -> Lease:
-    return stale_view(b)
-
-
-def _wrong_owner(b: Backend) -> Lease:
-    b.repo.register_worker(WorkerItem("w3"))
-    return replace(b.owned("sh", "w1"), owner="w3")
-
-
-def _ended(b: Backend) -> Lease:
-    return b.repo.mark_ended(b.owned("sh", "w1"))
-
-
-def _absent(b: Backend) -> Lease:
-    return replace(b.owned("sh", "w1"), shard_id="never-created")
-
-
-def _leftover_checkpoint(b: Backend) -> Lease:
-    """A lease created over a checkpoint item of another epoch (a ``delete_lease`` that stopped halfway)."""
-    b.repo.register_worker(WorkerItem("w1"))
-    b.put_raw_checkpoint("s", "sh", 7)
-    b.repo.create_lease(Lease("s", "sh"))
-    return b.stored(Lease("s", "sh"))
-
-
-CONFLICTS: dict[str, Callable[[Backend], Lease]] = {
-    "stale-epoch": _stale_epoch,
-    "wrong-owner": _wrong_owner,
-    "ended": _ended,
-    "absent": _absent,
-    "leftover-checkpoint": _leftover_checkpoint,
-}
-
-
 @pytest.mark.parametrize("conflict", CONFLICTS)
 @pytest.mark.parametrize("change", OWNERSHIP_CHANGES)
 def test_ownership_changes_refuse_a_lease_that_is_not_as_seen(b: Backend, change: str, conflict: str) -> None:
@@ -374,14 +310,6 @@ def test_an_ownership_change_clears_the_halt(b: Backend, change: str) -> None:
     assert moved == b.stored(moved)
     assert (moved.halted_at, moved.halted_since_ms, moved.epoch) == (None, None, lease.epoch + 1)
     in_step(b, moved)
-
-
-KEEPING_THE_OWNER: dict[str, Callable[[Backend, Lease], Lease]] = {
-    "request_handoff": lambda b, lease: b.repo.request_handoff(lease, "w2", 1234),
-    "clear_handoff": lambda b, lease: b.repo.clear_handoff(lease),
-    "mark_ended": lambda b, lease: b.repo.mark_ended(lease),
-    "mark_halted": lambda b, lease: b.repo.mark_halted(lease, "495903/0", 5000),
-}
 
 
 @pytest.mark.parametrize("conflict", ["stale-epoch", "wrong-owner", "absent"])
