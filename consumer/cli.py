@@ -1,4 +1,9 @@
-"""The container entrypoint and operator commands: ``python -m consumer <command>``."""
+"""The container entrypoint and operator commands: ``python -m consumer <command>``.
+
+Exit codes: 0 done; 2 a setting, a missing or wrong resource, or refused input (the message names the
+variable, flag or resource to fix); 3 a replay that was not confirmed; 4 an AWS endpoint that cannot be
+reached. Errors are one line on stderr (``error: ...``), never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +12,30 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from consumer.admin.commands import add_admin_commands
 from consumer.aws import make_client
+from consumer.aws_errors import EXIT_INVALID, EXIT_UNREACHABLE, UnreachableError, aws_call, explain
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
-from consumer.config import WorkerConfig, worker_config_from_env
-from consumer.dynamo import create_tables, translate_errors
+from consumer.config import WorkerConfig, default_text, env_float, worker_config_from_env
+from consumer.dynamo import create_tables
+from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
 from consumer.errors import ConfigError, ConsumerError
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.lifecycle.worker import Worker
 from consumer.loader import load_processor
 from consumer.logs import configure_logging, log_event
 from consumer.metrics.sink import EmfMetrics
+from consumer.preflight import Clients, check_credentials, check_table_schema, run_preflight
 from consumer.retrieval.kinesis import BotoKinesis
 from consumer.sinks.dlq import SqsDeadLetterQueue
 
-__all__ = ["build_worker", "main"]
+__all__ = ["build_worker", "main", "parser"]
 
 logger = logging.getLogger("consumer.cli")
 
@@ -39,18 +49,19 @@ _FLAG_ENV = {
     "on_failure": "CONSUMER_ON_FAILURE",
     "worker_id": "CONSUMER_WORKER_ID",
 }
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def _require_tables(ddb: Any, config: WorkerConfig) -> None:
-    for table in (config.lease_table, config.checkpoint_table):
-        with translate_errors(table, "describe"):
-            ddb.describe_table(TableName=table)
+def _metrics_interval(env: Mapping[str, str]) -> float:
+    value = env_float(env, "CONSUMER_METRICS_INTERVAL_SECONDS", 10.0)
+    if not value > 0:
+        raise ConfigError("CONSUMER_METRICS_INTERVAL_SECONDS", f"must be > 0 seconds, got {value:g}")
+    return value
 
 
-def build_worker(config: WorkerConfig, *, metrics_out: Any = None) -> Worker:
+def build_worker(config: WorkerConfig, *, metrics_out: Any = None, metrics_interval: float = 10.0) -> Worker:
     """A worker on real clients (endpoints from the usual AWS_* variables, e.g. AWS_ENDPOINT_URL)."""
     ddb = make_client("dynamodb")
-    _require_tables(ddb, config)
     dlq = None
     if config.processing.dlq_url:
         dlq = SqsDeadLetterQueue(make_client("sqs"), config.processing.dlq_url)
@@ -61,18 +72,38 @@ def build_worker(config: WorkerConfig, *, metrics_out: Any = None) -> Worker:
         BotoKinesis(make_client("kinesis")),
         dlq=dlq,
         metrics=EmfMetrics(config.application, config.worker_id, metrics_out),
-        metrics_interval=float(os.environ.get("CONSUMER_METRICS_INTERVAL_SECONDS", "10")),
+        metrics_interval=metrics_interval,
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str]]:
     env = dict(os.environ)
+    given = {}
     for flag, key in _FLAG_ENV.items():
         value = getattr(args, flag, None)
         if value:
             env[key] = value
-    config = worker_config_from_env(env, load_processor)
-    worker = build_worker(config)
+            given[key] = f"--{flag.replace('_', '-')}"
+    try:
+        return worker_config_from_env(env, load_processor), env
+    except ConfigError as exc:
+        if exc.field in given:  # the operator set it with a flag: name the flag too
+            raise ConfigError(f"{given[exc.field]} ({exc.field})", str(exc)[len(exc.field) + 2 :]) from None
+        raise
+
+
+def _run(args: argparse.Namespace) -> int:
+    config, env = _config(args)
+    interval = _metrics_interval(env)
+    clients: dict[str, Any] = {}
+
+    def client(service: str) -> Any:
+        if service not in clients:
+            clients[service] = make_client(service)
+        return clients[service]
+
+    run_preflight(config, Clients(client), env)
+    worker = build_worker(config, metrics_interval=interval)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log_event(logger, "signal_received", signal=signal.Signals(signum).name)
@@ -87,35 +118,104 @@ def _run(args: argparse.Namespace) -> int:
 def _create_tables(args: argparse.Namespace) -> int:
     for flag in ("lease_table", "checkpoint_table"):
         if not getattr(args, flag):
-            raise ConfigError(
-                f"--{flag.replace('_', '-')}", "is required (or set CONSUMER_" + flag.upper() + ")"
-            )
-    create_tables(make_client("dynamodb"), args.lease_table, args.checkpoint_table)
+            raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
+    check_credentials()
+    ddb = make_client("dynamodb")
+    settings = {
+        args.lease_table: "--lease-table / CONSUMER_LEASE_TABLE",
+        args.checkpoint_table: "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE",
+    }
+    with aws_call("dynamodb", "list tables"):
+        existing = set(ddb.list_tables().get("TableNames", []))
+    for table, setting in settings.items():
+        if table in existing:  # refuse to report a wrongly keyed table as ready
+            check_table_schema(ddb, table, setting)
+    with aws_call("dynamodb", "create tables"):
+        create_tables(ddb, args.lease_table, args.checkpoint_table)
+    for table, setting in settings.items():
+        check_table_schema(ddb, table, setting)
     print(f"tables ready: {args.lease_table}, {args.checkpoint_table}")
     return 0
 
 
+def _env_row(var: EnvVar) -> str:
+    default = default_text(var)
+    return f"  {var.name:<42} {default or '-':<22} {var.help}"
+
+
+def _run_epilog() -> str:
+    lines = ["environment variables (flags above override the first few):", ""]
+    lines += [f"  {'variable':<42} {'default':<22} meaning", *(_env_row(v) for v in ENV_VARS)]
+    lines += ["", "read by the shipped processors:", *(_env_row(v) for v in PROCESSOR_ENV_VARS)]
+    lines += [
+        "",
+        "AWS: AWS_REGION, credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or a role),",
+        "AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE> for local emulators.",
+        "exit codes: 0 stopped cleanly; 2 invalid setting or missing resource; 4 AWS unreachable.",
+    ]
+    return "\n".join(lines)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m consumer", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a worker (settings from CONSUMER_* variables; flags override)")
-    for flag in _FLAG_ENV:
-        run.add_argument(f"--{flag.replace('_', '-')}", dest=flag)
+    p = argparse.ArgumentParser(
+        prog="python -m consumer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run a worker (settings from CONSUMER_* variables; flags override)",
+        description="Run one worker of the fleet until SIGTERM/SIGINT. Every setting is checked first "
+        "(tables, streams, queue, bucket, processor); a problem stops it with one line naming the variable.",
+        epilog=_run_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    by_name = {v.name: v for v in ENV_VARS}
+    for flag, key in _FLAG_ENV.items():
+        run.add_argument(
+            f"--{flag.replace('_', '-')}", dest=flag, help=f"{by_name[key].help} (overrides {key})"
+        )
     run.set_defaults(func=_run)
-    ct = sub.add_parser("create-tables", help="create the lease and checkpoint tables (local use)")
-    ct.add_argument("--lease-table", default=os.environ.get("CONSUMER_LEASE_TABLE"), required=False)
-    ct.add_argument("--checkpoint-table", default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"), required=False)
+    ct = sub.add_parser(
+        "create-tables",
+        help="create the lease and checkpoint tables (local use); checks the key schema of existing ones",
+        description="Creates missing tables (on demand, hash key lease_key of type S) and checks that "
+        "existing ones have that key schema.",
+    )
+    ct.add_argument(
+        "--lease-table", default=os.environ.get("CONSUMER_LEASE_TABLE"), help="default: $CONSUMER_LEASE_TABLE"
+    )
+    ct.add_argument(
+        "--checkpoint-table",
+        default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"),
+        help="default: $CONSUMER_CHECKPOINT_TABLE",
+    )
     ct.set_defaults(func=_create_tables)
     add_admin_commands(sub)
     return p
 
 
+def _fail(exc: ConsumerError) -> int:
+    log_event(logger, "fatal", logging.ERROR, error=str(exc), error_type=type(exc).__name__)
+    print(f"error: {exc}", file=sys.stderr)
+    return EXIT_UNREACHABLE if isinstance(exc, UnreachableError) else EXIT_INVALID
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    configure_logging(os.environ.get("CONSUMER_LOG_LEVEL", "INFO"))
+    level = os.environ.get("CONSUMER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
+    if level not in _LOG_LEVELS:
+        print(
+            f"error: CONSUMER_LOG_LEVEL: must be one of {', '.join(_LOG_LEVELS)}; got {level!r}",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    configure_logging(level)
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
     except ConsumerError as exc:
-        log_event(logger, "fatal", logging.ERROR, error=str(exc), error_type=type(exc).__name__)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(exc)
+    except (BotoCoreError, ClientError) as exc:
+        translated = explain(exc)
+        if translated is None:
+            raise
+        return _fail(translated)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import socket
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from consumer.env_vars import ENV_VARS, EnvVar, variable_for
 from consumer.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -23,6 +26,12 @@ __all__ = [
     "ShutdownConfig",
     "StreamSpec",
     "WorkerConfig",
+    "default_text",
+    "env_float",
+    "env_int",
+    "field_default",
+    "parse_timestamp",
+    "polling_rate_warning",
     "worker_config_from_env",
 ]
 
@@ -31,8 +40,8 @@ ProcessorFactory = Callable[[], "RecordProcessor"]
 
 
 def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ConfigError(name, f"must be > 0, got {value!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(name, f"must be a finite number > 0, got {value!r}")
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -67,23 +76,30 @@ class LeaseConfig:
             if getattr(self, name) is not None:
                 _positive(f"lease.{name}", getattr(self, name))
         if self.forget_workers_after is not None and self.forget_workers_after < 2 * self.lease_duration:
-            raise ConfigError("lease.forget_workers_after", "must be at least twice lease_duration")
+            raise ConfigError(
+                "lease.forget_workers_after",
+                f"must be at least twice lease.lease_duration ({2 * self.lease_duration})",
+            )
         if not 0 < self.safety_margin < self.lease_duration:
             raise ConfigError(
-                "lease.safety_margin", f"must be > 0 and < lease_duration ({self.lease_duration})"
+                "lease.safety_margin",
+                f"must be > 0 and < lease.lease_duration ({self.lease_duration}); got {self.safety_margin}",
             )
         if self.heartbeat_interval is not None and not (
             0 < self.heartbeat_interval < self.lease_duration - self.safety_margin
         ):
             raise ConfigError(
                 "lease.heartbeat_interval",
-                f"must be > 0 and < lease_duration - safety_margin "
+                f"must be > 0 and < lease.lease_duration - lease.safety_margin "
                 f"({self.lease_duration - self.safety_margin}); got {self.heartbeat_interval}",
             )
         for name in ("scan_interval", "inbox_poll_interval", "discovery_interval"):
             _positive(f"lease.{name}", getattr(self, name))
         if self.scan_interval >= self.lease_duration:
-            raise ConfigError("lease.scan_interval", "must be shorter than lease_duration")
+            raise ConfigError(
+                "lease.scan_interval",
+                f"must be shorter than lease.lease_duration ({self.lease_duration}); got {self.scan_interval}",
+            )
         if self.handoff_timeout is not None:
             _positive("lease.handoff_timeout", self.handoff_timeout)
         if self.max_leases_per_worker is not None and self.max_leases_per_worker < 1:
@@ -131,19 +147,22 @@ class RetrievalConfig:
         if not 1 <= self.max_records <= 10000:
             raise ConfigError("retrieval.max_records", f"must be 1..10000, got {self.max_records}")
         if self.idle_time_between_reads < 0:
-            raise ConfigError("retrieval.idle_time_between_reads", "must be >= 0")
+            raise ConfigError(
+                "retrieval.idle_time_between_reads", f"must be >= 0, got {self.idle_time_between_reads}"
+            )
         _choice(
             "retrieval.initial_position", self.initial_position, ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
         )
         if (self.initial_position == "AT_TIMESTAMP") != (self.initial_timestamp is not None):
             raise ConfigError(
-                "retrieval.initial_timestamp", "is required with AT_TIMESTAMP and only allowed with it"
+                "retrieval.initial_timestamp",
+                "is required with retrieval.initial_position AT_TIMESTAMP and only allowed with it",
             )
         _positive("retrieval.backoff_base", self.backoff_base)
         if self.backoff_max < self.backoff_base:
-            raise ConfigError("retrieval.backoff_max", "must be >= backoff_base")
+            raise ConfigError("retrieval.backoff_max", "must be >= retrieval.backoff_base")
         if self.mode == "fanout" and not self.fanout_consumer_name:
-            raise ConfigError("retrieval.fanout_consumer_name", "is required when mode is fanout")
+            raise ConfigError("retrieval.fanout_consumer_name", "is required when retrieval.mode is fanout")
 
 
 @dataclass(frozen=True)
@@ -179,7 +198,7 @@ class ProcessingConfig:
         _positive("processing.backoff_base", self.backoff_base)
         _choice("processing.on_failure", self.on_failure, ("halt", "dlq"))
         if self.on_failure == "dlq" and not self.dlq_url:
-            raise ConfigError("processing.dlq_url", "is required when on_failure is dlq")
+            raise ConfigError("processing.dlq_url", "is required when processing.on_failure is dlq")
 
 
 @dataclass(frozen=True)
@@ -192,7 +211,10 @@ class ShutdownConfig:
     def __post_init__(self) -> None:
         _positive("shutdown.deadline", self.deadline)
         if not 0 < self.final_checkpoint_timeout <= self.deadline:
-            raise ConfigError("shutdown.final_checkpoint_timeout", "must be > 0 and <= shutdown.deadline")
+            raise ConfigError(
+                "shutdown.final_checkpoint_timeout",
+                f"must be > 0 and <= shutdown.deadline ({self.deadline}); got {self.final_checkpoint_timeout}",
+            )
 
 
 @dataclass(frozen=True)
@@ -242,19 +264,59 @@ class WorkerConfig:
         return next(s for s in self.streams if s.name == name)
 
 
-def _env_float(env: Mapping[str, str], key: str, default: float) -> float:
+# -- from the environment -------------------------------------------------------------------------------
+
+_SECTIONS: dict[str, type] = {
+    "lease": LeaseConfig,
+    "retrieval": RetrievalConfig,
+    "checkpoint": CheckpointConfig,
+    "processing": ProcessingConfig,
+    "shutdown": ShutdownConfig,
+}
+
+#: Polling faster than this can exceed Kinesis's 5 GetRecords per second per shard.
+MIN_SAFE_IDLE_TIME = 0.2
+
+
+def field_default(field: str) -> Any:
+    """The dataclass default of ``section.field`` (``lease.lease_duration`` -> 10.0)."""
+    section, _, name = field.partition(".")
+    cls = _SECTIONS[section]
+    return {f.name: f.default for f in dataclasses.fields(cls)}[name]
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value)
+
+
+def default_text(var: EnvVar) -> str:
+    """What ``run --help`` and the docs show as the variable's default."""
+    if var.required:
+        return "required"
+    if var.default is not None:
+        return var.default
+    return _format(field_default(var.field))
+
+
+def env_float(env: Mapping[str, str], key: str, default: float) -> float:
+    """A finite number from ``env[key]`` (``default`` when unset or empty)."""
     raw = env.get(key)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise ConfigError(key, f"must be a number, got {raw!r}") from None
+        raise ConfigError(key, f"must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(key, f"must be a finite number, got {raw!r}")
+    return value
 
 
-def _env_int(env: Mapping[str, str], key: str, default: int) -> int:
+def env_int(env: Mapping[str, str], key: str, default: int) -> int:
     raw = env.get(key)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return default
     try:
         return int(raw)
@@ -262,22 +324,59 @@ def _env_int(env: Mapping[str, str], key: str, default: int) -> int:
         raise ConfigError(key, f"must be an integer, got {raw!r}") from None
 
 
+def parse_timestamp(raw: str, name: str) -> datetime:
+    """An ISO-8601 time with a time zone; ``name`` (variable or flag) is named in the error."""
+    try:
+        value = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"must be ISO-8601, e.g. 2024-05-01T12:00:00Z; got {raw!r}") from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            name, f"{raw!r} has no time zone; add one, e.g. {raw.strip()}Z (UTC) or {raw.strip()}+02:00"
+        )
+    return value
+
+
+def _for_operator(exc: ConfigError) -> ConfigError:
+    """The same error, naming the variables the operator sets instead of the config fields."""
+    message = str(exc)[len(exc.field) + 2 :]
+    for var in sorted((v for v in ENV_VARS if "." in v.field), key=lambda v: -len(v.field)):
+        message = message.replace(var.field, var.name)
+    return ConfigError(variable_for(exc.field) or exc.field, message)
+
+
+def _default(field: str) -> Any:
+    return field_default(field)
+
+
 def worker_config_from_env(
     env: Mapping[str, str], load_processor: Callable[[str], ProcessorFactory]
 ) -> WorkerConfig:
-    """Build a ``WorkerConfig`` from ``CONSUMER_*`` variables (see docs/operations.md for the list).
+    """Build a ``WorkerConfig`` from ``CONSUMER_*`` variables (``consumer.env_vars.ENV_VARS`` lists them).
 
     ``CONSUMER_STREAMS`` is ``name`` or ``name=package.module:Class`` items separated by commas; streams
-    without their own processor use ``CONSUMER_PROCESSOR``.
+    without their own processor use ``CONSUMER_PROCESSOR``. Every error names the variable to change.
     """
+    try:
+        return _from_env(env, load_processor)
+    except ConfigError as exc:
+        raise _for_operator(exc) from None
 
+
+def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorFactory]) -> WorkerConfig:
     def required(key: str) -> str:
-        value = env.get(key, "")
+        value = env.get(key, "").strip()
         if not value:
             raise ConfigError(key, "is required")
         return value
 
-    default_processor = env.get("CONSUMER_PROCESSOR", "")
+    def f(key: str, field: str) -> float:
+        return env_float(env, key, _default(field))
+
+    def text(key: str, field: str) -> Any:  # a choice: the dataclass names the allowed values
+        return env.get(key, "").strip() or _default(field)
+
+    default_processor = env.get("CONSUMER_PROCESSOR", "").strip()
     specs = []
     for item in (p.strip() for p in required("CONSUMER_STREAMS").split(",")):
         if not item:
@@ -285,46 +384,66 @@ def worker_config_from_env(
         name, _, path = item.partition("=")
         path = path or default_processor
         if not path:
-            raise ConfigError("CONSUMER_PROCESSOR", f"no processor for stream {name!r}")
+            raise ConfigError(
+                "CONSUMER_PROCESSOR", f"no processor for stream {name!r} (set it, or {name}=pkg.mod:Class)"
+            )
         specs.append(StreamSpec(name.strip(), load_processor(path.strip())))
-    ts_raw = env.get("CONSUMER_INITIAL_TIMESTAMP")
-    try:
-        timestamp = datetime.fromisoformat(ts_raw) if ts_raw else None
-    except ValueError:
-        raise ConfigError("CONSUMER_INITIAL_TIMESTAMP", f"must be ISO-8601, got {ts_raw!r}") from None
-    lease_duration = _env_float(env, "CONSUMER_LEASE_DURATION_SECONDS", 10.0)
+    ts_raw = env.get("CONSUMER_INITIAL_TIMESTAMP", "").strip()
+    timestamp = parse_timestamp(ts_raw, "CONSUMER_INITIAL_TIMESTAMP") if ts_raw else None
+    lease_duration = f("CONSUMER_LEASE_DURATION_SECONDS", "lease.lease_duration")
+    deadline = f("CONSUMER_SHUTDOWN_DEADLINE_SECONDS", "shutdown.deadline")
     return WorkerConfig(
         application=required("CONSUMER_APPLICATION"),
         lease_table=required("CONSUMER_LEASE_TABLE"),
         checkpoint_table=required("CONSUMER_CHECKPOINT_TABLE"),
         streams=tuple(specs),
-        worker_id=env.get("CONSUMER_WORKER_ID") or _default_worker_id(),
+        worker_id=env.get("CONSUMER_WORKER_ID", "").strip() or _default_worker_id(),
         lease=LeaseConfig(
             lease_duration=lease_duration,
-            safety_margin=_env_float(env, "CONSUMER_SAFETY_MARGIN_SECONDS", lease_duration / 5),
-            scan_interval=_env_float(env, "CONSUMER_SCAN_INTERVAL_SECONDS", 1.0),
-            inbox_poll_interval=_env_float(env, "CONSUMER_INBOX_POLL_SECONDS", 0.2),
-            discovery_interval=_env_float(env, "CONSUMER_DISCOVERY_INTERVAL_SECONDS", 10.0),
-            give_up_after=_env_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS", 0.0) or None,
-            forget_workers_after=_env_float(env, "CONSUMER_FORGET_WORKERS_AFTER_SECONDS", 0.0) or None,
+            safety_margin=env_float(env, "CONSUMER_SAFETY_MARGIN_SECONDS", lease_duration / 5),
+            scan_interval=f("CONSUMER_SCAN_INTERVAL_SECONDS", "lease.scan_interval"),
+            inbox_poll_interval=f("CONSUMER_INBOX_POLL_SECONDS", "lease.inbox_poll_interval"),
+            discovery_interval=f("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval"),
+            give_up_after=env_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS", 0.0) or None,
+            forget_workers_after=env_float(env, "CONSUMER_FORGET_WORKERS_AFTER_SECONDS", 0.0) or None,
         ),
         retrieval=RetrievalConfig(
-            mode=env.get("CONSUMER_RETRIEVAL", "polling"),  # type: ignore[arg-type]
-            max_records=_env_int(env, "CONSUMER_MAX_RECORDS", 1000),
-            idle_time_between_reads=_env_float(env, "CONSUMER_IDLE_TIME_SECONDS", 0.25),
-            initial_position=env.get("CONSUMER_INITIAL_POSITION", "TRIM_HORIZON"),  # type: ignore[arg-type]
+            mode=text("CONSUMER_RETRIEVAL", "retrieval.mode"),
+            max_records=env_int(env, "CONSUMER_MAX_RECORDS", _default("retrieval.max_records")),
+            idle_time_between_reads=f("CONSUMER_IDLE_TIME_SECONDS", "retrieval.idle_time_between_reads"),
+            initial_position=text("CONSUMER_INITIAL_POSITION", "retrieval.initial_position"),
             initial_timestamp=timestamp,
-            fanout_consumer_name=env.get("CONSUMER_FANOUT_NAME") or None,
+            fanout_consumer_name=env.get("CONSUMER_FANOUT_NAME", "").strip() or None,
         ),
         checkpoint=CheckpointConfig(
-            mode=env.get("CONSUMER_CHECKPOINT_MODE", "auto"),  # type: ignore[arg-type]
-            flush_interval=_env_float(env, "CONSUMER_CHECKPOINT_FLUSH_SECONDS", 1.0),
-            auto_interval=_env_float(env, "CONSUMER_CHECKPOINT_INTERVAL_SECONDS", 0.0),
+            mode=text("CONSUMER_CHECKPOINT_MODE", "checkpoint.mode"),
+            flush_interval=f("CONSUMER_CHECKPOINT_FLUSH_SECONDS", "checkpoint.flush_interval"),
+            auto_interval=f("CONSUMER_CHECKPOINT_INTERVAL_SECONDS", "checkpoint.auto_interval"),
         ),
         processing=ProcessingConfig(
-            max_attempts=_env_int(env, "CONSUMER_MAX_ATTEMPTS", 3),
-            on_failure=env.get("CONSUMER_ON_FAILURE", "halt"),  # type: ignore[arg-type]
-            dlq_url=env.get("CONSUMER_DLQ_URL") or None,
+            max_attempts=env_int(env, "CONSUMER_MAX_ATTEMPTS", _default("processing.max_attempts")),
+            on_failure=text("CONSUMER_ON_FAILURE", "processing.on_failure"),
+            dlq_url=env.get("CONSUMER_DLQ_URL", "").strip() or None,
         ),
-        shutdown=ShutdownConfig(deadline=_env_float(env, "CONSUMER_SHUTDOWN_DEADLINE_SECONDS", 20.0)),
+        shutdown=ShutdownConfig(
+            deadline=deadline,
+            final_checkpoint_timeout=env_float(
+                env,
+                "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS",
+                min(_default("shutdown.final_checkpoint_timeout"), deadline),
+            ),
+        ),
+    )
+
+
+def polling_rate_warning(config: WorkerConfig) -> str | None:
+    """A warning when polling could exceed Kinesis's 5 GetRecords/s per shard (None when it cannot)."""
+    idle = config.retrieval.idle_time_between_reads
+    if config.retrieval.mode != "polling" or idle >= MIN_SAFE_IDLE_TIME:
+        return None
+    rate = "without a pause" if idle == 0 else f"up to {1 / idle:.0f} times per second"
+    return (
+        f"CONSUMER_IDLE_TIME_SECONDS={_format(idle)}: an idle shard is read {rate}, over Kinesis's limit of "
+        f"5 GetRecords per second per shard (shared by every application reading the stream); "
+        f"set it to {MIN_SAFE_IDLE_TIME} or more"
     )

@@ -1,15 +1,25 @@
-"""Loading a processor class by import path (``package.module:Class``)."""
+"""Loading a processor class by import path (``package.module:Class``), and checking what it makes."""
 
 from __future__ import annotations
 
 import importlib
+import logging
+import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
-from consumer.errors import ProcessorLoadError
-from consumer.lifecycle.processor import RecordProcessor
+from consumer.errors import ConsumerError, ProcessorLoadError
+from consumer.lifecycle.processor import ProcessRecordsInput, RecordProcessor
+from consumer.logs import log_event
 
-__all__ = ["load_processor"]
+__all__ = ["CALLBACKS", "checked_factory", "load_processor"]
+
+logger = logging.getLogger(__name__)
+
+CALLBACKS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 def load_processor(path: str) -> Callable[[], RecordProcessor]:
@@ -28,11 +38,59 @@ def load_processor(path: str) -> Callable[[], RecordProcessor]:
         target = getattr(target, part)
     if not callable(target):
         raise ProcessorLoadError(f"processor {path!r}: {attr!r} is not a class or factory")
-    missing = [
-        m
-        for m in ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
-        if not hasattr(target, m)
-    ]
+    missing = [m for m in CALLBACKS if not hasattr(target, m)]
     if isinstance(target, type) and missing:
         raise ProcessorLoadError(f"processor {path!r}: {attr!r} lacks {', '.join(missing)}")
-    return cast(Callable[[], RecordProcessor], target)
+    return checked_factory(path, target)
+
+
+def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], RecordProcessor]:
+    """``factory`` whose failures name ``path``, whose products are checked to be record processors, and
+    whose ``process_records`` return values are reported (once per path) instead of silently ignored."""
+
+    def make() -> RecordProcessor:
+        try:
+            processor = factory()
+        except ConsumerError:
+            raise  # already names the setting (e.g. a processor's ConfigError)
+        except Exception as exc:
+            raise ProcessorLoadError(
+                f"processor {path!r}: constructing it failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        missing = [m for m in CALLBACKS if not callable(getattr(processor, m, None))]
+        if missing:
+            raise ProcessorLoadError(
+                f"processor {path!r}: the factory returned a {type(processor).__name__!r}, not a record "
+                f"processor (it lacks {', '.join(missing)})"
+            )
+        _report_return_values(path, processor)
+        return processor  # type: ignore[no-any-return]
+
+    return make
+
+
+def _report_return_values(path: str, processor: Any) -> None:
+    original = processor.process_records
+
+    def process_records(data: ProcessRecordsInput) -> Any:
+        result = original(data)
+        if result is not None:
+            with _warned_lock:
+                first = path not in _warned
+                _warned.add(path)
+            if first:
+                log_event(
+                    logger,
+                    "processor_return_value_ignored",
+                    logging.WARNING,
+                    processor=path,
+                    returned=type(result).__name__,
+                    hint="process_records returns None: records are checkpointed when it returns (auto mode) "
+                    "or when each is marked done() (manual mode); a returned value is ignored",
+                )
+        return result
+
+    try:
+        processor.process_records = process_records
+    except (AttributeError, TypeError):  # __slots__ or a read-only attribute: leave it unwrapped
+        log_event(logger, "processor_not_wrapped", logging.DEBUG, processor=path)

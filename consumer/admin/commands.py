@@ -7,14 +7,18 @@ import json
 import os
 import sys
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from consumer.admin.ops import drain, fleet_status, plan_replay, replay
+from consumer.admin.ops import drain, plan_replay, replay
+from consumer.admin.status import FleetStatus, fleet_status
 from consumer.aws import make_client
+from consumer.aws_errors import EXIT_NOT_CONFIRMED, aws_call
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.config import env_float, field_default, parse_timestamp
 from consumer.errors import ConfigError
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.preflight import check_credentials, check_table_schema
 from consumer.records import Position
 
 __all__ = ["add_admin_commands"]
@@ -24,7 +28,10 @@ def _tables(args: argparse.Namespace) -> tuple[DynamoDBLeaseRepository, DynamoDB
     for flag in ("lease_table", "checkpoint_table"):
         if not getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
+    check_credentials()
     ddb = make_client("dynamodb")
+    check_table_schema(ddb, args.lease_table, "--lease-table / CONSUMER_LEASE_TABLE")
+    check_table_schema(ddb, args.checkpoint_table, "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE")
     return (
         DynamoDBLeaseRepository(ddb, args.lease_table, args.checkpoint_table),
         DynamoDBCheckpointStore(ddb, args.checkpoint_table),
@@ -42,21 +49,65 @@ def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
         out.write("  ".join(str(r[c] if r[c] is not None else "-").ljust(widths[c]) for c in cols) + "\n")
 
 
+def _print_status(status: FleetStatus, out: TextIO) -> None:
+    out.write(f"leases ({len(status.leases)})\n")
+    _table(
+        [
+            {
+                "stream": x.stream,
+                "shard": x.shard_id,
+                "state": x.detail,
+                "owner": x.owner,
+                "epoch": x.epoch,
+                "checkpoint": x.checkpoint,
+                "lag_ms": x.millis_behind_latest if x.millis_behind_latest is not None else f"? {x.lag_note}",
+            }
+            for x in status.leases
+        ],
+        out,
+    )
+    out.write(f"\nworkers ({len(status.workers)}; dead: no heartbeat for {status.lease_duration_s:g}s)\n")
+    _table(
+        [
+            {
+                "worker": w.worker_id,
+                "state": w.state,
+                "since": w.since,
+                "leases": w.leases,
+                "heartbeat_age_s": w.heartbeat_age_s,
+            }
+            for w in status.workers
+        ],
+        out,
+    )
+
+
 def _status(args: argparse.Namespace) -> int:
+    if args.lease_duration is not None and not args.lease_duration > 0:
+        raise ConfigError("--lease-duration", f"must be > 0 seconds, got {args.lease_duration}")
+    duration = args.lease_duration or env_float(
+        os.environ, "CONSUMER_LEASE_DURATION_SECONDS", field_default("lease.lease_duration")
+    )
+    if args.count is not None and args.count < 1:
+        raise ConfigError("--count", f"must be >= 1, got {args.count}")
     repo, store = _tables(args)
-    leases, workers = fleet_status(repo, store, None if args.no_lag else make_client("kinesis"))
-    if args.json:
-        json.dump(
-            {"leases": [asdict(x) for x in leases], "workers": [asdict(w) for w in workers]},
-            sys.stdout,
-            indent=2,
-        )
-        sys.stdout.write("\n")
+    kinesis = None if args.no_lag else make_client("kinesis")
+
+    def read() -> FleetStatus:
+        with aws_call("dynamodb", f"scan {args.lease_table!r}", "--lease-table / CONSUMER_LEASE_TABLE"):
+            return fleet_status(repo, store, kinesis, lease_duration=duration)
+
+    if args.watch:
+        from consumer.admin.watch import watch
+
+        watch(read, count=args.count)
         return 0
-    sys.stdout.write(f"leases ({len(leases)})\n")
-    _table([asdict(x) for x in leases], sys.stdout)
-    sys.stdout.write(f"\nworkers ({len(workers)})\n")
-    _table([asdict(w) for w in workers], sys.stdout)
+    status = read()
+    if args.json:
+        json.dump(asdict(status), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_status(status, sys.stdout)
     return 0
 
 
@@ -74,29 +125,47 @@ def _parse_position(raw: str) -> Position:
     return Position(seq, int(sub or 0))
 
 
+def _timestamp(raw: str) -> datetime:
+    value = parse_timestamp(raw, "--timestamp")
+    now = datetime.now(UTC)
+    if value > now:
+        raise ConfigError(
+            "--timestamp",
+            f"{raw} is in the future (now is {now:%Y-%m-%dT%H:%M:%SZ}); give a past time to replay from",
+        )
+    return value
+
+
+def _confirmed() -> bool:
+    if not sys.stdin.isatty():
+        print("refusing to replay without confirmation: pass --yes, or run it in a terminal", file=sys.stderr)
+        return False
+    if input("replay? type 'yes' to continue: ").strip() != "yes":
+        print("aborted", file=sys.stderr)
+        return False
+    return True
+
+
 def _replay(args: argparse.Namespace) -> int:
     chosen = [x for x in (args.timestamp, args.sequence, args.checkpoint) if x]
     if len(chosen) != 1:
         raise ConfigError("replay", "give exactly one of --timestamp, --sequence or --checkpoint")
-    timestamp = None
-    if args.timestamp:
-        try:
-            timestamp = datetime.fromisoformat(args.timestamp)
-        except ValueError:
-            raise ConfigError("--timestamp", f"must be ISO-8601, got {args.timestamp!r}") from None
+    timestamp = _timestamp(args.timestamp) if args.timestamp else None
     if args.sequence and not args.sequence.isdigit():
         raise ConfigError("--sequence", f"must be a sequence number (digits), got {args.sequence!r}")
+    checkpoint = _parse_position(args.checkpoint) if args.checkpoint else None
     repo, store = _tables(args)
-    plans = plan_replay(
-        repo,
-        store,
-        make_client("kinesis"),
-        args.stream,
-        args.shard,
-        timestamp=timestamp,
-        sequence=args.sequence,
-        checkpoint=_parse_position(args.checkpoint) if args.checkpoint else None,
-    )
+    with aws_call("kinesis", f"read stream {args.stream!r}", "--stream"):
+        plans = plan_replay(
+            repo,
+            store,
+            make_client("kinesis"),
+            args.stream,
+            args.shard,
+            timestamp=timestamp,
+            sequence=args.sequence,
+            checkpoint=checkpoint,
+        )
     if not plans:
         print("nothing to replay")
         return 0
@@ -105,45 +174,70 @@ def _replay(args: argparse.Namespace) -> int:
             f"{p.lease.stream}/{p.lease.shard_id}: checkpoint {p.old_checkpoint} -> {p.new_checkpoint} "
             f"(owner {p.lease.owner or '-'} loses the lease and the next owner restarts there)"
         )
-    if not args.yes:
-        if not sys.stdin.isatty():
-            print(
-                "refusing to replay without confirmation: pass --yes, or run it in a terminal",
-                file=sys.stderr,
-            )
-            return 3
-        if input("replay? type 'yes' to continue: ").strip() != "yes":
-            print("aborted", file=sys.stderr)
-            return 3
+    if not args.yes and not _confirmed():
+        return EXIT_NOT_CONFIRMED
     for line in replay(repo, plans):
         print(f"undo: {line}")
     return 0
 
 
-def add_admin_commands(sub: Any) -> None:
-    def tables(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--lease-table", default=os.environ.get("CONSUMER_LEASE_TABLE"))
-        p.add_argument("--checkpoint-table", default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"))
-
-    st = sub.add_parser("status", help="every lease (owner, epoch, checkpoint, lag) and every live worker")
-    tables(st)
-    st.add_argument("--json", action="store_true")
-    st.add_argument(
-        "--no-lag", action="store_true", help="skip the per-shard lag look-up (2 Kinesis calls each)"
+def _add_tables(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lease-table",
+        default=os.environ.get("CONSUMER_LEASE_TABLE"),
+        help="the lease table (default: $CONSUMER_LEASE_TABLE)",
     )
+    p.add_argument(
+        "--checkpoint-table",
+        default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"),
+        help="the checkpoint table (default: $CONSUMER_CHECKPOINT_TABLE)",
+    )
+
+
+def add_admin_commands(sub: Any) -> None:
+    st = sub.add_parser(
+        "status",
+        help="every shard (owner, epoch, state, checkpoint, lag) and every worker (alive, draining, dead)",
+        description="Per shard: owner, epoch, state (running, handing over, halted at X since T, owner dead, "
+        "released, ended), checkpoint and lag. Per worker: alive, draining or dead (and since when).",
+    )
+    _add_tables(st)
+    st.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
+    st.add_argument(
+        "--no-lag", action="store_true", help="skip the per-shard lag look-up (2 Kinesis calls per shard)"
+    )
+    st.add_argument(
+        "--lease-duration",
+        type=float,
+        help="a worker silent this long is shown dead (default: $CONSUMER_LEASE_DURATION_SECONDS or 10)",
+    )
+    st.add_argument("--watch", action="store_true", help="a live view, redrawn every second (Ctrl-C quits)")
+    st.add_argument("--count", type=int, help="with --watch: stop after this many redraws")
     st.set_defaults(func=_status)
-    dr = sub.add_parser("drain", help="ask one worker to hand its leases away and exit")
-    tables(dr)
-    dr.add_argument("worker")
+    dr = sub.add_parser(
+        "drain",
+        help="ask one worker to hand its leases away and exit",
+        description="The worker hands every lease to the others (or releases it) and exits 0.",
+    )
+    _add_tables(dr)
+    dr.add_argument("worker", help="the worker id (see `status`)")
     dr.set_defaults(func=_drain)
     rp = sub.add_parser(
-        "replay", help="move a shard's (or a stream's) checkpoint back; asks for confirmation"
+        "replay",
+        help="move a shard's (or a stream's) checkpoint back; asks for confirmation",
+        description="Moves the checkpoint; the owner loses the lease and the next owner restarts there. "
+        "Prints the command that undoes it. Exit 3 when not confirmed.",
     )
-    tables(rp)
-    rp.add_argument("--stream", required=True)
-    rp.add_argument("--shard")
-    rp.add_argument("--timestamp", help="replay records from this ISO-8601 time")
-    rp.add_argument("--sequence", help="replay from this sequence number (inclusive)")
+    _add_tables(rp)
+    rp.add_argument("--stream", required=True, help="the stream whose shards to replay")
+    rp.add_argument("--shard", help="only this shard (default: every open shard of the stream)")
+    rp.add_argument(
+        "--timestamp",
+        help="replay records from this time: ISO-8601 with a time zone, e.g. 2024-05-01T12:00:00Z",
+    )
+    rp.add_argument(
+        "--sequence", help="replay from this sequence number (inclusive; it must be in the shard)"
+    )
     rp.add_argument("--checkpoint", help="set the checkpoint exactly (SEQUENCE/SUB), e.g. to undo a replay")
     rp.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rp.set_defaults(func=_replay)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,95 +10,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from consumer.checkpoint.store import CheckpointStore
-from consumer.errors import ConsumerError, LeaseConflictError, MissingResourceError
+from consumer.errors import ConfigError, ConsumerError, LeaseConflictError, MissingResourceError
 from consumer.leases.model import Lease
 from consumer.leases.repository import LeaseRepository
 from consumer.logs import log_event
 from consumer.records import Position
 
-__all__ = ["LeaseStatus", "ReplayPlan", "WorkerStatus", "drain", "fleet_status", "plan_replay", "replay"]
+__all__ = ["ReplayPlan", "check_sequence", "drain", "plan_replay", "replay"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LeaseStatus:
-    stream: str
-    shard_id: str
-    owner: str | None
-    epoch: int
-    state: str
-    checkpoint: str | None
-    millis_behind_latest: int | None
-    owner_heartbeat_age_s: float | None  # the owner's last renewal (its heartbeat keeps all its leases)
-    handoff_to: str | None
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    worker_id: str
-    leases: int
-    heartbeat: int
-    heartbeat_age_s: float | None
-    draining: bool
-
-
-def _lag(kinesis: Any, lease: Lease, checkpoint: Position | None) -> int | None:
-    """MillisBehindLatest as seen from the checkpoint (one GetShardIterator and one GetRecords)."""
-    if lease.ended:
-        return 0
-    try:
-        if checkpoint is None:
-            it = kinesis.get_shard_iterator(
-                StreamName=lease.stream, ShardId=lease.shard_id, ShardIteratorType="TRIM_HORIZON"
-            )
-        else:
-            it = kinesis.get_shard_iterator(
-                StreamName=lease.stream,
-                ShardId=lease.shard_id,
-                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
-                StartingSequenceNumber=checkpoint.sequence,
-            )
-        out = kinesis.get_records(ShardIterator=it["ShardIterator"], Limit=1)
-        value = out.get("MillisBehindLatest")
-        return int(value) if value is not None else None
-    except ClientError:
-        return None
-
-
-def fleet_status(
-    repo: LeaseRepository, store: CheckpointStore, kinesis: Any | None = None, now_ms: int | None = None
-) -> tuple[list[LeaseStatus], list[WorkerStatus]]:
-    snap = repo.snapshot()
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    workers = {w.worker_id: w for w in snap.workers}
-
-    def age(ms: int) -> float | None:
-        return round((now_ms - ms) / 1000, 1) if ms else None
-
-    leases = []
-    for lease in sorted(snap.leases, key=lambda x: (x.stream, x.shard_id)):
-        cp = store.get(lease.stream, lease.shard_id)
-        position = cp.position if cp else None
-        owner = workers.get(lease.owner) if lease.owner else None
-        leases.append(
-            LeaseStatus(
-                stream=lease.stream,
-                shard_id=lease.shard_id,
-                owner=lease.owner,
-                epoch=lease.epoch,
-                state=lease.state.value,
-                checkpoint=str(position) if position else None,
-                millis_behind_latest=_lag(kinesis, lease, position) if kinesis is not None else None,
-                owner_heartbeat_age_s=age(owner.heartbeat_ms) if owner else None,
-                handoff_to=lease.handoff_to,
-            )
-        )
-    counts = {w: sum(1 for x in snap.leases if x.owner == w and not x.ended) for w in workers}
-    return leases, [
-        WorkerStatus(w.worker_id, counts[w.worker_id], w.heartbeat, age(w.heartbeat_ms), w.draining)
-        for w in sorted(workers.values(), key=lambda w: w.worker_id)
-    ]
 
 
 def drain(repo: LeaseRepository, worker_id: str) -> None:
@@ -128,6 +47,50 @@ def _first_at(kinesis: Any, stream: str, shard_id: str, at: datetime) -> str | N
         if it is None or out.get("MillisBehindLatest") == 0:
             return None
     return None
+
+
+def _shard_range(kinesis: Any, stream: str, shard_id: str) -> tuple[int, int | None]:
+    kwargs: dict[str, Any] = {"StreamName": stream}
+    while True:
+        out = kinesis.list_shards(**kwargs)
+        for shard in out.get("Shards", []):
+            if shard["ShardId"] == shard_id:
+                rng = shard.get("SequenceNumberRange", {})
+                end = rng.get("EndingSequenceNumber")
+                return int(rng["StartingSequenceNumber"]), int(end) if end else None
+        if not out.get("NextToken"):
+            raise MissingResourceError(
+                f"shard {stream}/{shard_id} is no longer in the stream (expired past the retention period)"
+            )
+        kwargs = {"NextToken": out["NextToken"]}
+
+
+def check_sequence(kinesis: Any, stream: str, shard_id: str, sequence: str) -> None:
+    """The position exists in the shard: within its sequence range, and Kinesis gives an iterator at it
+    (what the next owner asks for). Raises ``ConfigError`` naming ``--sequence`` otherwise."""
+    start, end = _shard_range(kinesis, stream, shard_id)
+    hint = " (sequence numbers belong to one shard: give --shard for the shard that holds it)"
+    if int(sequence) < start or (end is not None and int(sequence) > end):
+        span = f"{start}..{end}" if end is not None else f"{start} onwards"
+        raise ConfigError(
+            "--sequence", f"{sequence} is not in shard {stream}/{shard_id} (range {span}){hint}"
+        )
+    try:
+        kinesis.get_shard_iterator(
+            StreamName=stream,
+            ShardId=shard_id,
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
+            StartingSequenceNumber=sequence,
+        )
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") not in {"InvalidArgumentException", "ValidationException"}:
+            raise
+        raise ConfigError(
+            "--sequence",
+            f"{sequence} is not a position in shard {stream}/{shard_id}: Kinesis says "
+            f"{error.get('Message', error.get('Code'))}{hint}",
+        ) from None
 
 
 def plan_replay(
@@ -160,6 +123,7 @@ def plan_replay(
         if checkpoint is not None:
             target: Position | None = checkpoint
         elif sequence is not None:
+            check_sequence(kinesis, stream, lease.shard_id, sequence)
             target = Position(sequence, -1)  # just before the sequence: it is delivered again
         else:
             assert timestamp is not None

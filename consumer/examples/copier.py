@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from consumer.aws import shared_client
+from consumer.errors import ConfigError
 from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
+from consumer.resources import Resource
 
 __all__ = ["StreamCopier"]
 
@@ -23,9 +25,19 @@ class StreamCopier(BaseProcessor):
     def __init__(self, client: Any = None, target_stream: str | None = None) -> None:
         self._client = client or shared_client("kinesis")
         target = target_stream or os.environ.get("COPIER_TARGET_STREAM")
-        if not target:
-            raise ValueError("COPIER_TARGET_STREAM: the stream to copy into is required")
-        self._target = target
+        if not target or not target.strip():
+            raise ConfigError("COPIER_TARGET_STREAM", "is required: the stream to copy into")
+        if len(target) > 128:
+            raise ConfigError("COPIER_TARGET_STREAM", f"a stream name has 1..128 characters, got {target!r}")
+        self._target = target.strip()
+
+    @property
+    def target_stream(self) -> str:
+        return self._target
+
+    def required_resources(self) -> list[Resource]:
+        """Checked when the worker starts: the stream copied into must exist."""
+        return [Resource("kinesis_stream", self._target, "COPIER_TARGET_STREAM")]
 
     def initialize(self, data: InitializationInput) -> None:
         self._source = f"{data.stream}/{data.shard_id}"

@@ -1,4 +1,7 @@
-"""In-memory lease repository and checkpoint store with the same conditional semantics as DynamoDB."""
+"""In-memory lease repository and checkpoint store with the same conditional semantics as DynamoDB.
+
+tests/integration/test_repository_contract.py runs the same cases against these and the DynamoDB backends.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from consumer.checkpoint.store import CheckpointItem
+from consumer.clock import Clock, SystemClock
 from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
 from consumer.leases.model import Lease, LeaseState, WorkerItem
 from consumer.leases.repository import OwnerObservation, TableSnapshot
@@ -17,13 +21,17 @@ __all__ = ["InMemoryCheckpointStore", "InMemoryLeaseRepository", "InMemoryTables
 
 @dataclass
 class InMemoryTables:
-    """Both tables, behind one lock so that multi-item changes are atomic like a transaction."""
+    """Both tables, behind one lock so that multi-item changes are atomic like a transaction.
+
+    ``clock`` stamps the operator-facing wall times (``heartbeat_ms``, ``updated_ms``), as DynamoDB's do.
+    """
 
     leases: dict[tuple[str, str], Lease] = field(default_factory=dict)
     workers: dict[str, WorkerItem] = field(default_factory=dict)
     checkpoints: dict[tuple[str, str], CheckpointItem] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    clock: Clock = field(default_factory=SystemClock)
 
 
 class InMemoryLeaseRepository:
@@ -42,7 +50,21 @@ class InMemoryLeaseRepository:
             raise LeaseConflictError(f"lease {lease.key} changed (owner {cur.owner}, epoch {cur.epoch})")
         return cur
 
-    def _move(self, cur: Lease, owner: str | None) -> Lease:
+    def _movable(self, lease: Lease) -> Lease:
+        """The stored lease, if an ownership change of ``lease`` may go ahead (DynamoDB's transaction
+        conditions): unchanged since read, not ended, and its checkpoint item (if any) at the same epoch."""
+        cur = self._expect_owned(lease)
+        if cur.ended:
+            raise LeaseConflictError(f"lease {lease.key} has ended")
+        checkpoint = self.t.checkpoints.get((cur.stream, cur.shard_id))
+        if checkpoint is not None and checkpoint.epoch != cur.epoch:
+            raise LeaseConflictError(
+                f"checkpoint of {lease.key} is at epoch {checkpoint.epoch}, the lease at {cur.epoch}"
+            )
+        return cur
+
+    def _move(self, cur: Lease, owner: str | None, position: Position | None = None) -> Lease:
+        """Apply an ownership change checked by ``_movable``; ``position`` (replay) also sets the checkpoint."""
         new = replace(
             cur,
             owner=owner,
@@ -54,10 +76,15 @@ class InMemoryLeaseRepository:
         )
         self.t.leases[(cur.stream, cur.shard_id)] = new
         key = (cur.stream, cur.shard_id)
-        old_cp = self.t.checkpoints.get(key)
-        self.t.checkpoints[key] = CheckpointItem(
-            cur.stream, cur.shard_id, new.epoch, old_cp.position if old_cp else None
-        )
+        old = self.t.checkpoints.get(key)
+        if position is not None:
+            self.t.checkpoints[key] = CheckpointItem(
+                cur.stream, cur.shard_id, new.epoch, position, self.t.clock.wall_ms()
+            )
+        elif old is None:
+            self.t.checkpoints[key] = CheckpointItem(cur.stream, cur.shard_id, new.epoch, None)
+        else:
+            self.t.checkpoints[key] = replace(old, epoch=new.epoch)
         return new
 
     def snapshot(self) -> TableSnapshot:
@@ -75,7 +102,10 @@ class InMemoryLeaseRepository:
             self.t.calls["PutItem"] += 1
             if (lease.stream, lease.shard_id) in self.t.leases:
                 return False
-            self.t.leases[(lease.stream, lease.shard_id)] = lease
+            # Only the creation fields, like the DynamoDB item: an ownership begins with a take.
+            self.t.leases[(lease.stream, lease.shard_id)] = Lease(
+                lease.stream, lease.shard_id, epoch=lease.epoch, state=lease.state, parents=lease.parents
+            )
             return True
 
     def register_worker(self, worker: WorkerItem) -> None:
@@ -83,7 +113,8 @@ class InMemoryLeaseRepository:
             self.t.calls["PutItem"] += 1
             if worker.worker_id in self.t.workers:
                 raise LeaseConflictError(f"worker {worker.worker_id} is already registered")
-            self.t.workers[worker.worker_id] = worker
+            # Counters and flags start at zero whatever the caller passed, like the DynamoDB item.
+            self.t.workers[worker.worker_id] = WorkerItem(worker.worker_id, started_ms=worker.started_ms)
 
     def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
         with self.t.lock:
@@ -91,7 +122,13 @@ class InMemoryLeaseRepository:
             cur = self.t.workers.get(worker_id)
             if cur is None or cur.generation != generation:
                 raise WorkerFencedError(f"worker {worker_id} generation moved past {generation}")
-            new = replace(cur, heartbeat=cur.heartbeat + 1, lease_count=lease_count, draining=draining)
+            new = replace(
+                cur,
+                heartbeat=cur.heartbeat + 1,
+                lease_count=lease_count,
+                draining=draining,
+                heartbeat_ms=self.t.clock.wall_ms(),
+            )
             self.t.workers[worker_id] = new
             return new.heartbeat
 
@@ -111,9 +148,7 @@ class InMemoryLeaseRepository:
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            cur = self._expect_owned(lease)
-            if cur.ended:
-                raise LeaseConflictError(f"lease {lease.key} has ended")
+            cur = self._movable(lease)
             if dead_owner is not None:
                 worker = self.t.workers.get(dead_owner.worker_id)
                 seen = None if worker is None else worker.heartbeat
@@ -126,7 +161,7 @@ class InMemoryLeaseRepository:
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            cur = self._expect_owned(lease)
+            cur = self._movable(lease)
             target = self.t.workers.get(to_worker)
             if target is None:
                 raise LeaseConflictError(f"successor {to_worker} is not registered")
@@ -136,7 +171,7 @@ class InMemoryLeaseRepository:
     def release(self, lease: Lease) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            return self._move(self._expect_owned(lease), None)
+            return self._move(self._movable(lease), None)
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         with self.t.lock:
@@ -178,7 +213,7 @@ class InMemoryLeaseRepository:
 
     def delete_lease(self, lease: Lease) -> None:
         with self.t.lock:
-            self.t.calls["DeleteItem"] += 1
+            self.t.calls["DeleteItem"] += 2  # one per table, as DynamoDB counts it
             self.t.leases.pop((lease.stream, lease.shard_id), None)
             self.t.checkpoints.pop((lease.stream, lease.shard_id), None)
 
@@ -193,13 +228,7 @@ class InMemoryLeaseRepository:
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            cur = self._expect_owned(lease)
-            if cur.ended:
-                raise LeaseConflictError(f"lease {lease.key} has ended")
-            new = self._move(cur, None)
-            key = (cur.stream, cur.shard_id)
-            self.t.checkpoints[key] = replace(self.t.checkpoints[key], position=position)
-            return new
+            return self._move(self._movable(lease), None, position)
 
 
 class InMemoryCheckpointStore:
@@ -223,4 +252,6 @@ class InMemoryCheckpointStore:
                 raise CheckpointRejectedError(
                     f"{stream}/{shard_id}: {position} is behind {cur.position}", stale_epoch=False
                 )
-            self.t.checkpoints[(stream, shard_id)] = replace(cur, position=position)
+            self.t.checkpoints[(stream, shard_id)] = replace(
+                cur, position=position, updated_ms=self.t.clock.wall_ms()
+            )

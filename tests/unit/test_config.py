@@ -7,8 +7,12 @@ from consumer.config import (
     ProcessingConfig,
     RetrievalConfig,
     ShutdownConfig,
+    default_text,
+    parse_timestamp,
+    polling_rate_warning,
     worker_config_from_env,
 )
+from consumer.env_vars import ENV_VARS
 from consumer.errors import ConfigError, ProcessorLoadError
 from consumer.loader import load_processor
 
@@ -17,6 +21,7 @@ from consumer.loader import load_processor
     ("factory", "field"),
     [
         (lambda: LeaseConfig(lease_duration=-1), "lease.lease_duration"),
+        (lambda: LeaseConfig(lease_duration=float("inf")), "lease.lease_duration"),
         (lambda: LeaseConfig(lease_duration=10, safety_margin=10), "lease.safety_margin"),
         (lambda: LeaseConfig(heartbeat_interval=9), "lease.heartbeat_interval"),
         (lambda: LeaseConfig(scan_interval=20), "lease.scan_interval"),
@@ -63,15 +68,79 @@ def test_env_config_multiple_streams_and_numbers() -> None:
     [
         ("CONSUMER_LEASE_DURATION_SECONDS", "ten", "CONSUMER_LEASE_DURATION_SECONDS"),
         ("CONSUMER_APPLICATION", "", "CONSUMER_APPLICATION"),
-        ("CONSUMER_ON_FAILURE", "ignore", "processing.on_failure"),
-        ("CONSUMER_CHECKPOINT_MODE", "sometimes", "checkpoint.mode"),
+        ("CONSUMER_ON_FAILURE", "ignore", "CONSUMER_ON_FAILURE"),
+        ("CONSUMER_CHECKPOINT_MODE", "sometimes", "CONSUMER_CHECKPOINT_MODE"),
         ("CONSUMER_INITIAL_TIMESTAMP", "yesterday", "CONSUMER_INITIAL_TIMESTAMP"),
+        ("CONSUMER_INITIAL_TIMESTAMP", "2024-05-01T12:00:00", "CONSUMER_INITIAL_TIMESTAMP"),
+        ("CONSUMER_LEASE_DURATION_SECONDS", "inf", "CONSUMER_LEASE_DURATION_SECONDS"),
+        ("CONSUMER_LEASE_DURATION_SECONDS", "nan", "CONSUMER_LEASE_DURATION_SECONDS"),
+        ("CONSUMER_SAFETY_MARGIN_SECONDS", "-inf", "CONSUMER_SAFETY_MARGIN_SECONDS"),
+        ("CONSUMER_SAFETY_MARGIN_SECONDS", "10", "CONSUMER_SAFETY_MARGIN_SECONDS"),
+        ("CONSUMER_SCAN_INTERVAL_SECONDS", "30", "CONSUMER_SCAN_INTERVAL_SECONDS"),
+        ("CONSUMER_MAX_RECORDS", "0", "CONSUMER_MAX_RECORDS"),
+        ("CONSUMER_RETRIEVAL", "fanout", "CONSUMER_FANOUT_NAME"),
+        ("CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS", "30", "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS"),
+        ("CONSUMER_FORGET_WORKERS_AFTER_SECONDS", "5", "CONSUMER_FORGET_WORKERS_AFTER_SECONDS"),
+        ("CONSUMER_WORKER_ID", "a#b", "CONSUMER_WORKER_ID"),
     ],
 )
 def test_env_errors_name_the_variable(key: str, value: str, field: str) -> None:
     with pytest.raises(ConfigError) as info:
         worker_config_from_env(_env(**{key: value}), load_processor)
     assert info.value.field == field
+    internal = [f"{section}." for section in ("lease", "retrieval", "checkpoint", "processing", "shutdown")]
+    assert not [name for name in internal if name in str(info.value)], str(info.value)
+
+
+def test_errors_that_involve_two_settings_name_both_variables() -> None:
+    with pytest.raises(ConfigError) as info:
+        worker_config_from_env(_env(CONSUMER_SAFETY_MARGIN_SECONDS="12"), load_processor)
+    assert "CONSUMER_LEASE_DURATION_SECONDS" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        worker_config_from_env(
+            _env(CONSUMER_SHUTDOWN_DEADLINE_SECONDS="3", CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS="4"),
+            load_processor,
+        )
+    assert info.value.field == "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS"
+    assert "CONSUMER_SHUTDOWN_DEADLINE_SECONDS" in str(info.value)
+
+
+def test_a_short_shutdown_deadline_is_accepted_and_caps_the_final_checkpoint_wait() -> None:
+    cfg = worker_config_from_env(_env(CONSUMER_SHUTDOWN_DEADLINE_SECONDS="3"), load_processor)
+    assert cfg.shutdown.deadline == 3
+    assert cfg.shutdown.final_checkpoint_timeout == 3
+    assert worker_config_from_env(_env(), load_processor).shutdown.final_checkpoint_timeout == 5
+
+
+def test_timestamps_need_a_time_zone() -> None:
+    cfg = worker_config_from_env(
+        _env(CONSUMER_INITIAL_POSITION="AT_TIMESTAMP", CONSUMER_INITIAL_TIMESTAMP="2024-05-01T12:00:00Z"),
+        load_processor,
+    )
+    assert cfg.retrieval.initial_timestamp is not None
+    assert cfg.retrieval.initial_timestamp.utcoffset() is not None
+    with pytest.raises(ConfigError, match="has no time zone"):
+        parse_timestamp("2024-05-01T12:00:00", "--timestamp")
+
+
+def test_polling_rate_warning() -> None:
+    fast = worker_config_from_env(_env(CONSUMER_IDLE_TIME_SECONDS="0.05"), load_processor)
+    message = polling_rate_warning(fast)
+    assert message is not None and "CONSUMER_IDLE_TIME_SECONDS=0.05" in message and "20 times" in message
+    zero = worker_config_from_env(_env(CONSUMER_IDLE_TIME_SECONDS="0"), load_processor)
+    assert "without a pause" in (polling_rate_warning(zero) or "")
+    assert polling_rate_warning(worker_config_from_env(_env(), load_processor)) is None
+    fanout = _env(CONSUMER_IDLE_TIME_SECONDS="0", CONSUMER_RETRIEVAL="fanout", CONSUMER_FANOUT_NAME="f")
+    assert polling_rate_warning(worker_config_from_env(fanout, load_processor)) is None
+
+
+def test_every_variable_has_a_default_text_from_the_dataclasses() -> None:
+    texts = {v.name: default_text(v) for v in ENV_VARS}
+    assert texts["CONSUMER_LEASE_DURATION_SECONDS"] == "10"
+    assert texts["CONSUMER_IDLE_TIME_SECONDS"] == str(RetrievalConfig().idle_time_between_reads)
+    assert texts["CONSUMER_ON_FAILURE"] == "halt"
+    assert texts["CONSUMER_APPLICATION"] == "required"
+    assert all(v.help for v in ENV_VARS)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,119 @@
+"""The environment variables a worker reads: one table, used for parsing, error messages and ``run --help``.
+
+Each row names the variable, the config field it sets (``section.field`` of ``WorkerConfig``, or a
+process setting such as ``metrics_interval`` that is not part of the config dataclasses), a default text
+when the default is derived rather than a dataclass default, and one line of help.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ENV_VARS", "PROCESSOR_ENV_VARS", "EnvVar", "variable_for"]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    field: str  # "lease.lease_duration"; "" for a variable that is not a config field
+    help: str
+    default: str | None = None  # None: the dataclass field's default; "" : no default (optional)
+    required: bool = False
+
+
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar("CONSUMER_APPLICATION", "application", "application name (metrics dimension)", required=True),
+    EnvVar(
+        "CONSUMER_STREAMS",
+        "streams",
+        "`name` or `name=package.module:Class`, comma-separated",
+        required=True,
+    ),
+    EnvVar("CONSUMER_PROCESSOR", "processor", "processor for streams without their own", default=""),
+    EnvVar("CONSUMER_LEASE_TABLE", "lease_table", "the lease table (hash key lease_key, S)", required=True),
+    EnvVar("CONSUMER_CHECKPOINT_TABLE", "checkpoint_table", "the checkpoint table", required=True),
+    EnvVar("CONSUMER_WORKER_ID", "worker_id", "unique per process, never reused", default="host-pid-random"),
+    EnvVar(
+        "CONSUMER_LEASE_DURATION_SECONDS", "lease.lease_duration", "how long a silent worker keeps leases"
+    ),
+    EnvVar(
+        "CONSUMER_SAFETY_MARGIN_SECONDS",
+        "lease.safety_margin",
+        "the owner stops delivering this much before its lease could be taken",
+        default="lease duration / 5",
+    ),
+    EnvVar("CONSUMER_SCAN_INTERVAL_SECONDS", "lease.scan_interval", "lease-table scan (liveness, planning)"),
+    EnvVar("CONSUMER_INBOX_POLL_SECONDS", "lease.inbox_poll_interval", "own worker item poll (hand-offs)"),
+    EnvVar("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval", "ListShards (resharding)"),
+    EnvVar(
+        "CONSUMER_GIVE_UP_AFTER_SECONDS",
+        "lease.give_up_after",
+        "a shard failing transiently this long is released for another worker",
+        default="lease duration",
+    ),
+    EnvVar(
+        "CONSUMER_FORGET_WORKERS_AFTER_SECONDS",
+        "lease.forget_workers_after",
+        "silent worker items are deleted after this",
+        default="3 x lease duration",
+    ),
+    EnvVar("CONSUMER_RETRIEVAL", "retrieval.mode", "polling or fanout (enhanced fan-out)"),
+    EnvVar("CONSUMER_FANOUT_NAME", "retrieval.fanout_consumer_name", "fan-out consumer name", default=""),
+    EnvVar("CONSUMER_MAX_RECORDS", "retrieval.max_records", "GetRecords limit (1..10000)"),
+    EnvVar(
+        "CONSUMER_IDLE_TIME_SECONDS",
+        "retrieval.idle_time_between_reads",
+        "wait between reads of an idle shard (>= 0.2 keeps under 5 GetRecords/s)",
+    ),
+    EnvVar(
+        "CONSUMER_INITIAL_POSITION",
+        "retrieval.initial_position",
+        "TRIM_HORIZON, LATEST or AT_TIMESTAMP; only for shards without a checkpoint",
+    ),
+    EnvVar(
+        "CONSUMER_INITIAL_TIMESTAMP",
+        "retrieval.initial_timestamp",
+        "ISO-8601 with a time zone, e.g. 2024-05-01T12:00:00Z (with AT_TIMESTAMP)",
+        default="",
+    ),
+    EnvVar("CONSUMER_CHECKPOINT_MODE", "checkpoint.mode", "auto or manual (per-record done())"),
+    EnvVar("CONSUMER_CHECKPOINT_FLUSH_SECONDS", "checkpoint.flush_interval", "manual mode flush interval"),
+    EnvVar(
+        "CONSUMER_CHECKPOINT_INTERVAL_SECONDS",
+        "checkpoint.auto_interval",
+        "auto mode: at most one checkpoint write per interval (0: every batch)",
+    ),
+    EnvVar("CONSUMER_MAX_ATTEMPTS", "processing.max_attempts", "processor attempts per batch and record"),
+    EnvVar("CONSUMER_ON_FAILURE", "processing.on_failure", "halt or dlq (needs CONSUMER_DLQ_URL)"),
+    EnvVar("CONSUMER_DLQ_URL", "processing.dlq_url", "SQS dead-letter queue URL", default=""),
+    EnvVar(
+        "CONSUMER_SHUTDOWN_DEADLINE_SECONDS",
+        "shutdown.deadline",
+        "the whole graceful shutdown; keep it under the container stop timeout",
+    ),
+    EnvVar(
+        "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS",
+        "shutdown.final_checkpoint_timeout",
+        "wait for in-flight records at shutdown (at most the deadline)",
+        default="min(5, shutdown deadline)",
+    ),
+    EnvVar("CONSUMER_METRICS_INTERVAL_SECONDS", "metrics_interval", "EMF metrics flush", default="10"),
+    EnvVar("CONSUMER_LOG_LEVEL", "log_level", "DEBUG, INFO, WARNING or ERROR", default="INFO"),
+)
+
+#: Settings read by the shipped processors themselves (validated when the worker constructs one at start).
+PROCESSOR_ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar("CONSUMER_RAW_BUCKET", "", "raw S3 sink: target bucket", required=True),
+    EnvVar("CONSUMER_RAW_PREFIX", "", "raw S3 sink: key prefix", default="raw"),
+    EnvVar("RAW_MAX_BYTES", "", "raw S3 sink: flush a buffer at this size", default="5242880"),
+    EnvVar("RAW_MAX_RECORDS", "", "raw S3 sink: flush a buffer at this many records", default="10000"),
+    EnvVar("RAW_MAX_AGE_SECONDS", "", "raw S3 sink: flush a buffer this old", default="60"),
+    EnvVar("COPIER_TARGET_STREAM", "", "stream copier: the stream to copy into", required=True),
+)
+
+_BY_FIELD = {v.field: v.name for v in ENV_VARS if v.field}
+
+
+def variable_for(field: str) -> str | None:
+    """The variable that sets config field ``field`` (``lease.lease_duration``), if there is one."""
+    return _BY_FIELD.get(field)

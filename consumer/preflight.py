@@ -1,0 +1,209 @@
+"""Start-up checks: everything a worker can check before it takes a lease, each failure one line to fix.
+
+Order: AWS region and credentials; DynamoDB reachable and both tables present with the key schema the
+consumer writes (hash key ``lease_key``, type S); every stream; the dead-letter queue; each stream's
+processor constructed once (the shipped processors validate their settings in their constructors) and the
+resources it declares (``required_resources()``: the raw sink's bucket, the copier's target stream).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from consumer.aws_errors import aws_call
+from consumer.config import WorkerConfig, polling_rate_warning
+from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
+from consumer.lifecycle.processor import RecordProcessor
+from consumer.logs import log_event
+from consumer.resources import Resource
+
+__all__ = [
+    "LEASE_KEY",
+    "Clients",
+    "check_credentials",
+    "check_resource",
+    "check_stream",
+    "check_table_schema",
+    "processor_resources",
+    "run_preflight",
+]
+
+logger = logging.getLogger(__name__)
+
+LEASE_KEY = "lease_key"
+_ACTIVE_STREAM = {"ACTIVE", "UPDATING"}
+_ACTIVE_TABLE = {"ACTIVE", "UPDATING"}
+
+
+@dataclass(frozen=True)
+class Clients:
+    """boto3 clients made lazily (a missing region fails when one is first needed, not at import)."""
+
+    make: Callable[[str], Any]
+
+    def __call__(self, service: str) -> Any:
+        return self.make(service)
+
+
+def check_credentials() -> None:
+    """The region and credentials resolve (from variables, a profile or a role)."""
+    session = boto3.session.Session()
+    if not session.region_name:
+        raise ConfigError(
+            "AWS_REGION", "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION, or a profile's)"
+        )
+    if session.get_credentials() is None:
+        raise ConfigError(
+            "AWS_ACCESS_KEY_ID",
+            "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, "
+            "or run with a task or instance role",
+        )
+
+
+def _describe_key(table: dict[str, Any]) -> str:
+    types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
+    parts = [
+        f"{k['AttributeName']} ({types.get(k['AttributeName'], '?')}, {k['KeyType']})"
+        for k in table.get("KeySchema", [])
+    ]
+    return " + ".join(parts) or "no key"
+
+
+def check_table_schema(ddb: Any, table: str, setting: str) -> None:
+    """The table exists, is ACTIVE, and its only key is the hash key ``lease_key`` of type S."""
+    with aws_call("dynamodb", f"describe table {table!r}", setting):
+        try:
+            desc = ddb.describe_table(TableName=table)["Table"]
+        except ddb.exceptions.ResourceNotFoundException:
+            raise MissingResourceError(
+                f"{setting}: DynamoDB table {table!r} does not exist. Create it with `python -m consumer "
+                f"create-tables --lease-table ... --checkpoint-table ...` (local use) or deploy the state "
+                f"stack, or fix {setting}."
+            ) from None
+    keys = [(k["AttributeName"], k["KeyType"]) for k in desc.get("KeySchema", [])]
+    types = {a["AttributeName"]: a["AttributeType"] for a in desc.get("AttributeDefinitions", [])}
+    if keys != [(LEASE_KEY, "HASH")] or types.get(LEASE_KEY) != "S":
+        raise ConfigError(
+            setting,
+            f"DynamoDB table {table!r} has the key {_describe_key(desc)}; the consumer needs the hash key "
+            f"{LEASE_KEY} (S) and no sort key. Point {setting} at a table made by `python -m consumer "
+            "create-tables` or the state stack.",
+        )
+    if desc.get("TableStatus") not in _ACTIVE_TABLE:
+        raise MissingResourceError(
+            f"{setting}: DynamoDB table {table!r} is {desc.get('TableStatus')}, not ACTIVE"
+        )
+
+
+def check_stream(kinesis: Any, stream: str, setting: str) -> None:
+    with aws_call("kinesis", f"describe stream {stream!r}", setting):
+        try:
+            summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        except kinesis.exceptions.ResourceNotFoundException:
+            raise MissingResourceError(
+                f"{setting}: Kinesis stream {stream!r} does not exist (in this region and account). Create "
+                f"it with `aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
+                f"streaming stack, or fix {setting}."
+            ) from None
+    if summary.get("StreamStatus") not in _ACTIVE_STREAM:
+        raise MissingResourceError(
+            f"{setting}: Kinesis stream {stream!r} is {summary.get('StreamStatus')}, not ACTIVE"
+        )
+
+
+def _check_queue(sqs: Any, url: str, setting: str) -> None:
+    if not url.startswith(("https://", "http://")):
+        raise ConfigError(
+            setting, f"must be an SQS queue URL (https://sqs.REGION.amazonaws.com/...), got {url!r}"
+        )
+    with aws_call("sqs", f"queue {url}", setting):
+        try:
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        except sqs.exceptions.QueueDoesNotExist:
+            raise MissingResourceError(
+                f"{setting}: SQS queue {url!r} does not exist; create it (the state stack does) or fix {setting}"
+            ) from None
+
+
+def _check_bucket(s3: Any, bucket: str, setting: str) -> None:
+    with aws_call("s3", f"bucket {bucket!r}", setting):
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except s3.exceptions.ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in {"404", "NoSuchBucket", "NotFound"}:
+                raise MissingResourceError(
+                    f"{setting}: S3 bucket {bucket!r} does not exist; create it (the analytics stack does) "
+                    f"or fix {setting}"
+                ) from None
+            raise
+
+
+def check_resource(clients: Clients, resource: Resource) -> None:
+    if resource.kind == "kinesis_stream":
+        check_stream(clients("kinesis"), resource.name, resource.setting)
+    elif resource.kind == "s3_bucket":
+        _check_bucket(clients("s3"), resource.name, resource.setting)
+    else:
+        _check_queue(clients("sqs"), resource.name, resource.setting)
+
+
+def processor_resources(processor: object) -> list[Resource]:
+    """What the processor says it needs (``required_resources()``); the raw S3 sink's bucket otherwise."""
+    declared = getattr(processor, "required_resources", None)
+    if callable(declared):
+        return list(declared())
+    from consumer.sinks.raw_s3 import RawS3Sink
+
+    if isinstance(processor, RawS3Sink):
+        return [Resource("s3_bucket", processor.bucket, "CONSUMER_RAW_BUCKET")]
+    return []
+
+
+def _processor_setting(env: Mapping[str, str], stream: str) -> str:
+    own = any(p.strip().startswith(f"{stream}=") for p in env.get("CONSUMER_STREAMS", "").split(","))
+    return "CONSUMER_STREAMS" if own else "CONSUMER_PROCESSOR"
+
+
+def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, RecordProcessor]]:
+    made = []
+    for spec in config.streams:
+        try:
+            made.append((spec.name, spec.processor_factory()))
+        except ConfigError:
+            raise  # names the processor's own variable
+        except ConsumerError as exc:
+            raise ProcessorLoadError(
+                f"{_processor_setting(env, spec.name)} (stream {spec.name!r}): {exc}"
+            ) from exc
+        except Exception as exc:  # a factory not made by load_processor (Python API)
+            raise ProcessorLoadError(
+                f"{_processor_setting(env, spec.name)} (stream {spec.name!r}): constructing the processor "
+                f"failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    return made
+
+
+def run_preflight(config: WorkerConfig, clients: Clients, env: Mapping[str, str]) -> list[str]:
+    """Run every start-up check; raise the first problem found. Returns warnings (also logged)."""
+    check_credentials()
+    ddb = clients("dynamodb")
+    check_table_schema(ddb, config.lease_table, "CONSUMER_LEASE_TABLE")
+    check_table_schema(ddb, config.checkpoint_table, "CONSUMER_CHECKPOINT_TABLE")
+    for spec in config.streams:
+        check_stream(clients("kinesis"), spec.name, "CONSUMER_STREAMS")
+    if config.processing.dlq_url:
+        _check_queue(clients("sqs"), config.processing.dlq_url, "CONSUMER_DLQ_URL")
+    for _stream, processor in _construct(config, env):
+        for resource in processor_resources(processor):
+            check_resource(clients, resource)
+    warnings = [w for w in (polling_rate_warning(config),) if w]
+    for warning in warnings:
+        log_event(logger, "config_warning", logging.WARNING, warning=warning)
+    log_event(logger, "preflight_passed", streams=[s.name for s in config.streams])
+    return warnings
