@@ -62,3 +62,11 @@ def test_run_help_lists_every_variable_with_its_default() -> None:
     assert top.returncode == 0
     for command in ("run", "create-tables", "status", "drain", "replay"):
         assert command in top.stdout
+
+
+def test_operations_doc_lists_every_variable_and_exit_code() -> None:
+    doc = (REPO / "docs" / "operations.md").read_text()
+    for var in (*ENV_VARS, *PROCESSOR_ENV_VARS):
+        assert f"| `{var.name}` |" in doc, f"{var.name} missing from docs/operations.md"
+    for code in ("| 0 |", "| 2 |", "| 3 |", "| 4 |"):
+        assert code in doc
