@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from consumer.env_vars import ENV_VARS, EnvVar, variable_for
-from consumer.errors import ConfigError
+from consumer.errors import ConfigError, ProcessorLoadError
 
 if TYPE_CHECKING:
     from consumer.lifecycle.processor import RecordProcessor
@@ -387,7 +387,12 @@ def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorF
             raise ConfigError(
                 "CONSUMER_PROCESSOR", f"no processor for stream {name!r} (set it, or {name}=pkg.mod:Class)"
             )
-        specs.append(StreamSpec(name.strip(), load_processor(path.strip())))
+        setting = "CONSUMER_STREAMS" if item.partition("=")[2] else "CONSUMER_PROCESSOR"
+        try:
+            factory = load_processor(path.strip())
+        except ProcessorLoadError as exc:
+            raise ProcessorLoadError(f"{setting}: {exc}") from exc.__cause__
+        specs.append(StreamSpec(name.strip(), factory))
     ts_raw = env.get("CONSUMER_INITIAL_TIMESTAMP", "").strip()
     timestamp = parse_timestamp(ts_raw, "CONSUMER_INITIAL_TIMESTAMP") if ts_raw else None
     lease_duration = f("CONSUMER_LEASE_DURATION_SECONDS", "lease.lease_duration")

@@ -3,17 +3,37 @@
 Run as a script (``python -P tools/_emulator_moto.py --port N --parent-pid P``), never imported by tests.
 It always binds 127.0.0.1, keeps werkzeug's per-request log quiet unless ``--verbose``, and exits by itself
 when its parent process dies, so a killed test run cannot leave an orphaned server behind.
+
+Isolation: moto's own server is threaded and its backends take no locks, so concurrent requests interleave
+(a failing TransactWriteItems restores a copy of the tables taken when it began, over other requests'
+writes). Here the server stays threaded (connections, keep-alive and request parsing run in parallel), but
+every request to a *serialized* service runs alone: its body is read first, then the request is handled and
+its whole response produced under that service's lock. ``--serialize dynamodb,s3`` is the default;
+``--serialize none`` runs moto exactly as it comes (the old, unsafe way; for showing what the lock fixes).
+SQS is not serialized by default: moto's ReceiveMessage long poll waits inside the request for a message
+that only another request can send.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
+import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
+DEFAULT_SERIALIZED = ("dynamodb", "s3")
+
+logger = logging.getLogger(__name__)
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 def _watch_parent(parent_pid: int, interval: float) -> None:
@@ -23,11 +43,106 @@ def _watch_parent(parent_pid: int, interval: float) -> None:
         time.sleep(interval)
 
 
+def signing_service(environ: dict[str, Any]) -> str | None:
+    """The service a SigV4-signed request is for (its credential scope), e.g. ``dynamodb``; None if unsigned.
+
+    DynamoDB Streams is signed as ``dynamodb`` too, so it shares DynamoDB's lock (its backend reads the
+    tables' stream records).
+    """
+    auth = environ.get("HTTP_AUTHORIZATION") or ""
+    marker = "Credential="
+    start = auth.find(marker)
+    if start < 0:
+        return None
+    scope = auth[start + len(marker) :].split(",", 1)[0].strip().split("/")
+    return scope[3].lower() if len(scope) == 5 else None
+
+
+def _buffer_body(environ: dict[str, Any]) -> None:
+    """Read the request body before taking a lock, so a slow client cannot hold the service."""
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return
+    length = environ.get("CONTENT_LENGTH") or ""
+    if length.isdigit():
+        body = stream.read(int(length)) if int(length) else b""
+    elif environ.get("wsgi.input_terminated"):
+        body = stream.read()
+    else:
+        return
+    environ["wsgi.input"] = io.BytesIO(body)
+
+
+class SerializedApp:
+    """WSGI middleware: requests to each service in ``services`` run one at a time, start to finish."""
+
+    def __init__(self, app: WsgiApp, services: Iterable[str]) -> None:
+        self._app = app
+        self._locks = {service: threading.Lock() for service in services}
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        service = signing_service(environ)
+        lock = self._locks.get(service) if service is not None else None
+        if lock is None:
+            return self._app(environ, start_response)
+        _buffer_body(environ)
+        with lock:
+            # werkzeug sends nothing before the first body chunk; the whole response is built here, under
+            # the lock, and written to the socket after it is released.
+            result = self._app(environ, start_response)
+            try:
+                return [b"".join(result)]
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+
+
+def parse_services(value: str) -> tuple[str, ...]:
+    """``dynamodb,s3`` -> ("dynamodb", "s3"); ``none`` or empty -> () (moto as it comes)."""
+    names = tuple(part.strip().lower() for part in value.split(",") if part.strip())
+    return () if names in {(), ("none",)} else names
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    # Exit at once: moto keeps nothing worth flushing, and a clean interpreter exit could wait for request
+    # threads still busy (an unsafe-mode request stuck in a corrupted backend kept the old server up >10 s).
+    logging.shutdown()
+    os._exit(0)
+
+
+def serve(port: int, services: tuple[str, ...]) -> None:
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import run_simple
+
+    os.environ.setdefault("MOTO_PORT", str(port))
+    signal.signal(signal.SIGINT, _exit_on_signal)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    dispatcher = DomainDispatcherApplication(create_backend_app)
+    app: Any = SerializedApp(dispatcher, services) if services else dispatcher
+    logger.info(
+        "moto server starting on http://%s:%d; serialized services: %s",
+        LOOPBACK,
+        port,
+        ", ".join(services) or "none (moto's threaded server as it comes)",
+    )
+    run_simple(LOOPBACK, port, app, threaded=True, request_handler=MotoRequestHandler)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
     parser.add_argument("--verbose", action="store_true", help="log every request (werkzeug)")
+    parser.add_argument(
+        "--serialize",
+        default=",".join(DEFAULT_SERIALIZED),
+        help="comma-separated signing names of services whose requests run one at a time, or 'none'",
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -37,11 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(
             target=_watch_parent, args=(args.parent_pid, 0.5), name="parent-watch", daemon=True
         ).start()
-
-    from moto import server
-
-    logging.getLogger(__name__).info("moto server starting on http://%s:%d", LOOPBACK, args.port)
-    server.main(["--host", LOOPBACK, "--port", str(args.port)])
+    serve(args.port, parse_services(args.serialize))
 
 
 if __name__ == "__main__":

@@ -8,27 +8,33 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import itertools
 import json
+import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 
-from bench.fleet_analysis import Delivery, analyze, ownership_runs, percentiles
+from bench.fleet_analysis import Delivery, Run, analyze, ownership_runs, percentiles
 from bench.fleet_runner import Fleet
-from bench.timeline import plot_timeline
 
 __all__ = [
     "Crash",
     "LagPoint",
+    "broken_series",
     "delivery_latency",
     "format_summary",
     "gap_figures",
+    "label_lanes",
+    "lag_figure",
     "lag_points",
+    "ownership_figure",
     "plot_lag",
+    "plot_ownership",
     "raw_counts",
     "split_moves",
     "write_report",
@@ -109,6 +115,144 @@ def _shard_label(shard: str) -> str:
     return f"shard {int(digits)}" if digits.isdigit() else shard
 
 
+_EVENT_PREFIXES = ("SIG", "start", "split", "producer stopped")
+_LANE_HEIGHT = 0.075  # axes fraction per row of event labels
+_LABEL_PT = 7
+
+
+def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
+    """A row (0 = top) for each label so that labels sharing a row do not overlap; label ``i`` spans
+    ``[xs[i], xs[i] + widths[i]]`` and ``xs`` is sorted."""
+    ends: list[float] = []
+    lanes = []
+    for x, width in zip(xs, widths, strict=True):
+        lane = next((i for i, end in enumerate(ends) if x >= end), len(ends))
+        if lane == len(ends):
+            ends.append(0.0)
+        ends[lane] = x + width
+        lanes.append(lane)
+    return lanes
+
+
+def broken_series(
+    points: Sequence[tuple[float, float, str]], max_gap: float
+) -> tuple[list[float], list[float]]:
+    """x and y for one line from ``(t, value, owner)`` points, broken (NaN) where the owner changes or
+    nothing was measured for longer than ``max_gap``: no line is drawn across a time nobody owned the shard."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, (t, value, owner) in enumerate(points):
+        if i and (owner != points[i - 1][2] or t - points[i - 1][0] > max_gap):
+            xs.append(math.nan)
+            ys.append(math.nan)
+        xs.append(t)
+        ys.append(value)
+    return xs, ys
+
+
+def _usual_gap(ts: Sequence[float]) -> float:
+    """Points more than this far apart have a hole between them (2.5 x the median spacing)."""
+    diffs = sorted(b - a for a, b in itertools.pairwise(ts) if b > a)
+    return 2.5 * diffs[len(diffs) // 2] if diffs else math.inf
+
+
+def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, labels: bool) -> int:
+    """Dashed lines at the fleet events and, with ``labels``, their names in non-overlapping rows at the
+    top of ``ax`` (inside it, so they never reach the title). Returns the number of rows used."""
+    shown = sorted(
+        (t - t0, label.split(" after ")[0]) for t, label in events if label.startswith(_EVENT_PREFIXES)
+    )
+    for x, _ in shown:
+        ax.axvline(x, color="black", lw=0.8, ls="--")
+    if not labels or not shown:
+        return 0
+    left, right = ax.get_xlim()
+    axis_px = ax.get_window_extent().width * 0.95  # tight_layout narrows the axes a little
+    char = _LABEL_PT * 0.62 / 72 * ax.figure.dpi  # average glyph width in pixels
+    spans = []
+    for x, text in shown:
+        width = (len(text) + 2) * char / axis_px * (right - left)
+        at_right_edge = x + width > right  # such a label goes left of its line, not over the legend
+        spans.append(
+            (x - width if at_right_edge else x, width, x, text, "right" if at_right_edge else "left")
+        )
+    spans.sort()
+    lanes = label_lanes([start for start, *_ in spans], [width for _, width, *_ in spans])
+    for (_, _, x, text, align), lane in zip(spans, lanes, strict=True):
+        ax.text(
+            x,
+            0.985 - lane * _LANE_HEIGHT,
+            f" {text} ",
+            transform=ax.get_xaxis_transform(),
+            fontsize=_LABEL_PT,
+            va="top",
+            ha=align,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.5},
+        )
+    return max(lanes) + 1
+
+
+def _headroom(ax: Any, rows: int, low: float, high: float) -> None:
+    """Y limits with room above ``high`` for ``rows`` rows of event labels."""
+    band = min(0.6, rows * _LANE_HEIGHT + 0.03)
+    ax.set_ylim(low, low + (high - low) / (1 - band))
+
+
+def _time_range(ts: Iterable[float], events: Sequence[tuple[float, str]], t0: float) -> tuple[float, float]:
+    every = [*ts, *(t - t0 for t, _ in events)]
+    if not every:
+        return 0.0, 1.0
+    span = max(every) - min(0.0, *every)
+    return min(0.0, *every) - 0.02 * span, max(every) + 0.02 * span
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_ownership(
+    runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str, path: Path
+) -> None:
+    """Shards on the y-axis, time on the x-axis, one colour per worker, fleet events labelled in rows."""
+    _save(ownership_figure(runs, events, t0, title), path)
+
+
+def ownership_figure(
+    runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str
+) -> Any:
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    shards = sorted(runs)
+    workers = sorted({r.worker for rs in runs.values() for r in rs})
+    cmap = plt.get_cmap("tab10")
+    colour = {w: cmap(i % 10) for i, w in enumerate(workers)}
+    fig, ax = plt.subplots(figsize=(12, 0.45 * len(shards) + 2.6))
+    for y, shard in enumerate(shards):
+        for r in runs[shard]:
+            ax.broken_barh(
+                [(r.first - t0, max(r.last - r.first, 0.05))], (y - 0.4, 0.8), color=colour[r.worker]
+            )
+    ends = [t for rs in runs.values() for r in rs for t in (r.first - t0, r.last - t0)]
+    ax.set_xlim(*_time_range(ends, events, t0))
+    rows = _draw_events(ax, events, t0, labels=True)
+    _headroom(ax, rows, -0.6, len(shards) - 0.4)
+    ax.set_yticks(range(len(shards)))
+    ax.set_yticklabels([s.replace("shardId-", "") for s in shards], fontsize=8)
+    ax.set_xlabel("seconds since the demo started")
+    ax.set_ylabel("shard")
+    ax.set_title(title)
+    handles = [Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
+    ax.legend(handles, workers, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_lag(
     points: list[LagPoint],
     latency: Mapping[str, list[tuple[float, float]]],
@@ -119,28 +263,41 @@ def plot_lag(
 ) -> None:
     """Two panels over the same time axis, one line per shard, fleet events as dashed lines:
     ``MillisBehindLatest`` from the workers' EMF lines (seconds), and put-to-delivery latency from the journals.
+    Lines break where a shard had no owner (a gap in the measurements, or another worker's points).
     """
+    _save(lag_figure(points, latency, events, t0, title), path)
+
+
+def lag_figure(
+    points: list[LagPoint],
+    latency: Mapping[str, list[tuple[float, float]]],
+    events: list[tuple[float, str]],
+    t0: float,
+    title: str,
+) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
     shards = sorted({p.shard for p in points} | set(latency))
     cmap = plt.get_cmap("tab10")
+    top_max = bottom_max = 0.0
     for i, shard in enumerate(shards):
-        mine = [p for p in points if p.shard == shard]
+        mine = [(p.t - t0, p.millis_behind / 1000, p.worker) for p in points if p.shard == shard]
         style = {"color": cmap(i % 10), "label": _shard_label(shard), "lw": 1.2}
-        top.plot([p.t - t0 for p in mine], [p.millis_behind / 1000 for p in mine], marker="o", ms=3, **style)
-        series = latency.get(shard, [])
-        bottom.plot([t - t0 for t, _ in series], [v for _, v in series], **style)
-    for ax in (top, bottom):
-        ax.set_ylim(bottom=0)
-        for t, label in events:
-            if label.startswith(("SIG", "start", "producer stopped")):
-                ax.axvline(t - t0, color="black", lw=0.8, ls="--")
-    y_text = top.get_ylim()[1]
-    for t, label in events:
-        if label.startswith(("SIG", "start", "producer stopped")):
-            top.text(t - t0, y_text, label.split(" after ")[0], rotation=90, fontsize=7, va="top", ha="right")
+        xs, ys = broken_series(mine, _usual_gap([t for t, _, _ in mine]))
+        top.plot(xs, ys, marker="o", ms=3, **style)
+        series = [(t - t0, v, "") for t, v in latency.get(shard, [])]
+        xs, ys = broken_series(series, _usual_gap([t for t, _, _ in series]))
+        bottom.plot(xs, ys, **style)
+        top_max = max([top_max, *(v for _, v, _ in mine)])
+        bottom_max = max([bottom_max, *(v for _, v, _ in series)])
+    times = [p.t - t0 for p in points] + [t - t0 for s in latency.values() for t, _ in s]
+    top.set_xlim(*_time_range(times, events, t0))
+    rows = _draw_events(top, events, t0, labels=True)
+    _draw_events(bottom, events, t0, labels=False)
+    _headroom(top, rows, 0.0, max(top_max, 0.5) * 1.05)
+    bottom.set_ylim(0, max(bottom_max, 0.5) * 1.1)
     top.set_ylabel("MillisBehindLatest (s)")
     top.set_title(title)
     bottom.set_ylabel("put -> delivered (s)")
@@ -148,9 +305,7 @@ def plot_lag(
     if shards:
         top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def split_moves(
@@ -266,7 +421,7 @@ def write_report(
     check = spark["check"]
     out.mkdir(parents=True, exist_ok=True)
     timeline, lag = out / "ownership.png", out / "lag.png"
-    plot_timeline(
+    plot_ownership(
         ownership_runs(deliveries), fleet.events, began, "demo: shard ownership (raw S3 sink)", timeline
     )
     plot_lag(

@@ -75,6 +75,9 @@ _MAX_SPAWN_ATTEMPTS: Final = 3
 _STALE_WORKDIR_SECONDS: Final = 3600.0
 _OWNER_FILE: Final = "owner.pid"
 _KINESIS_TERM_GRACE: Final = 1.0
+#: moto handles DynamoDB (+ Streams) and S3 requests one at a time, so conditional writes and transactions
+#: are atomic as on AWS. ``EMULATORS_MOTO_SERIALIZE=none`` restores moto's unsafe threaded server.
+DEFAULT_MOTO_SERIALIZE: Final = "dynamodb,s3"
 
 #: Environment for kinesis-local: every simulated state transition instant ("0ms" is accepted; a 2-shard
 #: stream is ACTIVE on the first DescribeStreamSummary), limits high enough that a whole test session can
@@ -491,7 +494,9 @@ class Emulators:
 
     Use as a context manager, or call :meth:`start` and :meth:`stop` (idempotent). ``start_timeout`` bounds
     how long both may take to answer HTTP (default 60 s, or ``$EMULATORS_START_TIMEOUT``); on timeout or an
-    early exit, :class:`EmulatorError` carries the tail of that emulator's log.
+    early exit, :class:`EmulatorError` carries the tail of that emulator's log. ``moto_serialize`` names the
+    services moto handles one request at a time (default ``dynamodb,s3``, or ``$EMULATORS_MOTO_SERIALIZE``;
+    ``none`` is moto's threaded server as it comes, which does not isolate transactions).
     """
 
     def __init__(
@@ -505,6 +510,7 @@ class Emulators:
         python: str | None = None,
         kinesis_local_dir: Path = KINESIS_LOCAL_DIR,
         work_root: Path | None = WORK_ROOT,
+        moto_serialize: str | None = None,
     ) -> None:
         if start_timeout is None:
             start_timeout = float(os.environ.get("EMULATORS_START_TIMEOUT", DEFAULT_START_TIMEOUT))
@@ -512,6 +518,10 @@ class Emulators:
         self.stop_timeout = stop_timeout
         self.kinesis_settings: dict[str, str] = {**KINESIS_LOCAL_SETTINGS, **(kinesis_settings or {})}
         self.verbose = verbose
+        if moto_serialize is None:
+            moto_serialize = os.environ.get("EMULATORS_MOTO_SERIALIZE", DEFAULT_MOTO_SERIALIZE)
+        #: Services whose requests moto handles one at a time (docs/emulators.md); "none" = moto as it comes.
+        self.moto_serialize = moto_serialize
         self._node = node
         self._python = python or sys.executable
         self._kinesis_local_dir = kinesis_local_dir
@@ -700,7 +710,17 @@ class Emulators:
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        argv = [self._python, "-P", str(MOTO_ENTRY), "--port", str(port), "--parent-pid", str(os.getpid())]
+        argv = [
+            self._python,
+            "-P",
+            str(MOTO_ENTRY),
+            "--port",
+            str(port),
+            "--parent-pid",
+            str(os.getpid()),
+            "--serialize",
+            self.moto_serialize,
+        ]
         if self.verbose:
             argv.append("--verbose")
         return _LaunchSpec(

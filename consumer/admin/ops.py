@@ -84,7 +84,13 @@ def check_sequence(kinesis: Any, stream: str, shard_id: str, sequence: str) -> N
         )
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        if error.get("Code") not in {"InvalidArgumentException", "ValidationException"}:
+        # Kinesis answers InvalidArgument for a position outside the shard; emulators also answer
+        # ResourceNotFound (the shard itself was listed just above).
+        if error.get("Code") not in {
+            "InvalidArgumentException",
+            "ValidationException",
+            "ResourceNotFoundException",
+        }:
             raise
         raise ConfigError(
             "--sequence",

@@ -67,12 +67,13 @@ def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_cli
     last = {r["ShardId"]: r["SequenceNumber"] for r in put}
     assert set(leases) == set(last)
     for shard, x in leases.items():
-        assert x["owner"] == "ops-w1" and x["epoch"] >= 1 and x["state"] == "ACTIVE"
+        assert x["owner"] == "ops-w1" and x["epoch"] >= 1 and x["state"] == "running"
+        assert x["owner_state"] == "alive"
         assert x["checkpoint"] == f"{last[shard]}/0"
         assert x["millis_behind_latest"] == 0
         assert x["owner_heartbeat_age_s"] is not None and x["owner_heartbeat_age_s"] < 10
     assert status["workers"] == [
-        {**status["workers"][0], "worker_id": "ops-w1", "leases": 2, "draining": False}
+        {**status["workers"][0], "worker_id": "ops-w1", "leases": 2, "state": "alive"}
     ]
     assert "ops-w1" in text.stdout and "leases (2)" in text.stdout
 

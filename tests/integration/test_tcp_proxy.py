@@ -1,0 +1,227 @@
+"""tools.tcp_proxy.FaultProxy, for real: every fault against a tiny local HTTP server (raw sockets and
+keep-alive connections), then against the moto emulator with a real boto3 client (the errors botocore
+raises, and the same client working again after heal)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+from tests.unit.helpers import wait_until
+from tools.emulators import client_kwargs
+from tools.tcp_proxy import FaultProxy, ProxyError
+
+pytestmark = pytest.mark.integration
+
+BODY_SIZE = 4000
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as boto3's pooled connections use
+
+    def do_GET(self) -> None:
+        body = b"a" * BODY_SIZE
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def http_server() -> Iterator[tuple[str, int]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="tiny-http", daemon=True)
+    thread.start()
+    yield ("127.0.0.1", int(server.server_address[1]))
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def _proxy_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("fault-proxy")]
+
+
+def _get(conn: http.client.HTTPConnection) -> bytes:
+    conn.request("GET", "/")
+    return conn.getresponse().read()
+
+
+def _raw_exchange(port: int) -> tuple[bytes, BaseException | None]:
+    """Send one GET on a fresh socket; everything received until the connection ends, and how it ended."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except OSError as exc:
+            return received, exc
+    return received, None
+
+
+def test_transparent_many_concurrent_keepalive_connections_then_clean_stop(
+    http_server: tuple[str, int],
+) -> None:
+    fds_before = len(os.listdir("/proc/self/fd"))
+    with FaultProxy(http_server) as proxy:
+        assert proxy.url() == f"http://127.0.0.1:{proxy.port}"
+
+        def client(_: int) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+            try:
+                return sum(len(_get(conn)) for _ in range(5))  # five requests on one connection
+            finally:
+                conn.close()
+
+        with ThreadPoolExecutor(40) as pool:
+            sizes = list(pool.map(client, range(40)))
+        assert sizes == [5 * BODY_SIZE] * 40
+        stats = proxy.stats
+        assert stats.accepted == 40
+        assert stats.bytes_to_client >= 200 * BODY_SIZE
+        assert stats.bytes_to_target > 0
+        idle = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        _get(idle)  # left open across stop()
+    assert _proxy_threads() == []
+    assert proxy.stats.active == 0
+    idle.close()
+    wait_until(lambda: len(os.listdir("/proc/self/fd")) <= fds_before, what="every socket closed")
+
+
+def test_refuse_drops_open_connections_refuses_new_ones_and_heals_on_the_same_port(
+    http_server: tuple[str, int],
+) -> None:
+    with FaultProxy(http_server) as proxy:
+        port = proxy.port
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        assert len(_get(conn)) == BODY_SIZE
+        proxy.refuse()
+        assert proxy.stats.dropped == 1 and proxy.stats.active == 0
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        with pytest.raises((ConnectionError, http.client.HTTPException)):
+            _get(conn)  # the kept-alive connection was reset; reconnecting is refused
+        conn.close()
+        proxy.heal()
+        assert proxy.port == port
+        assert len(_get(conn)) == BODY_SIZE  # http.client reconnects on the same object
+
+
+def test_reset_resets_open_and_new_connections_as_soon_as_they_send(http_server: tuple[str, int]) -> None:
+    with FaultProxy(http_server) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        assert len(_get(conn)) == BODY_SIZE
+        proxy.reset()
+        with pytest.raises(ConnectionResetError):
+            _get(conn)
+        conn.close()
+        received, error = _raw_exchange(proxy.port)  # connecting works; the first byte sent gets a RST
+        assert (received, type(error)) == (b"", ConnectionResetError)
+        wait_until(lambda: proxy.stats.resets == 2, what="both resets counted")
+        proxy.heal()
+        assert len(_get(conn)) == BODY_SIZE
+
+
+def test_reset_mid_response_passes_the_request_and_part_of_the_response(http_server: tuple[str, int]) -> None:
+    with FaultProxy(http_server) as proxy:
+        proxy.reset_mid_response(after_bytes=12)
+        received, error = _raw_exchange(proxy.port)
+        assert isinstance(error, ConnectionResetError)
+        assert len(received) <= 12  # a RST may discard what the client had not read yet
+        assert proxy.stats.bytes_to_client == 12
+        assert proxy.stats.bytes_to_target > 0  # the request went through
+        proxy.heal()
+        received, error = _raw_exchange(proxy.port)
+        assert error is None and received.startswith(b"HTTP/1.1 200") and received.endswith(b"a" * BODY_SIZE)
+
+
+def test_slow_holds_responses_past_a_read_timeout_and_heal_releases_them(
+    http_server: tuple[str, int],
+) -> None:
+    with FaultProxy(http_server) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=0.3)
+        proxy.slow(30.0)
+        with pytest.raises(TimeoutError):
+            _get(conn)
+        conn.close()
+        proxy.heal()
+        assert len(_get(conn)) == BODY_SIZE
+
+
+def test_outage_heals_on_exit_and_rejects_unknown_modes(http_server: tuple[str, int]) -> None:
+    with FaultProxy(http_server) as proxy:
+        with proxy.outage("refuse"):
+            assert proxy.mode == "refuse"
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", proxy.port), timeout=5).close()
+        assert proxy.mode == "transparent"
+        with pytest.raises(ValueError, match="outage mode"), proxy.outage("flaky"):
+            pass
+        with pytest.raises(ValueError, match="delay"):
+            proxy.slow(0)
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        assert len(_get(conn)) == BODY_SIZE
+        conn.close()
+
+
+def test_loopback_only_and_stop_is_idempotent() -> None:
+    with pytest.raises(ProxyError, match="loopback-only"):
+        FaultProxy(("10.0.0.1", 80))
+    unused = FaultProxy(("127.0.0.1", 9))
+    unused.stop()
+    unused.stop()
+    with pytest.raises(ProxyError, match="not running"):
+        unused.reset()
+
+
+# -- through a real boto3 client against the moto emulator -----------------------------------------------
+
+
+@pytest.fixture
+def moto_proxy(emulators: Any) -> Iterator[FaultProxy]:
+    port = urlsplit(emulators.aws_endpoint).port
+    assert port is not None
+    with FaultProxy(("127.0.0.1", port)) as proxy:
+        yield proxy
+    assert _proxy_threads() == []
+
+
+@pytest.fixture
+def dynamodb_via(moto_proxy: FaultProxy, boto_session: Any) -> Any:
+    kwargs = client_kwargs(
+        moto_proxy.url(), retries={"mode": "standard", "max_attempts": 2}, connect_timeout=1, read_timeout=1
+    )
+    return boto_session.client("dynamodb", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("refuse", EndpointConnectionError),
+        ("reset", ConnectionClosedError),
+        ("reset_mid_response", ConnectionClosedError),
+        ("slow", ReadTimeoutError),
+    ],
+)
+def test_boto3_sees_each_fault_and_the_same_client_works_after_heal(
+    moto_proxy: FaultProxy, dynamodb_via: Any, fault: str, error: type[Exception]
+) -> None:
+    assert isinstance(dynamodb_via.list_tables()["TableNames"], list)
+    with moto_proxy.outage(fault, delay=5.0, after_bytes=10), pytest.raises(error):
+        dynamodb_via.list_tables()
+    assert isinstance(dynamodb_via.list_tables()["TableNames"], list)

@@ -1,0 +1,72 @@
+"""Every command and flag has help text; ``run --help`` lists every variable with its default."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from consumer.cli import parser
+from consumer.config import default_text
+from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_command_and_flag_has_help() -> None:
+    top = parser()
+    action = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    helped = {c.dest for c in action._choices_actions if c.help}
+    commands = _subparsers(top)
+    assert set(commands) == {"run", "create-tables", "status", "drain", "replay"}
+    assert helped == set(commands)
+    missing = [
+        f"{name} {'/'.join(a.option_strings) or a.dest}"
+        for name, sub in commands.items()
+        for a in sub._actions
+        if not a.help
+    ]
+    assert not missing, missing
+    assert all(sub.description for sub in commands.values())
+
+
+def _help(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", *args, "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+
+
+def test_run_help_lists_every_variable_with_its_default() -> None:
+    out = _help("run")
+    assert out.returncode == 0 and not out.stderr
+    lines = out.stdout.splitlines()
+    for var in (*ENV_VARS, *PROCESSOR_ENV_VARS):
+        row = next((line for line in lines if line.split()[:1] == [var.name]), None)
+        assert row is not None, f"{var.name} missing from run --help"
+        assert (default_text(var) or "-") in row and var.help in row
+    assert "CONSUMER_LEASE_DURATION_SECONDS            10 " in out.stdout  # the dataclass default
+    assert "exit codes" in out.stdout
+    top = _help()
+    assert top.returncode == 0
+    for command in ("run", "create-tables", "status", "drain", "replay"):
+        assert command in top.stdout
+
+
+def test_operations_doc_lists_every_variable_and_exit_code() -> None:
+    doc = (REPO / "docs" / "operations.md").read_text()
+    for var in (*ENV_VARS, *PROCESSOR_ENV_VARS):
+        assert f"| `{var.name}` |" in doc, f"{var.name} missing from docs/operations.md"
+    for code in ("| 0 |", "| 2 |", "| 3 |", "| 4 |"):
+        assert code in doc
