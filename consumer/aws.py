@@ -58,11 +58,18 @@ def transient(exc: BaseException, what: str) -> TransientError | None:
     return None
 
 
-def make_client(service: str, *, endpoint_url: str | None = None, region: str | None = None) -> Any:
+def make_client(
+    service: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    session: boto3.session.Session | None = None,
+) -> Any:
+    """A client with the consumer's timeouts and retries (credentials from ``session``, default chain)."""
     config = _BASE.merge(_TIMEOUTS.get(service, _DEFAULT_TIMEOUTS))
     if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
-    return boto3.session.Session().client(
+    return (session or boto3.session.Session()).client(
         service, endpoint_url=endpoint_url, region_name=region, config=config
     )
 

@@ -254,7 +254,13 @@ class Coordinator:
         if ev.outcome in (Outcome.GAVE_UP, Outcome.FAILED):
             self._avoid[ev.key] = now + self._lc.give_up_seconds
             log_event(logger, "shard_given_up", logging.WARNING, lease=ev.key, why=ev.detail)
-        return self._apply(ev.key, own.finished(o, ev, self.shutting_down))
+        return self._apply(ev.key, own.finished(o, ev, self._successor(ev.key)))
+
+    def _successor(self, key: str) -> str | None:
+        """The least-loaded live worker other than us that is not draining (None: nobody)."""
+        draining = {w.worker_id for w in self.snapshot.workers if w.draining}
+        others = self._live() - draining - {self.id}
+        return plan_shutdown(self.id, self.snapshot.leases, frozenset(others), (key,))[key]
 
     def _written(self, ev: ActionResult, now: float) -> list[Action]:
         o = self.owned.get(ev.lease.key)
@@ -287,8 +293,8 @@ class Coordinator:
         self._deadline = now + self._cfg.shutdown.deadline
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
         draining = {w.worker_id for w in self.snapshot.workers if w.draining}
-        successors = self._live() - draining - {self.id}
-        chosen = plan_shutdown(self.id, self.snapshot.leases, frozenset(successors), tuple(self.owned))
+        successors = frozenset(self._live() - draining - {self.id})
+        chosen = plan_shutdown(self.id, self.snapshot.leases, successors, tuple(self.owned))
         actions: list[Action] = []
         for key, to in chosen.items():
             actions += self._apply(key, own.give(self.owned[key], to, now))

@@ -4,7 +4,7 @@
        │                           │                  (no successor: RELEASING ─ok─▶ gone)
        ├──SHARD_END───────────────▶ ENDING ─ok─▶ gone
        ├──HALTED──▶ HALTED (kept on purpose, marked for operators) ──give / shutdown──▶ TRANSFERRING
-       ├──GAVE_UP / FAILED────────▶ RELEASING ─ok─▶ gone
+       ├──GAVE_UP / FAILED────────▶ TRANSFERRING to another live worker (none: RELEASING) ─ok─▶ gone
        └──LOST (any phase: the table shows another owner or epoch, or a fenced write) ──▶ gone
 
 A write that fails for a transient reason stays in its phase and is retried at ``retry_at``; one that loses
@@ -104,14 +104,14 @@ def _moving(o: Ownership, to: str | None) -> Ownership:
     return replace(o, phase=phase, give_to=to, retry_at=0.0, failures=0)
 
 
-def _on_stopped(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
+def _on_stopped(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
     if o.phase is Phase.STOPPING:
         return _moving(o, o.give_to), []
     # Stopped without being asked (cannot happen today): keep nothing we cannot account for.
-    return _moving(o, None), []
+    return _moving(o, successor), []
 
 
-def _on_halted(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
+def _on_halted(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
     metric = Metric("ShardsHalted", 1, o.lease.stream, o.lease.shard_id)
     halted = replace(o, phase=Phase.HALTED, halted_at=ev.halted_at)
     if o.phase is Phase.STOPPING:  # halted while draining: hand it on as asked, halted
@@ -119,34 +119,38 @@ def _on_halted(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
     return halted, [metric, LeaseWrite(WriteKind.HALT, o.lease, halted_at=ev.halted_at)]
 
 
-def _on_release(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
+def _on_give_up(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
+    """Failing here past the bound (or unexpectedly): let another worker try, at once if one is alive."""
     name = "ShardsGivenUp" if ev.outcome is Outcome.GAVE_UP else "ShardsFailed"
-    return _moving(o, None), [Metric(name, 1, o.lease.stream, o.lease.shard_id)]
+    if o.phase is Phase.STOPPING:  # a hand-off or shutdown was under way: it keeps its destination
+        successor = o.give_to
+    return _moving(o, successor), [Metric(name, 1, o.lease.stream, o.lease.shard_id)]
 
 
-def _on_end(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
+def _on_end(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
     return replace(o, phase=Phase.ENDING, retry_at=0.0, failures=0), []
 
 
-def _on_lost(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
+def _on_lost(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
     return lose(replace(o, phase=Phase.RELEASING))  # its consumer already stopped: nothing to stop
 
 
 # The transition table for a finished shard consumer: outcome -> what follows.
-_FINISHED: dict[Outcome, Callable[[Ownership, ShardFinished, bool], Step]] = {
+_FINISHED: dict[Outcome, Callable[[Ownership, ShardFinished, str | None], Step]] = {
     Outcome.STOPPED: _on_stopped,
     Outcome.SHARD_END: _on_end,
     Outcome.HALTED: _on_halted,
-    Outcome.GAVE_UP: _on_release,
-    Outcome.FAILED: _on_release,
+    Outcome.GAVE_UP: _on_give_up,
+    Outcome.FAILED: _on_give_up,
     Outcome.LOST: _on_lost,
 }
 
 
-def finished(o: Ownership, ev: ShardFinished, shutting_down: bool) -> Step:
+def finished(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
+    """``successor``: the live worker to hand the lease to if this outcome gives it up (None: release)."""
     if ev.epoch != o.lease.epoch or not o.consuming:
         return o, []  # a consumer of an earlier ownership of ours
-    return _FINISHED[ev.outcome](o, ev, shutting_down)
+    return _FINISHED[ev.outcome](o, ev, successor)
 
 
 def written(o: Ownership, ev: ActionResult, now: float, backoff: Callable[[int], float]) -> Step:

@@ -369,3 +369,12 @@ def test_next_due_follows_the_earliest_schedule() -> None:
     alive(c)
     assert c.next_due() <= T0 + LEASES.inbox_poll_interval
     assert Lease("s", "x", state=LeaseState.ENDED).ended
+
+
+def test_gave_up_shard_goes_straight_to_another_live_worker() -> None:
+    c = coordinator()
+    alive(c)
+    mine = owning(c, Lease("s", "sh0"))
+    c.step(T0 + 0.5, WALL, [TableRead(TableSnapshot((mine,), (worker("a"), worker("b"))))])
+    acts = c.step(T0 + 1, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.GAVE_UP, detail="refused")])
+    assert [(w.lease.key, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(mine.key, "b")]
