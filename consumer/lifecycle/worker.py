@@ -12,7 +12,7 @@ from typing import cast
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
-from consumer.config import WorkerConfig
+from consumer.config import WorkerConfig, polling_rate_warning
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.repository import LeaseRepository
@@ -95,6 +95,8 @@ class Worker:
 
     def run(self) -> None:
         """Register, consume until shutdown is requested, then hand every lease over and deregister."""
+        if (warning := polling_rate_warning(self.config)) is not None:  # the settings, before any read
+            log_event(logger, "config_warning", logging.WARNING, warning=warning)
         self._repo.register_worker(WorkerItem(self.id, started_ms=self._clock.wall_ms()))
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
         try:
