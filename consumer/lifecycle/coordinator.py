@@ -1,23 +1,24 @@
 """The worker's decisions as a pure step: ``step(now, wall_ms, events) -> actions``. No I/O, no threads.
 
-It holds membership, liveness and the ownerships; asks the pure planner what to take, give and request;
-and turns every result the shell feeds back into the next actions. ``next_due`` says when it wants to be
-stepped again even if nothing happens.
+It holds membership, what it knows of the fleet and the ownerships; asks the pure planner (through
+``FleetView``) what to take, give and request; and turns every result the shell feeds back into the next
+actions. ``next_due`` says when it wants to be stepped again even if nothing happens.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from consumer.config import WorkerConfig
-from consumer.leases.liveness import LivenessTracker
 from consumer.leases.model import Lease
-from consumer.leases.planner import Plan, PlanInput, plan, plan_shutdown
-from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.leases.planner import Plan
+from consumer.leases.repository import TableSnapshot
 from consumer.lifecycle import ownership as own
+from consumer.lifecycle.fleet_view import FleetView
 from consumer.lifecycle.membership import Membership
 from consumer.lifecycle.messages import (
     Action,
@@ -40,15 +41,18 @@ from consumer.lifecycle.messages import (
     Start,
     Stop,
     TableRead,
+    Tick,
     WriteKind,
 )
 from consumer.lifecycle.ownership import Ownership
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.logs import log_event
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "backoff"]
 
 logger = logging.getLogger(__name__)
+
+_NOT_OWNED = frozenset({WriteKind.TAKE, WriteKind.REQUEST, WriteKind.DECLINE})
 
 
 def backoff(failures: int) -> float:
@@ -61,28 +65,35 @@ class Coordinator:
         self.id = config.worker_id
         self._cfg = config
         self._lc = config.lease
-        self._streams = frozenset(s.name for s in config.streams)
         self.membership = Membership(self.id, config.lease, now)
-        self._liveness = LivenessTracker(config.lease.lease_duration)
+        self.fleet = FleetView(self.id, frozenset(s.name for s in config.streams), config.lease)
         self.owned: dict[str, Ownership] = {}
-        self.snapshot = TableSnapshot((), ())
         self._next_scan = now
         self._next_discovery = now + config.lease.discovery_interval
         self._stall_reported: set[str] = set()
         self._avoid: dict[str, float] = {}  # leases we gave up on: others get the first chance to retry
-        self._forgetting: set[tuple[str, int]] = set()
         self.shutting_down = False
         self._deadline = float("inf")
         self.done = False
-        self._now = now
-        self._wall_ms = 0
+        self._now, self._wall_ms = now, 0
+        self._handlers: dict[type, Callable[[Any], list[Action]]] = {
+            Tick: lambda _ev: [],
+            HeartbeatResult: lambda ev: self.membership.on_heartbeat(ev, self._now),
+            InboxRead: self._on_inbox,
+            Reconciled: self._on_reconciled,
+            TableRead: self._on_table,
+            Discovered: self._on_discovered,
+            ShardFinished: self._finished,
+            ActionResult: self._written,
+            ShutdownRequested: lambda _ev: [] if self.shutting_down else self._start_shutdown(),
+        }
 
     # -- the step ---------------------------------------------------------------------------------
     def step(self, now: float, wall_ms: int, events: Sequence[Event]) -> list[Action]:
         self._now, self._wall_ms = now, wall_ms
         actions: list[Action] = []
         for ev in events:
-            actions += self._on(ev, now, wall_ms)
+            actions += self._handlers[type(ev)](ev)
         if self.done:
             return actions
         actions += self.membership.due(now, len(self.owned))
@@ -91,7 +102,7 @@ class Coordinator:
             actions.append(ReadTable())
         if not self.shutting_down and now >= self._next_discovery:
             self._next_discovery = now + self._lc.discovery_interval
-            actions.append(Discover(self.snapshot.leases))
+            actions.append(Discover(self.fleet.snapshot.leases))
         for o in list(self.owned.values()):
             if (write := o.write()) is not None and now >= o.retry_at:
                 self.owned[o.key] = replace(o, retry_at=float("inf"))  # in flight until its result
@@ -108,51 +119,43 @@ class Coordinator:
             due += [self._next_scan, self._next_discovery]
         return min(due)
 
-    def _on(self, ev: Event, now: float, wall_ms: int) -> list[Action]:
-        match ev:
-            case HeartbeatResult():
-                return self.membership.on_heartbeat(ev, now)
-            case InboxRead():
-                signals = self.membership.on_inbox(ev, now)
-                if signals.scan_now:
-                    self._next_scan = now
-                if signals.drain_requested and not self.shutting_down:
-                    log_event(logger, "drain_requested", worker=self.id)
-                    return self._start_shutdown(now)
-                return []
-            case Reconciled():
-                if self.membership.on_reconciled(ev, now) and ev.snapshot is not None:
-                    return self._observe(ev.snapshot, now, reconciling=True)
-                return []
-            case TableRead():
-                if ev.snapshot is None:
-                    log_event(logger, "scan_failed", logging.WARNING, error=ev.error)
-                    return []
-                return self._observe(ev.snapshot, now) + self._plan(now, wall_ms)
-            case Discovered():
-                if ev.changed:
-                    self._next_scan = now
-                return []
-            case ShardFinished():
-                return self._finished(ev, now)
-            case ActionResult():
-                return self._written(ev, now)
-            case ShutdownRequested():
-                return [] if self.shutting_down else self._start_shutdown(now)
+    # -- membership and table events --------------------------------------------------------------
+    def _on_inbox(self, ev: InboxRead) -> list[Action]:
+        signals = self.membership.on_inbox(ev, self._now)
+        if signals.scan_now:
+            self._next_scan = self._now
+        if signals.drain_requested and not self.shutting_down:
+            log_event(logger, "drain_requested", worker=self.id)
+            return self._start_shutdown()
         return []
 
-    # -- the table --------------------------------------------------------------------------------
-    def _observe(self, snap: TableSnapshot, now: float, *, reconciling: bool = False) -> list[Action]:
-        """Take in a fresh read: drop ownerships that moved, start leases given to us."""
-        snap = TableSnapshot(tuple(x for x in snap.leases if x.stream in self._streams), snap.workers)
-        self.snapshot = snap
-        self._liveness.observe(snap.workers, snap.leases, now)
+    def _on_reconciled(self, ev: Reconciled) -> list[Action]:
+        if self.membership.on_reconciled(ev, self._now) and ev.snapshot is not None:
+            return self._observe(ev.snapshot, "fenced")
+        return []
+
+    def _on_table(self, ev: TableRead) -> list[Action]:
+        if ev.snapshot is None:
+            log_event(logger, "scan_failed", logging.WARNING, error=ev.error)
+            return []
+        actions = self._observe(ev.snapshot, "moved")
+        if self.shutting_down or not self.membership.valid(self._now):
+            return actions
+        return actions + self._execute(self.fleet.plan(self._now, self._wall_ms))
+
+    def _on_discovered(self, ev: Discovered) -> list[Action]:
+        if ev.changed:
+            self._next_scan = self._now
+        return []
+
+    def _observe(self, snap: TableSnapshot, why: str) -> list[Action]:
+        """Take in a fresh read: drop ownerships that moved, start leases given to us, forget the dead."""
+        snap = self.fleet.observe(snap, self._now)
         actions: list[Action] = []
         current = {lease.key: lease for lease in snap.leases}
         for key, o in list(self.owned.items()):
             lease = current.get(key)
             if lease is None or lease.owner != self.id or lease.epoch != o.lease.epoch:
-                why = "fenced" if reconciling else "moved"
                 log_event(logger, "lease_lost", logging.WARNING, worker=self.id, lease=key, why=why)
                 actions += self._apply(key, own.lose(o))
             elif o.phase is own.Phase.RUNNING:
@@ -163,67 +166,20 @@ class Coordinator:
             if lease.owner == self.id and lease.key not in self.owned and not lease.ended:
                 log_event(logger, "lease_received", worker=self.id, lease=lease.key, epoch=lease.epoch)
                 actions += self._own(lease)
-        return actions + self._forget(now)
+        return actions + [Forget(w) for w in self.fleet.to_forget(self._now)]
 
     def _own(self, lease: Lease) -> list[Action]:
         self.owned[lease.key] = Ownership(lease)
         return [Start(lease), Metric("LeasesTaken", 1, lease.stream, lease.shard_id)]
 
-    def _forget(self, now: float) -> list[Action]:
-        actions: list[Action] = []
-        for w in self.snapshot.workers:
-            mark = (w.worker_id, w.heartbeat)
-            silent = self._liveness.silent_for(w.worker_id, now) >= self._lc.forget_workers_seconds
-            if w.worker_id != self.id and silent and mark not in self._forgetting:
-                self._forgetting.add(mark)
-                log_event(logger, "worker_forgotten", worker=self.id, dead=w.worker_id)
-                actions.append(Forget(w))
-        return actions
-
-    def _live(self) -> frozenset[str]:
-        """Workers to share leases with: heartbeat seen moving, and not long silent by its own wall time
-        (a hint that only spares a new worker from waiting out crashed workers' items; takes of owned
-        leases still wait a full lease duration on our monotonic clock)."""
-        stale_ms = self._lc.lease_duration * 1000
-        return frozenset(
-            w.worker_id
-            for w in self.snapshot.workers
-            if self._liveness.is_alive(w.worker_id, self._now)
-            and self._wall_ms - max(w.heartbeat_ms, w.started_ms) < stale_ms
-        ) | {self.id}
-
-    def _plan(self, now: float, wall_ms: int) -> list[Action]:
-        if self.shutting_down or not self.membership.valid(now):
-            return []
-        live = self._live()
-        dead: dict[str, OwnerObservation] = {}
-        for lease in self.snapshot.leases:
-            if lease.owner is not None and lease.owner not in live:
-                obs = self._liveness.dead_owner(lease.owner, now)
-                if obs is not None:
-                    dead[lease.owner] = obs
-        result = plan(
-            PlanInput(
-                me=self.id,
-                leases=self.snapshot.leases,
-                live_workers=live,
-                draining_workers=frozenset(w.worker_id for w in self.snapshot.workers if w.draining),
-                dead_owners=dead,
-                now_ms=wall_ms,
-                handoff_stall_ms=int(self._lc.handoff_stall_after * 1000),
-                max_leases=self._lc.max_leases_per_worker,
-            )
-        )
-        return self._execute(result, now)
-
-    def _execute(self, p: Plan, now: float) -> list[Action]:
+    def _execute(self, p: Plan) -> list[Action]:
         actions: list[Action] = []
         for lease, to in p.give:
             if (o := self.owned.get(lease.key)) is not None:
                 log_event(logger, "handoff_started", worker=self.id, lease=lease.key, to=to)
-                actions += self._apply(lease.key, own.give(o, to, now))
+                actions += self._apply(lease.key, own.give(o, to, self._now))
         actions += [LeaseWrite(WriteKind.DECLINE, lease) for lease in p.decline]
-        self._avoid = {k: t for k, t in self._avoid.items() if t > now}
+        self._avoid = {k: t for k, t in self._avoid.items() if t > self._now}
         actions += [LeaseWrite(WriteKind.TAKE, lease) for lease in p.take if lease.key not in self._avoid]
         for lease, obs in p.steal:
             log_event(logger, "lease_expired", logging.WARNING, lease=lease.key, dead_owner=obs.worker_id)
@@ -234,7 +190,7 @@ class Coordinator:
                 self._stall_reported.add(lease.key)
                 log_event(logger, "handoff_stalled", logging.WARNING, lease=lease.key, owner=lease.owner)
                 actions.append(Metric("HandoffsStalled", 1, lease.stream, lease.shard_id))
-        self._stall_reported &= {x.key for x in self.snapshot.leases if x.handoff_to == self.id}
+        self._stall_reported &= {x.key for x in self.fleet.snapshot.leases if x.handoff_to == self.id}
         return actions
 
     # -- results ----------------------------------------------------------------------------------
@@ -246,35 +202,29 @@ class Coordinator:
             self.owned[key] = new
         return actions
 
-    def _finished(self, ev: ShardFinished, now: float) -> list[Action]:
+    def _finished(self, ev: ShardFinished) -> list[Action]:
         o = self.owned.get(ev.key)
         if o is None:
             return []
         log_event(logger, "shard_finished", worker=self.id, lease=ev.key, outcome=ev.outcome.value)
         if ev.outcome in (Outcome.GAVE_UP, Outcome.FAILED):
-            self._avoid[ev.key] = now + self._lc.give_up_seconds
+            self._avoid[ev.key] = self._now + self._lc.give_up_seconds
             log_event(logger, "shard_given_up", logging.WARNING, lease=ev.key, why=ev.detail)
-        return self._apply(ev.key, own.finished(o, ev, self._successor(ev.key)))
+        successor = None
+        if ev.outcome in own.HANDED_ON:
+            successor = self.fleet.hand_to((ev.key,), self._now, self._wall_ms)[ev.key]
+        return self._apply(ev.key, own.finished(o, ev, successor))
 
-    def _successor(self, key: str) -> str | None:
-        """The least-loaded live worker other than us that is not draining (None: nobody)."""
-        draining = {w.worker_id for w in self.snapshot.workers if w.draining}
-        others = self._live() - draining - {self.id}
-        return plan_shutdown(self.id, self.snapshot.leases, frozenset(others), (key,))[key]
-
-    def _written(self, ev: ActionResult, now: float) -> list[Action]:
+    def _written(self, ev: ActionResult) -> list[Action]:
         o = self.owned.get(ev.lease.key)
         if o is not None and ev.lease.epoch == o.lease.epoch and ev.kind not in _NOT_OWNED:
-            actions = self._apply(o.key, own.written(o, ev, now, backoff))
+            actions = self._apply(o.key, own.written(o, ev, self._now, backoff))
             if ev.kind is WriteKind.TRANSFER and ev.result is Result.OK and o.stop_asked_at is not None:
-                actions.append(
-                    Metric(
-                        "HandoffLatencyMs", (now - o.stop_asked_at) * 1000, o.lease.stream, o.lease.shard_id
-                    )
-                )
+                ms = (self._now - o.stop_asked_at) * 1000
+                actions.append(Metric("HandoffLatencyMs", ms, o.lease.stream, o.lease.shard_id))
             return actions
-        if ev.result is not Result.OK:
-            self._next_scan = min(self._next_scan, now + (0.0 if ev.result is Result.CONFLICT else 0.5))
+        if ev.result is not Result.OK:  # read the table again: soon after a conflict, later after a failure
+            self._next_scan = min(self._next_scan, self._now + (0.0 if ev.result is Result.CONFLICT else 0.5))
             return []
         if ev.kind is WriteKind.TAKE and ev.new is not None and not self.shutting_down:
             log_event(logger, "lease_taken", worker=self.id, lease=ev.new.key, epoch=ev.new.epoch)
@@ -284,20 +234,17 @@ class Coordinator:
         return []
 
     # -- shutdown ---------------------------------------------------------------------------------
-    def _start_shutdown(self, now: float) -> list[Action]:
+    def _start_shutdown(self) -> list[Action]:
         """Stop taking, drain every shard, hand each lease to the least-loaded live worker (or release
         it), deregister — all inside the shutdown deadline."""
         self.shutting_down = True
         self.membership.draining = True
-        self.membership.heartbeat_now(now)  # tells the fleet we are draining: nobody hands us anything
-        self._deadline = now + self._cfg.shutdown.deadline
+        self.membership.heartbeat_now(self._now)  # tells the fleet we are draining: nobody hands us anything
+        self._deadline = self._now + self._cfg.shutdown.deadline
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
-        draining = {w.worker_id for w in self.snapshot.workers if w.draining}
-        successors = frozenset(self._live() - draining - {self.id})
-        chosen = plan_shutdown(self.id, self.snapshot.leases, successors, tuple(self.owned))
         actions: list[Action] = []
-        for key, to in chosen.items():
-            actions += self._apply(key, own.give(self.owned[key], to, now))
+        for key, to in self.fleet.hand_to(tuple(self.owned), self._now, self._wall_ms).items():
+            actions += self._apply(key, own.give(self.owned[key], to, self._now))
         return actions
 
     def _finish_shutdown(self) -> list[Action]:
@@ -309,6 +256,3 @@ class Coordinator:
         self.owned.clear()
         self.done = True
         return [*actions, Deregister()]
-
-
-_NOT_OWNED = frozenset({WriteKind.TAKE, WriteKind.REQUEST, WriteKind.DECLINE})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from consumer.clock import Clock
 from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError, is_retriable
@@ -79,34 +80,38 @@ class Effects:
         self._validity = validity
         self._metrics = metrics
         self._clock = clock
+        self._run = self._dispatch()
+        self._writes: dict[WriteKind, Callable[[LeaseWrite], Lease]] = {
+            WriteKind.TAKE: lambda a: repo.take(a.lease, worker_id, a.dead_owner),
+            WriteKind.TRANSFER: lambda a: repo.transfer(a.lease, a.to or ""),
+            WriteKind.RELEASE: lambda a: repo.release(a.lease),
+            WriteKind.END: lambda a: repo.mark_ended(a.lease),
+            WriteKind.HALT: lambda a: repo.mark_halted(
+                a.lease, str(a.halted_at or "unknown"), clock.wall_ms()
+            ),
+            WriteKind.REQUEST: lambda a: repo.request_handoff(a.lease, worker_id, clock.wall_ms()),
+            WriteKind.DECLINE: lambda a: repo.clear_handoff(a.lease),
+        }
 
     def run(self, action: Action) -> Event | None:
-        match action:
-            case Heartbeat():
-                return self._heartbeat(action)
-            case Renew():
-                self._validity.extend(action.sent_at)
-            case ReadInbox():
-                return self._guard(lambda: InboxRead(self._repo.get_worker(self._id)), InboxRead, None)
-            case ReadTable():
-                return self._guard(lambda: TableRead(self._repo.snapshot()), TableRead, None)
-            case Reconcile():
-                return self._guard(self._reconcile, Reconciled, None, None)
-            case Discover():
-                return self._discover(action)
-            case Start():
-                self._runners.start(action.lease)
-            case Stop():
-                self._runners.stop(action)
-            case LeaseWrite():
-                return self._write(action)
-            case Forget():
-                self._forget(action.worker)
-            case Metric():
-                self._metrics.add(action.name, action.value, action.stream, action.shard)
-            case Deregister():
-                self._deregister()
-        return None
+        return self._run[type(action)](action)
+
+    def _dispatch(self) -> dict[type, Callable[[Any], Event | None]]:
+        runners, repo = self._runners, self._repo
+        return {
+            Heartbeat: self._heartbeat,
+            Renew: lambda a: self._validity.extend(a.sent_at),
+            ReadInbox: lambda _a: self._guard(lambda: InboxRead(repo.get_worker(self._id)), InboxRead, None),
+            ReadTable: lambda _a: self._guard(lambda: TableRead(repo.snapshot()), TableRead, None),
+            Reconcile: lambda _a: self._guard(self._reconcile, Reconciled, None, None),
+            Discover: self._discover,
+            Start: lambda a: runners.start(a.lease),
+            Stop: runners.stop,
+            LeaseWrite: self._write,
+            Forget: lambda a: self._forget(a.worker),
+            Metric: lambda a: self._metrics.add(a.name, a.value, a.stream, a.shard),
+            Deregister: lambda _a: self._deregister(),
+        }
 
     @staticmethod
     def _guard(call: Callable[[], Event], failed: Callable[..., Event], *empty: object) -> Event:
@@ -146,7 +151,7 @@ class Effects:
 
     def _write(self, a: LeaseWrite) -> Event:
         try:
-            new = self._do_write(a)
+            new = self._writes[a.kind](a)
         except LeaseConflictError as exc:
             log_event(
                 logger,
@@ -174,27 +179,6 @@ class Effects:
         elif a.kind is WriteKind.RELEASE:
             log_event(logger, "lease_released", worker=self._id, lease=a.lease.key)
         return ActionResult(a.kind, a.lease, Result.OK, new=new, to=a.to)
-
-    def _do_write(self, a: LeaseWrite) -> Lease:
-        repo, lease = self._repo, a.lease
-        match a.kind:
-            case WriteKind.TAKE:
-                return repo.take(lease, self._id, a.dead_owner)
-            case WriteKind.TRANSFER:
-                assert a.to is not None
-                return repo.transfer(lease, a.to)
-            case WriteKind.RELEASE:
-                return repo.release(lease)
-            case WriteKind.END:
-                return repo.mark_ended(lease)
-            case WriteKind.HALT:
-                at = str(a.halted_at) if a.halted_at is not None else "unknown"
-                return repo.mark_halted(lease, at, self._clock.wall_ms())
-            case WriteKind.REQUEST:
-                return repo.request_handoff(lease, self._id, self._clock.wall_ms())
-            case WriteKind.DECLINE:
-                return repo.clear_handoff(lease)
-        raise AssertionError(a.kind)
 
     def _forget(self, worker: WorkerItem) -> None:
         try:

@@ -32,7 +32,7 @@ from consumer.lifecycle.messages import (
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.records import Position
 
-__all__ = ["Ownership", "Phase", "finished", "give", "lose", "written"]
+__all__ = ["HANDED_ON", "Ownership", "Phase", "finished", "give", "lose", "written"]
 
 
 class Phase(enum.Enum):
@@ -144,6 +144,10 @@ _FINISHED: dict[Outcome, Callable[[Ownership, ShardFinished, str | None], Step]]
     Outcome.FAILED: _on_give_up,
     Outcome.LOST: _on_lost,
 }
+
+
+# Outcomes after which the lease goes to a successor the coordinator picks (unless a hand-off named one).
+HANDED_ON = frozenset({Outcome.STOPPED, Outcome.GAVE_UP, Outcome.FAILED})
 
 
 def finished(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:

@@ -220,13 +220,18 @@ class ShardConsumer:
             policy.close()
         return result
 
+    def _stop_outcome(self) -> Outcome | None:
+        if self._reason is ShutdownReason.LEASE_LOST or self.guard.lost.is_set():
+            return self._lost()
+        if self._reason is ShutdownReason.REQUESTED:
+            return Outcome.STOPPED
+        return None
+
     def _retrying(self, step: Callable[[], _T | Outcome | None]) -> _T | Outcome:
         """Run ``step`` until it returns an outcome, retrying transient failures in place."""
         while True:
-            if self._reason is ShutdownReason.LEASE_LOST or self.guard.lost.is_set():
-                return self._lost()
-            if self._reason is ShutdownReason.REQUESTED:
-                return Outcome.STOPPED
+            if (stopped := self._stop_outcome()) is not None:
+                return stopped
             if not self.guard.is_valid():
                 self._retry.pause()
                 self._signal.wait(0.05)  # suspended until the coordinator renews or declares the lease lost
