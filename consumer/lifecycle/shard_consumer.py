@@ -11,22 +11,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from consumer.checkpoint.checkpointer import CheckpointWriter, ShardCheckpointer
-from consumer.checkpoint.policy import AutoCheckpoints, CheckpointPolicy, ManualCheckpoints
-from consumer.checkpoint.store import CheckpointStore
-from consumer.clock import Clock
-from consumer.config import StreamSpec, WorkerConfig
+from consumer.checkpoint.policy import CheckpointPolicy
+from consumer.config import StreamSpec
 from consumer.errors import LeaseLostError, TransientError
-from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
 from consumer.lifecycle.delivery import DeliveryOutcome, deliver
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import (
-    InitializationInput,
     LeaseLostInput,
     ProcessRecordsInput,
     RecordProcessor,
@@ -35,56 +30,17 @@ from consumer.lifecycle.processor import (
     ShutdownRequestedInput,
 )
 from consumer.lifecycle.retry import RetryPolicy
+from consumer.lifecycle.shard_start import ConsumerContext, Started, start_shard, to_record
 from consumer.logs import log_event
-from consumer.metrics.sink import MetricsSink
 from consumer.records import SHARD_END, Position, Record
-from consumer.retrieval.fanout import FanOutReader
-from consumer.retrieval.kinesis import FanOutApi, KinesisApi, UserRecord
-from consumer.retrieval.polling import PollingReader
 from consumer.retrieval.reader import ShardReader
-from consumer.sinks.dlq import DeadLetterQueue
 
-__all__ = ["ConsumerContext", "ShardConsumer", "ShardGuard"]
+__all__ = ["ConsumerContext", "ShardConsumer", "ShardGuard"]  # the first two re-exported for callers
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ConsumerContext:
-    config: WorkerConfig
-    kinesis: KinesisApi
-    checkpoints: CheckpointStore
-    dlq: DeadLetterQueue | None
-    metrics: MetricsSink
-    validity: OwnValidity
-    clock: Clock
-    report: Callable[[ShardFinished], None]  # how the consumer's one answer reaches the coordinator
-    fanout: FanOutApi | None = None
-    fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
-
-
-def _to_record(stream: str, shard: str, r: UserRecord) -> Record:
-    return Record(
-        stream=stream,
-        shard_id=shard,
-        sequence_number=r.sequence_number,
-        sub_sequence_number=r.sub_sequence_number,
-        partition_key=r.partition_key,
-        data=r.data,
-        approximate_arrival=r.approximate_arrival,
-        aggregated=r.aggregated,
-        explicit_hash_key=r.explicit_hash_key,
-    )
-
-
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class _Started:
-    processor: RecordProcessor
-    writer: CheckpointWriter
-    policy: CheckpointPolicy
 
 
 class _Halted(Exception):
@@ -162,53 +118,14 @@ class ShardConsumer:
                 ShardFinished(self.lease.key, self.lease.epoch, outcome, self._halted_at, detail)
             )
 
-    def _make_reader(self, start: Position | None, initial: str) -> ShardReader:
-        ctx, lease, cfg = self._ctx, self.lease, self._ctx.config.retrieval
-        common = (lease.stream, lease.shard_id, cfg)
-        if cfg.mode == "fanout":
-            assert ctx.fanout is not None
-            arn = ctx.fanout_arns[lease.stream]
-            return FanOutReader(ctx.fanout, arn, *common, after=start, initial_position=initial)
-        return PollingReader(ctx.kinesis, *common, after=start, initial_position=initial)
-
-    def _setup(self) -> _Started | Outcome:
-        ctx, lease = self._ctx, self.lease
-        stored = ctx.checkpoints.get(lease.stream, lease.shard_id)
-        if stored is None or stored.epoch != lease.epoch:
-            self._log("lease_moved_before_start", logging.WARNING)
-            return Outcome.LOST
-        start = stored.position
-        if start is not None and start.is_shard_end:
-            return Outcome.SHARD_END
-        processor = self._processor = self._spec.processor_factory()
-        # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
-        # count records as done the moment they were handed over.
-        mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)
-        cp = ctx.config.checkpoint
-        policy: CheckpointPolicy = (
-            ManualCheckpoints(cp.flush_interval, ctx.clock)
-            if mode == "manual"
-            else AutoCheckpoints(start, cp.auto_interval, ctx.clock)
-        )
-        writer = CheckpointWriter(
-            ctx.checkpoints,
-            lease.stream,
-            lease.shard_id,
-            self.guard,
-            start,
-            self.guard.mark_lost,
-            lambda _p: ctx.metrics.add("Checkpoints", 1, lease.stream, lease.shard_id),
-        )
-        initial = "TRIM_HORIZON" if lease.parents else ctx.config.retrieval.initial_position
-        processor.initialize(
-            InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, self.guard)
-        )
-        self._log("shard_started", starting_position=str(start) if start else initial)
-        self._reader = self._make_reader(start, initial)
-        return _Started(processor, writer, policy)
+    def _setup(self) -> Started | Outcome:
+        started = start_shard(self.lease, self._spec, self._ctx, self.guard)
+        if isinstance(started, Started):
+            self._processor, self._reader = started.processor, started.reader
+        return started
 
     def _run(self) -> Outcome:
-        setup: _Started | Outcome = self._retrying(self._setup)
+        setup: Started | Outcome = self._retrying(self._setup)
         if isinstance(setup, Outcome):
             return setup
         processor, writer, policy = setup.processor, setup.writer, setup.policy
@@ -277,7 +194,7 @@ class ShardConsumer:
             behind = fetched.millis_behind_latest
             if behind is not None:
                 ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
-            self._batch = policy.track([_to_record(lease.stream, lease.shard_id, r) for r in fetched.records])
+            self._batch = policy.track([to_record(lease.stream, lease.shard_id, r) for r in fetched.records])
             if not self._batch and not self._shard_end and ctx.config.retrieval.mode == "polling":
                 self._signal.wait(ctx.config.retrieval.idle_time_between_reads)
         if self._batch:

@@ -20,7 +20,8 @@ from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Deregister, Event, ShutdownRequested, Stop
 from consumer.lifecycle.ownership import Ownership
-from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
+from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
 from consumer.retrieval.discovery import sync_leases

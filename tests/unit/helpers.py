@@ -111,6 +111,7 @@ def make_worker(
     clock: Clock | None = None,
     retrieval: RetrievalConfig | None = None,
     wrap_repo: Callable[[InMemoryLeaseRepository], Any] | None = None,
+    wrap_checkpoints: Callable[[InMemoryCheckpointStore], Any] | None = None,
 ) -> Worker:
     manual = checkpoint is not None and checkpoint.mode == "manual"
     config = WorkerConfig(
@@ -131,7 +132,7 @@ def make_worker(
     return Worker(
         config,
         wrap_repo(repo) if wrap_repo is not None else repo,
-        InMemoryCheckpointStore(tables),
+        (wrap_checkpoints or (lambda x: x))(InMemoryCheckpointStore(tables)),
         kinesis,
         dlq=dlq,
         metrics=InMemoryMetrics(),
