@@ -104,6 +104,22 @@ class FleetMonitoring(Construct):
             )
             stalled = consumer_metric(app, name, "HandoffsStalled", statistic="Sum", period=_FIVE_MINUTES)
             self._alarm(f"HandoffsStalled-{name}", stalled, 1, f"Hand-offs stalled on {name}", periods=1)
+            halted = consumer_metric(app, name, "HaltedShards", statistic="Maximum", period=_MINUTE)
+            self._alarm(
+                f"HaltedShards-{name}",
+                halted,
+                1,
+                f"A shard of {name} is halted on a record that fails every attempt (`status` shows where)",
+                periods=1,
+            )
+            given_up = consumer_metric(app, name, "ShardsGivenUp", statistic="Sum", period=_FIVE_MINUTES)
+            self._alarm(
+                f"ShardsGivenUp-{name}",
+                given_up,
+                1,
+                f"A worker gave a shard of {name} up after failing to reach Kinesis or DynamoDB for too long",
+                periods=1,
+            )
 
     def _alarm(
         self,

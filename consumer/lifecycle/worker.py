@@ -19,7 +19,7 @@ from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Deregister, Event, ShutdownRequested, Stop
-from consumer.lifecycle.ownership import Ownership
+from consumer.lifecycle.ownership import Ownership, Phase
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.logs import log_event
@@ -197,5 +197,8 @@ class Worker:
             calls=self.call_counts(),
         )
         for stream in {o.lease.stream for o in owned.values()}:
-            self.metrics.add("LeasesHeld", sum(o.lease.stream == stream for o in owned.values()), stream)
+            mine = [o for o in owned.values() if o.lease.stream == stream]
+            self.metrics.add("LeasesHeld", len(mine), stream)
+            # A gauge, not a count of events: the alarm holds for as long as a shard stays halted.
+            self.metrics.add("HaltedShards", sum(o.phase is Phase.HALTED for o in mine), stream)
         self.metrics.flush()

@@ -47,6 +47,8 @@ def test_per_stream_alarms_use_the_application_stream_rollup(synth: Synth, env: 
         "LeasesLost": ("LeasesLost", "Sum", thresholds["leases_lost_per_5_minutes"]),
         "HandoffLatency": ("HandoffLatencyMs", "p99", thresholds["handoff_latency_ms"]),
         "HandoffsStalled": ("HandoffsStalled", "Sum", 1),
+        "HaltedShards": ("HaltedShards", "Maximum", 1),
+        "ShardsGivenUp": ("ShardsGivenUp", "Sum", 1),
     }
     for stream in (s["name"] for s in settings["streams"]):
         stream_id = stream.replace("-", "")
