@@ -34,6 +34,7 @@ from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY, AwsEndpoints
+from tools.eventstream_shim import EventStreamShim
 from tools.tcp_proxy import FaultProxy
 
 __all__ = ["SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
@@ -53,6 +54,7 @@ class Scenario:
     mode: str  # a FaultProxy mode: refuse | reset | reset_mid_response | slow
     seconds: float  # how long the fault lasts
     delay: float = 0.0  # slow: how long each response is held (more than the client's read timeout)
+    retrieval: str = "polling"  # or "fanout": SubscribeToShard through tools.eventstream_shim
 
 
 SCENARIOS = (
@@ -64,6 +66,11 @@ SCENARIOS = (
     Scenario("dynamodb-outage-8s", "dynamodb", "refuse", 8.0),
     Scenario("dynamodb-reset-mid-response-3s", "dynamodb", "reset_mid_response", 3.0),
     Scenario("dynamodb-slow-5s", "dynamodb", "slow", 5.0, delay=4.0),
+    Scenario("fanout-kinesis-outage-8s", "kinesis", "refuse", 8.0, retrieval="fanout"),
+    Scenario(
+        "fanout-kinesis-reset-mid-response-3s", "kinesis", "reset_mid_response", 3.0, retrieval="fanout"
+    ),
+    Scenario("fanout-dynamodb-outage-8s", "dynamodb", "refuse", 8.0, retrieval="fanout"),
 )
 
 
@@ -97,7 +104,13 @@ class _Journal(BaseProcessor):
 
 
 def _worker(
-    wid: str, ep: AwsEndpoints, kinesis_url: str, aws_url: str, names: dict[str, str], rows: list[Any]
+    wid: str,
+    ep: AwsEndpoints,
+    kinesis_url: str,
+    aws_url: str,
+    names: dict[str, str],
+    rows: list[Any],
+    retrieval: RetrievalConfig,
 ) -> Worker:
     """A worker with the project's own client configuration (timeouts, retries) at the given endpoints."""
     session = boto3.session.Session(
@@ -111,7 +124,7 @@ def _worker(
         streams=(StreamSpec(names["stream"], lambda: _Journal(rows, wid)),),
         worker_id=wid,
         lease=LEASE,
-        retrieval=RetrievalConfig(),
+        retrieval=retrieval,
         shutdown=ShutdownConfig(deadline=10.0),
     )
     return Worker(
@@ -178,11 +191,17 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             puts.append((time.monotonic(), out["SequenceNumber"]))
             n += 1
 
-    k_proxy = FaultProxy(_port(ep.kinesis_endpoint)).start()
+    retrieval = RetrievalConfig()
+    shim = EventStreamShim(_port(ep.kinesis_endpoint)).__enter__()  # boto3 needs it for fan-out only
+    kinesis_url = ep.kinesis_endpoint
+    if s.retrieval == "fanout":
+        retrieval = RetrievalConfig(mode="fanout", fanout_consumer_name=f"faults-{suffix}")
+        kinesis_url = shim.url()
+    k_proxy = FaultProxy(_port(kinesis_url)).start()
     d_proxy = FaultProxy(_port(ep.aws_endpoint)).start()
     proxy = k_proxy if s.target == "kinesis" else d_proxy
-    faulty = _worker("faulty", ep, k_proxy.url(), d_proxy.url(), names, rows)
-    healthy = _worker("healthy", ep, ep.kinesis_endpoint, ep.aws_endpoint, names, rows)
+    faulty = _worker("faulty", ep, k_proxy.url(), d_proxy.url(), names, rows, retrieval)
+    healthy = _worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval)
     producer = threading.Thread(target=produce, daemon=True)
     healed: float | None = None
     try:
@@ -209,6 +228,7 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
         stop.set()
         k_proxy.stop()
         d_proxy.stop()
+        shim.__exit__(None, None, None)
     return _result(s, rows, puts, healed)
 
 

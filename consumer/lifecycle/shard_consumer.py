@@ -137,6 +137,14 @@ class ShardConsumer:
             policy.close()
         return result
 
+    def _suspend(self) -> None:
+        """Our heartbeat window is closed: hold nothing (e.g. the shard's one fan-out subscription, which
+        whoever takes over needs) and wait until the coordinator renews it or declares the lease lost."""
+        if self._reader is not None:
+            self._reader.close()
+        self._retry.pause()
+        self._signal.wait(0.05)
+
     def _stop_outcome(self) -> Outcome | None:
         if self._reason is ShutdownReason.LEASE_LOST or self.guard.lost.is_set():
             return self._lost()
@@ -150,8 +158,7 @@ class ShardConsumer:
             if (stopped := self._stop_outcome()) is not None:
                 return stopped
             if not self.guard.is_valid():
-                self._retry.pause()
-                self._signal.wait(0.05)  # suspended until the coordinator renews or declares the lease lost
+                self._suspend()
                 continue
             try:
                 result = step()

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 
 from consumer.config import RetrievalConfig
-from consumer.errors import TransientError
 from consumer.logs import log_event
 from consumer.records import Position
 from consumer.retrieval.kinesis import FanOutApi, Subscription, SubscriptionEvent
@@ -77,8 +76,11 @@ class FanOutReader(ReaderBase):
             self._events = None  # the 5-minute subscription ended (or was interrupted): subscribe again
             log_event(logger, "subscription_renewed", logging.DEBUG, stream=self._stream, shard=self._shard)
             return None
-        except TransientError:
+        except Exception:
             self._events = None  # a broken or refused subscription: the retry subscribes again
+            with self._lock:
+                if self._interrupted:  # we closed it under the reader's feet: whatever it raised, we stop
+                    return None
             raise
         records = self._accept(event.records)
         if event.continuation_sequence is not None:
@@ -93,7 +95,13 @@ class FanOutReader(ReaderBase):
             self._close(sub)
 
     def close(self) -> None:
-        self.interrupt()
+        """From the reading thread: end the open subscription, if any. A later fetch subscribes again (at the
+        continuation), so a suspended owner does not hold the one subscription a shard's consumer may have."""
+        with self._lock:
+            sub, self._subscription = self._subscription, None
+        self._events = None
+        if sub is not None:
+            self._close(sub)
 
     @staticmethod
     def _close(sub: Subscription) -> None:

@@ -36,7 +36,7 @@ class ShardReader(Protocol):
         ...
 
     def close(self) -> None:
-        """From the reading thread, once done: release what the reader holds."""
+        """From the reading thread: release what the reader holds (a later fetch may open it again)."""
         ...
 
 
