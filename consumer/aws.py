@@ -14,7 +14,7 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from consumer.errors import TransientError
 
-__all__ = ["RETRIABLE_CODES", "make_client", "shared_client", "transient"]
+__all__ = ["RETRIABLE_CODES", "make_client", "region", "shared_client", "transient"]
 
 # Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
@@ -58,6 +58,11 @@ def transient(exc: BaseException, what: str) -> TransientError | None:
     return None
 
 
+def region() -> str | None:
+    """The region the consumer uses: the session's (``AWS_DEFAULT_REGION``, a profile), else ``AWS_REGION``."""
+    return boto3.session.Session().region_name or os.environ.get("AWS_REGION") or None
+
+
 def make_client(
     service: str,
     *,
@@ -65,13 +70,14 @@ def make_client(
     region: str | None = None,
     session: boto3.session.Session | None = None,
 ) -> Any:
-    """A client with the consumer's timeouts and retries (credentials from ``session``, default chain)."""
+    """A client with the consumer's timeouts and retries (credentials from ``session``, default chain).
+    The region is ``region``, else the session's, else ``AWS_REGION`` (which botocore itself does not read)."""
     config = _BASE.merge(_TIMEOUTS.get(service, _DEFAULT_TIMEOUTS))
     if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
-    return (session or boto3.session.Session()).client(
-        service, endpoint_url=endpoint_url, region_name=region, config=config
-    )
+    session = session or boto3.session.Session()
+    name = region or session.region_name or os.environ.get("AWS_REGION") or None
+    return session.client(service, endpoint_url=endpoint_url, region_name=name, config=config)
 
 
 _shared: dict[str, Any] = {}

@@ -89,7 +89,7 @@ def explain(
     doing = f" ({what})" if what else ""
     if isinstance(exc, NoRegionError):
         return ConfigError(
-            "AWS_REGION", "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION, or a profile's)"
+            "AWS_REGION", "no AWS region: set AWS_REGION or AWS_DEFAULT_REGION (or a profile's region)"
         )
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return ConfigError("AWS_ACCESS_KEY_ID", _credentials_message())

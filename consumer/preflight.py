@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 
+from consumer.aws import region
 from consumer.aws_errors import aws_call
 from consumer.config import WorkerConfig
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
@@ -53,9 +54,9 @@ class Clients:
 def check_credentials() -> None:
     """The region and credentials resolve (from variables, a profile or a role)."""
     session = boto3.session.Session()
-    if not session.region_name:
+    if not region():
         raise ConfigError(
-            "AWS_REGION", "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION, or a profile's)"
+            "AWS_REGION", "no AWS region: set AWS_REGION or AWS_DEFAULT_REGION (or a profile's region)"
         )
     if session.get_credentials() is None:
         raise ConfigError(
