@@ -1,4 +1,5 @@
-"""boto3 clients for the consumer; the endpoint is configuration (``AWS_ENDPOINT_URL`` works as usual)."""
+"""boto3 clients for the consumer, and the translation of transport and service failures that may pass when
+retried into ``TransientError`` (the endpoint is configuration: ``AWS_ENDPOINT_URL`` works as usual)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,67 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-__all__ = ["make_client", "shared_client"]
+from consumer.errors import TransientError
 
-_CONFIG = Config(
-    retries={"max_attempts": 3, "mode": "standard"},
-    connect_timeout=2,
-    read_timeout=10,
-    max_pool_connections=64,
+__all__ = ["RETRIABLE_CODES", "make_client", "shared_client", "transient"]
+
+# Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
+# retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
+# waits for. DynamoDB answers in milliseconds; a fan-out subscription may sit a few seconds between events.
+_BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64)
+_TIMEOUTS = {"dynamodb": Config(connect_timeout=1, read_timeout=3)}
+_DEFAULT_TIMEOUTS = Config(connect_timeout=2, read_timeout=10)
+
+RETRIABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "InternalFailure",
+        "InternalFailureException",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "TransactionConflict",
+        "TransactionInProgressException",
+    }
 )
 
 
-def make_client(service: str, *, endpoint_url: str | None = None, region: str | None = None) -> Any:
-    config = _CONFIG
+def transient(exc: BaseException, what: str) -> TransientError | None:
+    """``TransientError`` for a failure worth retrying (connection refused or reset, timeouts, 5xx,
+    throttling), ``None`` for anything else."""
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in RETRIABLE_CODES or status >= 500:
+            return TransientError(f"{what}: {code or status}")
+        return None
+    if isinstance(exc, ConnectionError | HTTPClientError | Urllib3HTTPError | ConnectionResetError):
+        return TransientError(f"{what}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, BotoCoreError) and "timeout" in type(exc).__name__.lower():
+        return TransientError(f"{what}: {type(exc).__name__}")
+    return None
+
+
+def make_client(
+    service: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    session: boto3.session.Session | None = None,
+) -> Any:
+    """A client with the consumer's timeouts and retries (credentials from ``session``, default chain)."""
+    config = _BASE.merge(_TIMEOUTS.get(service, _DEFAULT_TIMEOUTS))
     if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
-    return boto3.session.Session().client(
+    return (session or boto3.session.Session()).client(
         service, endpoint_url=endpoint_url, region_name=region, config=config
     )
 

@@ -101,25 +101,28 @@ def explain(
             "AWS_REGION and the network"
         )
     if isinstance(exc, ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        message = str(exc.response.get("Error", {}).get("Message", ""))
-        prefix = f"{setting}: " if setting else ""
-        if code in _NOT_FOUND:
-            return MissingResourceError(
-                f"{prefix}{label}{doing}: not found ({code}); check {setting or 'the name'}"
-            )
-        if code in _CREDENTIALS:
-            return ConfigError(
-                "AWS_ACCESS_KEY_ID", f"{label} rejected the credentials{doing}: {code}: {message}"
-            )
-        if code in {"AccessDeniedException", "AccessDenied", "403"}:
-            return ConsumerError(
-                f"{prefix}{label} denied access{doing}: {message or code}; check the role's policy"
-            )
-        return ConsumerError(f"{prefix}{label} refused{doing}: {code}: {message}")
+        return _explain_refusal(exc, label, doing, setting)
     if isinstance(exc, BotoCoreError):
         return ConsumerError(f"{label}{doing}: {exc}")
     return None
+
+
+def _explain_refusal(exc: ClientError, label: str, doing: str, setting: str) -> ConsumerError:
+    """The service answered, and said no."""
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    message = str(exc.response.get("Error", {}).get("Message", ""))
+    prefix = f"{setting}: " if setting else ""
+    if code in _NOT_FOUND:
+        return MissingResourceError(
+            f"{prefix}{label}{doing}: not found ({code}); check {setting or 'the name'}"
+        )
+    if code in _CREDENTIALS:
+        return ConfigError("AWS_ACCESS_KEY_ID", f"{label} rejected the credentials{doing}: {code}: {message}")
+    if code in {"AccessDeniedException", "AccessDenied", "403"}:
+        return ConsumerError(
+            f"{prefix}{label} denied access{doing}: {message or code}; check the role's policy"
+        )
+    return ConsumerError(f"{prefix}{label} refused{doing}: {code}: {message}")
 
 
 @contextmanager

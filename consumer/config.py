@@ -139,7 +139,7 @@ class RetrievalConfig:
     initial_position: InitialPosition = "TRIM_HORIZON"
     initial_timestamp: datetime | None = None
     backoff_base: float = 0.2
-    backoff_max: float = 5.0
+    backoff_max: float = 1.0  # capped low: a shard resumes within about a second of an outage ending
     fanout_consumer_name: str | None = None
 
     def __post_init__(self) -> None:

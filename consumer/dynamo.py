@@ -11,6 +11,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from consumer.aws import transient
 from consumer.errors import LeaseConflictError, MissingResourceError
 
 __all__ = ["DynamoCalls", "create_tables", "from_item", "to_item", "translate_errors"]
@@ -19,7 +20,19 @@ logger = logging.getLogger(__name__)
 _ser = TypeSerializer()
 _de = TypeDeserializer()
 
-CONFLICT_CODES = {"ConditionalCheckFailedException", "TransactionCanceledException"}
+
+def _is_conflict(exc: ClientError) -> bool:
+    """A condition did not hold. A cancelled transaction is a conflict only when one of its conditions
+    failed; cancelled for throttling or a concurrent transaction it is worth retrying."""
+    code = exc.response.get("Error", {}).get("Code", "")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code != "TransactionCanceledException":
+        return False
+    reasons = exc.response.get("CancellationReasons")
+    if reasons is None:  # not parsed (older emulators): the message lists them as [Code, Code, ...]
+        return "ConditionalCheckFailed" in str(exc.response.get("Error", {}).get("Message", ""))
+    return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
 
 
 def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,7 +60,7 @@ def translate_errors(table: str, what: str) -> Iterator[None]:
         yield
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
-        if code in CONFLICT_CODES:
+        if _is_conflict(exc):
             raise LeaseConflictError(f"{what}: condition failed on {table}") from exc
         if code == "ResourceNotFoundException":
             raise MissingResourceError(
@@ -55,6 +68,12 @@ def translate_errors(table: str, what: str) -> Iterator[None]:
                 f"`python -m consumer create-tables --lease-table ... --checkpoint-table ...` "
                 "(local use) or deploy the state stack."
             ) from exc
+        if (error := transient(exc, f"{what} on {table}")) is not None:
+            raise error from exc
+        raise
+    except Exception as exc:  # transport failures (refused, reset, timed out) are not ClientErrors
+        if (error := transient(exc, f"{what} on {table}")) is not None:
+            raise error from exc
         raise
 
 

@@ -11,7 +11,9 @@ __all__ = [
     "MissingResourceError",
     "ProcessorFailedError",
     "ProcessorLoadError",
+    "TransientError",
     "WorkerFencedError",
+    "is_retriable",
 ]
 
 
@@ -35,6 +37,18 @@ class MissingResourceError(ConsumerError):
 
 class ProcessorLoadError(ConsumerError):
     """The record processor named by import path could not be loaded."""
+
+
+class TransientError(ConsumerError):
+    """A provider call failed in a way that may pass when retried: connection refused or reset, a timeout,
+    a 5xx, throttling. The caller retries in place with backoff (one policy: ``consumer.lifecycle.retry``)."""
+
+    retriable = True
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """The one reading of the ``retriable`` flag: our own errors say it; anything else is not retriable."""
+    return bool(getattr(exc, "retriable", False)) if isinstance(exc, ConsumerError) else False
 
 
 class LeaseConflictError(ConsumerError):

@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 
 from consumer.aws_errors import aws_call
-from consumer.config import WorkerConfig, polling_rate_warning
+from consumer.config import WorkerConfig
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
 from consumer.lifecycle.processor import RecordProcessor
 from consumer.logs import log_event
@@ -189,8 +189,8 @@ def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, 
     return made
 
 
-def run_preflight(config: WorkerConfig, clients: Clients, env: Mapping[str, str]) -> list[str]:
-    """Run every start-up check; raise the first problem found. Returns warnings (also logged)."""
+def run_preflight(config: WorkerConfig, clients: Clients, env: Mapping[str, str]) -> None:
+    """Run every start-up check; raise the first problem found (the worker warns about risky settings)."""
     check_credentials()
     ddb = clients("dynamodb")
     check_table_schema(ddb, config.lease_table, "CONSUMER_LEASE_TABLE")
@@ -202,8 +202,4 @@ def run_preflight(config: WorkerConfig, clients: Clients, env: Mapping[str, str]
     for _stream, processor in _construct(config, env):
         for resource in processor_resources(processor):
             check_resource(clients, resource)
-    warnings = [w for w in (polling_rate_warning(config),) if w]
-    for warning in warnings:
-        log_event(logger, "config_warning", logging.WARNING, warning=warning)
     log_event(logger, "preflight_passed", streams=[s.name for s in config.streams])
-    return warnings

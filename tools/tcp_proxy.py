@@ -350,8 +350,11 @@ class _Connection:
             logger.debug("fault proxy connection %d: %s", self.ident, exc)
         finally:
             if ended in ("reset", "dropped"):
+                # The fault is on the client's path: the client sees the RST. The service behind closes
+                # normally, as a real endpoint would see it; kinesis-local stops listening for good when
+                # one of its connections is reset.
                 _abort(self.client)
-                _abort(self.upstream)
+                self.upstream.close()
                 self.proxy._count("resets" if ended == "reset" else "dropped")
             else:
                 self.client.close()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from consumer.checkpoint.store import CheckpointStore
-from consumer.errors import CheckpointRejectedError, LeaseLostError
+from consumer.errors import CheckpointRejectedError, LeaseLostError, TransientError
 from consumer.lifecycle.processor import LeaseGuard
+from consumer.logs import log_event
 from consumer.records import Position, Record
 
 __all__ = ["CheckpointWriter", "OrderedTracker", "ShardCheckpointer"]
@@ -27,6 +29,7 @@ class OrderedTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._positions: dict[int, Position] = {}
         self._done: set[int] = set()
         self._next_index = 0
@@ -53,6 +56,7 @@ class OrderedTracker:
                 self._done.discard(self._head)
                 self._watermark = self._positions.pop(self._head)
                 self._head += 1
+            self._changed.notify_all()
 
     @property
     def watermark(self) -> Position | None:
@@ -64,10 +68,22 @@ class OrderedTracker:
         with self._lock:
             return self._next_index - self._head
 
+    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
+        """Wait until every tracked record is done, ``timeout`` passes, or ``keep_waiting()`` turns false
+        (checked at least every 50 ms)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while self._next_index > self._head and keep_waiting():
+                left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+                if left <= 0:
+                    return
+                self._changed.wait(left)
+
     def close(self) -> None:
         """After a lost lease: later ``done()`` calls are ignored."""
         with self._lock:
             self._closed = True
+            self._changed.notify_all()
 
 
 class CheckpointWriter:
@@ -91,22 +107,35 @@ class CheckpointWriter:
         self._on_lost = on_lost
         self._on_saved = on_saved
         self._lock = threading.Lock()
+        self.pending: Position | None = None  # a write that failed transiently, to be sent again
 
     def write(self, pos: Position) -> None:
+        """Save ``pos``. A transient failure leaves it ``pending`` and raises ``TransientError``."""
         with self._lock:
             if self.last is not None and pos == self.last:
                 return
             self._guard.ensure_valid()
             try:
                 self._store.save(self._stream, self._shard, self._guard.epoch, pos)
+            except TransientError:
+                if self.pending is None or self.pending < pos:
+                    self.pending = pos
+                raise
             except CheckpointRejectedError as exc:
                 if exc.stale_epoch:
                     self._on_lost()
                     raise LeaseLostError(f"{self._stream}/{self._shard}: {exc}") from exc
                 raise
             self.last = pos
+            if self.pending is not None and not self.last < self.pending:
+                self.pending = None
         if self._on_saved is not None:
             self._on_saved(pos)
+
+    def flush_pending(self) -> None:
+        """Send again the write that failed transiently, if any (raises ``TransientError`` again)."""
+        if (pos := self.pending) is not None:
+            self.write(pos)
 
     def view(self, default_position: Callable[[], Position | None]) -> ShardCheckpointer:
         return ShardCheckpointer(self, default_position)
@@ -128,5 +157,9 @@ class ShardCheckpointer:
         pos = position.position if isinstance(position, Record) else position
         if pos is None:
             pos = self._default()
-        if pos is not None:
+        if pos is None:
+            return
+        try:
             self._writer.write(pos)
+        except TransientError as exc:  # kept pending: the shard loop sends it again with backoff
+            log_event(logger, "checkpoint_deferred", logging.WARNING, position=str(pos), error=str(exc))

@@ -307,11 +307,12 @@ class DynamoDBLeaseRepository:
     def release(self, lease: Lease) -> Lease:
         return self._ownership_change(lease, None, [])
 
-    def _update_owned(self, lease: Lease, update: str, values: dict[str, Any], what: str) -> None:
+    def _update_owned(self, lease: Lease, update: str, values: dict[str, Any], what: str) -> Lease:
+        """One conditional update of a lease we hold; returns the lease as stored after it."""
         cond, cvalues = _owned_condition(lease)
         self.calls.add("UpdateItem")
         with translate_errors(self.table, what):
-            self._c.update_item(
+            out = self._c.update_item(
                 TableName=self.table,
                 Key=to_item({"lease_key": lease.key}),
                 UpdateExpression=update,
@@ -320,7 +321,9 @@ class DynamoDBLeaseRepository:
                     k: v for k, v in (("#owner", "owner"), ("#state", "state")) if k in update + cond
                 },
                 ExpressionAttributeValues=to_item({**cvalues, **values}),
+                ReturnValues="ALL_NEW",
             )
+        return _lease_from(from_item(out["Attributes"]))
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         if lease.owner is None:
@@ -344,46 +347,36 @@ class DynamoDBLeaseRepository:
         self.calls.add("TransactWriteItems")
         with translate_errors(self.table, f"request hand-off of {lease.key}"):
             self._c.transact_write_items(TransactItems=items)
-        return Lease(
-            lease.stream,
-            lease.shard_id,
-            lease.owner,
-            lease.epoch,
-            lease.state,
-            lease.parents,
-            requester,
-            now_ms,
-        )
+        return replace(lease, handoff_to=requester, handoff_requested_ms=now_ms)
 
     def clear_handoff(self, lease: Lease) -> Lease:
-        self._update_owned(lease, "REMOVE handoff_to, handoff_requested_ms", {}, f"clear {lease.key}")
-        return Lease(lease.stream, lease.shard_id, lease.owner, lease.epoch, lease.state, lease.parents)
+        return self._update_owned(lease, "REMOVE handoff_to, handoff_requested_ms", {}, f"clear {lease.key}")
 
     def mark_ended(self, lease: Lease) -> Lease:
-        self._update_owned(
+        return self._update_owned(
             lease,
             "SET #state = :ended REMOVE handoff_to, handoff_requested_ms",
             {":ended": "ENDED"},
             f"end {lease.key}",
         )
-        return Lease(lease.stream, lease.shard_id, lease.owner, lease.epoch, LeaseState.ENDED, lease.parents)
 
     def mark_halted(self, lease: Lease, position: str, now_ms: int) -> Lease:
-        self._update_owned(
+        return self._update_owned(
             lease,
             "SET halted_at = :at, halted_since_ms = :since",
             {":at": position, ":since": now_ms},
             f"halt {lease.key}",
         )
-        return replace(lease, halted_at=position, halted_since_ms=now_ms)
 
     def delete_lease(self, lease: Lease) -> None:
-        for table in (self.table, self.checkpoint_table):
-            self.calls.add("DeleteItem")
-            with translate_errors(table, f"retire {lease.key}"):
-                self._c.delete_item(
-                    TableName=table, Key=to_item({"lease_key": lease_key(lease.stream, lease.shard_id)})
-                )
+        key = to_item({"lease_key": lease_key(lease.stream, lease.shard_id)})
+        self.calls.add("TransactWriteItems")
+        with translate_errors(self.table, f"retire {lease.key}"):  # both items or neither
+            self._c.transact_write_items(
+                TransactItems=[
+                    {"Delete": {"TableName": t, "Key": key}} for t in (self.table, self.checkpoint_table)
+                ]
+            )
 
     def request_drain(self, worker_id: str) -> None:
         self.calls.add("UpdateItem")

@@ -18,7 +18,8 @@ class OwnValidity:
 
     A taker waits a full ``lease_duration`` after it first *saw* that heartbeat's value, which is after it
     was written, which is after we sent it; so our window always closes first, also when we were paused
-    (SIGSTOP) or could not reach DynamoDB.
+    (SIGSTOP) or could not reach DynamoDB. Shared between the coordinator (which extends it) and the shard
+    threads (which read it), hence the lock.
     """
 
     def __init__(self, clock: Clock, window: float) -> None:
@@ -49,37 +50,40 @@ class _Seen:
 
 
 class LivenessTracker:
-    """Tells which workers are alive from the heartbeat counters seen in successive scans."""
+    """Tells which workers are alive from the heartbeat counters seen in successive scans.
 
-    def __init__(self, clock: Clock, lease_duration: float) -> None:
-        self._clock = clock
+    Pure bookkeeping: the caller passes its monotonic ``now``; nothing here reads a clock.
+    """
+
+    def __init__(self, lease_duration: float) -> None:
         self._duration = lease_duration
         self._seen: dict[str, _Seen] = {}
         self._absent_since: dict[str, float] = {}
 
-    def observe(self, workers: tuple[WorkerItem, ...], leases: tuple[Lease, ...]) -> None:
-        now = self._clock.monotonic()
+    def observe(self, workers: tuple[WorkerItem, ...], leases: tuple[Lease, ...], now: float) -> None:
         present = {w.worker_id for w in workers}
         for w in workers:
             seen = self._seen.get(w.worker_id)
             if seen is None or seen.heartbeat != w.heartbeat:
                 self._seen[w.worker_id] = _Seen(w.heartbeat, now)
-            self._absent_since.pop(w.worker_id, None)
         for gone in set(self._seen) - present:
             del self._seen[gone]
         owners = {lease.owner for lease in leases if lease.owner is not None and not lease.ended}
         for owner in owners - present:
             self._absent_since.setdefault(owner, now)
-        for owner in set(self._absent_since) - owners:
+        for owner in set(self._absent_since) - (owners - present):
             del self._absent_since[owner]
 
-    def is_alive(self, worker_id: str) -> bool:
+    def silent_for(self, worker_id: str, now: float) -> float:
+        """How long we have seen this worker's heartbeat not move (0 for a worker we never saw)."""
         seen = self._seen.get(worker_id)
-        return seen is not None and self._clock.monotonic() - seen.since < self._duration
+        return 0.0 if seen is None else now - seen.since
 
-    def dead_owner(self, worker_id: str) -> OwnerObservation | None:
+    def is_alive(self, worker_id: str, now: float) -> bool:
+        return worker_id in self._seen and self.silent_for(worker_id, now) < self._duration
+
+    def dead_owner(self, worker_id: str, now: float) -> OwnerObservation | None:
         """An observation to fence a dead owner with, or ``None`` while it may still be alive."""
-        now = self._clock.monotonic()
         seen = self._seen.get(worker_id)
         if seen is not None:
             if now - seen.since >= self._duration:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from consumer.leases.model import Lease
 from consumer.leases.repository import OwnerObservation
 
-__all__ = ["Plan", "PlanInput", "fair_shares", "plan", "ready_leases"]
+__all__ = ["Plan", "PlanInput", "fair_shares", "plan", "plan_shutdown", "ready_leases"]
 
 
 @dataclass(frozen=True)
@@ -79,31 +79,42 @@ def _spread(me: str, lease: Lease) -> str:
     return hashlib.blake2b(f"{me}|{lease.key}".encode(), digest_size=8).hexdigest()
 
 
-def plan(inp: PlanInput) -> Plan:
-    me = inp.me
-    active = frozenset(inp.live_workers - inp.draining_workers)
-    ready = ready_leases(inp.leases)
-    holdings = Counter(lease.owner for lease in ready if lease.owner in active)
-    targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
-    if me not in active:
-        return Plan(targets=targets)
-
-    mine = holdings.get(me, 0)
-    target = targets[me]
+def _answer_requests(
+    me: str,
+    ready: list[Lease],
+    active: frozenset[str],
+    holdings: Counter[str],
+    targets: Mapping[str, int],
+) -> tuple[list[tuple[Lease, str]], list[Lease]]:
+    """Rule 2: give a requested lease while above our share to a live requester below its own; else decline.
+    ``holdings`` is updated for what is given."""
     give: list[tuple[Lease, str]] = []
     decline: list[Lease] = []
     for lease in sorted((x for x in ready if x.owner == me and x.handoff_to), key=lambda x: x.key):
         requester = lease.handoff_to
         assert requester is not None
         below = holdings.get(requester, 0) < targets.get(requester, 0)
-        if requester in active and requester != me and mine > target and below:
+        if requester in active and requester != me and holdings[me] > targets[me] and below:
             give.append((lease, requester))
-            mine -= 1
+            holdings[me] -= 1
             holdings[requester] += 1
         else:
             decline.append(lease)
+    return give, decline
 
-    deficit = target - mine
+
+def plan(inp: PlanInput) -> Plan:
+    me = inp.me
+    active = frozenset(inp.live_workers - inp.draining_workers)
+    ready = ready_leases(inp.leases)
+    holdings: Counter[str] = Counter(o for o in (x.owner for x in ready) if o is not None and o in active)
+    targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
+    if me not in active:
+        return Plan(targets=targets)
+
+    target = targets[me]
+    give, decline = _answer_requests(me, ready, active, holdings, targets)
+    deficit = target - holdings.get(me, 0)
     pending = [x for x in ready if x.handoff_to == me and x.owner != me]
     stalled = tuple(
         x
@@ -155,3 +166,23 @@ def plan(inp: PlanInput) -> Plan:
         stalled=stalled,
         targets=targets,
     )
+
+
+def plan_shutdown(
+    me: str, leases: tuple[Lease, ...], successors: frozenset[str], mine: tuple[str, ...]
+) -> dict[str, str | None]:
+    """Who gets each of ``mine`` (lease keys) when ``me`` shuts down: one at a time to the least loaded of
+    ``successors`` (live, not draining), ties by name; ``None`` (release) when there is nobody."""
+    load = Counter({w: 0 for w in successors if w != me})
+    for lease in leases:
+        if lease.owner is not None and lease.owner in load and not lease.ended:
+            load[lease.owner] += 1
+    out: dict[str, str | None] = {}
+    for key in sorted(mine):
+        if not load:
+            out[key] = None
+            continue
+        to = min(load, key=lambda w: (load[w], w))
+        load[to] += 1
+        out[key] = to
+    return out

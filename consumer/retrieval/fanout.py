@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any
 
+from consumer.config import RetrievalConfig
+from consumer.errors import TransientError
 from consumer.logs import log_event
-from consumer.retrieval.kinesis import FanOutApi, Subscription, SubscriptionEvent, ThrottledError
+from consumer.records import Position
+from consumer.retrieval.kinesis import FanOutApi, Subscription, SubscriptionEvent
 from consumer.retrieval.reader import Fetch, ReaderBase
 
 __all__ = ["FanOutReader"]
@@ -20,18 +22,30 @@ class FanOutReader(ReaderBase):
     """Records pushed over an HTTP/2 subscription (dedicated 2 MB/s per consumer and shard).
 
     A subscription ends after 5 minutes; the next one starts after the last continuation sequence number
-    (or, before any event, at the checkpoint or the initial position). ``close`` ends a subscription that is
-    blocked waiting for events, so a hand-off does not wait for the next event.
+    (or, before any event, at the checkpoint or the initial position). ``interrupt`` ends a subscription that
+    is blocked waiting for events, so a hand-off does not wait for the next event; one that is still being
+    opened when interrupted is closed as soon as it exists (the flag and the subscription share a lock).
     """
 
-    def __init__(self, api: FanOutApi, consumer_arn: str, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # see ReaderBase
+    def __init__(
+        self,
+        api: FanOutApi,
+        consumer_arn: str,
+        stream: str,
+        shard_id: str,
+        config: RetrievalConfig,
+        *,
+        after: Position | None,
+        initial_position: str,
+    ) -> None:
+        super().__init__(stream, shard_id, config, after=after, initial_position=initial_position)
         self._api = api
         self._arn = consumer_arn
         self._continuation: str | None = None
         self._subscription: Subscription | None = None
         self._events: Iterator[SubscriptionEvent] | None = None
         self._lock = threading.Lock()
+        self._interrupted = False
 
     def _subscribe(self) -> Iterator[SubscriptionEvent]:
         if self._continuation is not None:
@@ -48,6 +62,10 @@ class FanOutReader(ReaderBase):
             sub = self._api.subscribe(self._arn, self._shard, self._initial)
         with self._lock:
             self._subscription = sub
+            interrupted = self._interrupted
+        if interrupted:
+            self._close(sub)
+            raise StopIteration
         return iter(sub)
 
     def fetch(self) -> Fetch | None:
@@ -56,23 +74,30 @@ class FanOutReader(ReaderBase):
                 self._events = self._subscribe()
             event = next(self._events)
         except StopIteration:
-            self._events = None  # the 5-minute subscription ended: subscribe again
+            self._events = None  # the 5-minute subscription ended (or was interrupted): subscribe again
             log_event(logger, "subscription_renewed", logging.DEBUG, stream=self._stream, shard=self._shard)
             return None
-        except ThrottledError as exc:
-            self._events = None
-            self._backoff(str(exc))
-            return None
+        except TransientError:
+            self._events = None  # a broken or refused subscription: the retry subscribes again
+            raise
         records = self._accept(event.records)
         if event.continuation_sequence is not None:
             self._continuation = event.continuation_sequence
         return Fetch(records, event.continuation_sequence is None, event.millis_behind_latest)
 
-    def close(self) -> None:
+    def interrupt(self) -> None:
         with self._lock:
+            self._interrupted = True
             sub = self._subscription
         if sub is not None:
-            try:
-                sub.close()
-            except Exception as exc:  # closing a stream that already ended
-                log_event(logger, "subscription_close_failed", logging.DEBUG, error=repr(exc))
+            self._close(sub)
+
+    def close(self) -> None:
+        self.interrupt()
+
+    @staticmethod
+    def _close(sub: Subscription) -> None:
+        try:
+            sub.close()
+        except Exception as exc:  # closing a stream that already ended
+            log_event(logger, "subscription_close_failed", logging.DEBUG, error=repr(exc))

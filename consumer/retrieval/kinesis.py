@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.exceptions import ClientError
 
-from consumer.errors import ConsumerError, MissingResourceError
+from consumer.aws import transient
+from consumer.errors import ConsumerError, MissingResourceError, TransientError
 
 __all__ = [
     "BotoKinesis",
@@ -34,10 +35,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class ThrottledError(ConsumerError):
-    """Throughput exceeded or a transient service error: back off and retry."""
-
-    retriable = True
+class ThrottledError(TransientError):
+    """Throughput exceeded (or a subscription still open): back off and retry."""
 
 
 class ExpiredIteratorError(ConsumerError):
@@ -141,10 +140,6 @@ _THROTTLE_CODES = {
     "ProvisionedThroughputExceededException",
     "LimitExceededException",
     "KMSThrottlingException",
-    "InternalFailure",
-    "InternalFailureException",
-    "ServiceUnavailable",
-    "ServiceUnavailableException",
     "ThrottlingException",
     "ResourceInUseException",  # a subscription for this consumer and shard is still open: retry shortly
 }
@@ -166,6 +161,12 @@ def _translate(stream: str) -> Iterator[None]:
                 f"`aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
                 "streaming stack."
             ) from exc
+        if (error := transient(exc, stream)) is not None:
+            raise error from exc
+        raise
+    except Exception as exc:  # transport failures (refused, reset, timed out) are not ClientErrors
+        if (error := transient(exc, stream)) is not None:
+            raise error from exc
         raise
 
 

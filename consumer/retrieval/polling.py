@@ -1,12 +1,13 @@
-"""Polling retrieval of one shard: GetRecords with backoff and iterator recovery."""
+"""Polling retrieval of one shard: GetRecords, and iterator recovery."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from consumer.config import RetrievalConfig
 from consumer.logs import log_event
-from consumer.retrieval.kinesis import ExpiredIteratorError, KinesisApi, ThrottledError
+from consumer.records import Position
+from consumer.retrieval.kinesis import ExpiredIteratorError, KinesisApi
 from consumer.retrieval.reader import Fetch, ReaderBase
 
 __all__ = ["PollingReader"]
@@ -16,10 +17,20 @@ logger = logging.getLogger(__name__)
 
 class PollingReader(ReaderBase):
     """GetRecords in a loop. An expired iterator is re-created from the last position returned (never
-    later, so nothing is skipped; never earlier, so nothing already delivered is fetched again)."""
+    later, so nothing is skipped; never earlier, so nothing already delivered is fetched again). A call that
+    fails transiently keeps the iterator, which stays valid: the retry reads the same records again."""
 
-    def __init__(self, api: KinesisApi, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # see ReaderBase
+    def __init__(
+        self,
+        api: KinesisApi,
+        stream: str,
+        shard_id: str,
+        config: RetrievalConfig,
+        *,
+        after: Position | None,
+        initial_position: str,
+    ) -> None:
+        super().__init__(stream, shard_id, config, after=after, initial_position=initial_position)
         self._api = api
         self._iterator: str | None = None
 
@@ -49,9 +60,6 @@ class PollingReader(ReaderBase):
                 shard=self._shard,
                 resume_after=str(self._after),
             )
-            return None
-        except ThrottledError as exc:
-            self._backoff(str(exc))
             return None
         records = self._accept(result.records)
         self._iterator = result.next_iterator

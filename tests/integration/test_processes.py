@@ -129,7 +129,7 @@ def test_paused_worker_loses_its_lease_and_cannot_checkpoint(
         ({"CONSUMER_LEASE_TABLE": "no-such-table"}, "DynamoDB table 'no-such-table' does not exist"),
         ({"CONSUMER_STREAMS": "no-such-stream"}, "Kinesis stream 'no-such-stream' does not exist"),
         ({"CONSUMER_PROCESSOR": "nowhere.mod:Proc"}, "cannot import module 'nowhere.mod'"),
-        ({"CONSUMER_LEASE_DURATION_SECONDS": "-1"}, "lease.lease_duration"),
+        ({"CONSUMER_LEASE_DURATION_SECONDS": "-1"}, "CONSUMER_LEASE_DURATION_SECONDS"),
     ],
 )
 def test_bad_input_exits_with_a_clear_error(

@@ -353,18 +353,7 @@ RETURN_CASES = ["request_handoff-halted", "clear_handoff-halted", "mark_ended-ha
 
 
 @pytest.mark.parametrize("case", RETURN_CASES)
-def test_updates_that_keep_the_owner_return_what_is_stored(
-    b: Backend, case: str, request: pytest.FixtureRequest
-) -> None:
-    if b.name == "dynamodb":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="DynamoDBLeaseRepository builds the returned Lease from the caller's view, not from "
-                "the item: it drops the stored halted_at/halted_since_ms (and handoff_to/handoff_requested_ms "
-                "written since the caller read the lease)",
-            )
-        )
+def test_updates_that_keep_the_owner_return_what_is_stored(b: Backend, case: str) -> None:
     update, _, setup = case.partition("-")
     lease = b.owned("sh", "w1")
     b.repo.register_worker(WorkerItem("w2"))

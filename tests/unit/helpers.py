@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from consumer.clock import Clock
 from consumer.config import (
@@ -109,6 +110,8 @@ def make_worker(
     lease: LeaseConfig = FAST_LEASES,
     clock: Clock | None = None,
     retrieval: RetrievalConfig | None = None,
+    wrap_repo: Callable[[InMemoryLeaseRepository], Any] | None = None,
+    wrap_checkpoints: Callable[[InMemoryCheckpointStore], Any] | None = None,
 ) -> Worker:
     manual = checkpoint is not None and checkpoint.mode == "manual"
     config = WorkerConfig(
@@ -125,10 +128,11 @@ def make_worker(
         checkpoint=checkpoint or CheckpointConfig(),
         shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
     )
+    repo = InMemoryLeaseRepository(tables)
     return Worker(
         config,
-        InMemoryLeaseRepository(tables),
-        InMemoryCheckpointStore(tables),
+        wrap_repo(repo) if wrap_repo is not None else repo,
+        (wrap_checkpoints or (lambda x: x))(InMemoryCheckpointStore(tables)),
         kinesis,
         dlq=dlq,
         metrics=InMemoryMetrics(),

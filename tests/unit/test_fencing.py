@@ -40,9 +40,11 @@ def test_cut_off_worker_stops_delivering_and_is_fenced() -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 1)
     shard = "shardId-000000000000"
-    a = make_worker("a", tables, kinesis, journal)
-    wrapped = Partition(a._repo)  # type: ignore[attr-defined]
-    a._repo = wrapped  # type: ignore[attr-defined,assignment]
+    partitions: list[Partition] = []
+    a = make_worker(
+        "a", tables, kinesis, journal, wrap_repo=lambda r: partitions.append(Partition(r)) or partitions[-1]
+    )
+    wrapped = partitions[0]
     ta = start(a)
     wait_until(
         lambda: tables.leases.get(("s", shard)) is not None and tables.leases[("s", shard)].owner == "a"
@@ -106,9 +108,11 @@ def test_a_lapse_without_a_taker_suspends_and_resumes_the_same_ownership() -> No
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 1)
     shard = "shardId-000000000000"
-    a = make_worker("a", tables, kinesis, journal)
-    wrapped = Partition(a._repo)  # type: ignore[attr-defined]
-    a._repo = wrapped  # type: ignore[attr-defined,assignment]
+    partitions: list[Partition] = []
+    a = make_worker(
+        "a", tables, kinesis, journal, wrap_repo=lambda r: partitions.append(Partition(r)) or partitions[-1]
+    )
+    wrapped = partitions[0]
     ta = start(a)
     wait_until(lambda: bool(a.owned) and a.validity.valid())
     epoch = tables.leases[("s", shard)].epoch

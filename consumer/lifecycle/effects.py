@@ -1,0 +1,193 @@
+"""Carries out the coordinator's actions against DynamoDB, Kinesis and the shard consumers, and turns each
+outcome into an event. The one place where a provider error becomes a decision: a condition that failed is
+a ``CONFLICT``; anything else is ``FAILED`` and the coordinator retries it on its own schedule."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from consumer.clock import Clock
+from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError, is_retriable
+from consumer.leases.liveness import OwnValidity
+from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.repository import LeaseRepository
+from consumer.lifecycle.messages import (
+    Action,
+    ActionResult,
+    Deregister,
+    Discover,
+    Discovered,
+    Event,
+    Forget,
+    Heartbeat,
+    HeartbeatResult,
+    InboxRead,
+    LeaseWrite,
+    Metric,
+    ReadInbox,
+    ReadTable,
+    Reconcile,
+    Reconciled,
+    Renew,
+    Result,
+    Start,
+    Stop,
+    TableRead,
+    WriteKind,
+)
+from consumer.logs import log_event
+from consumer.metrics.sink import MetricsSink
+from consumer.retrieval.discovery import sync_leases
+from consumer.retrieval.kinesis import KinesisApi
+
+__all__ = ["Effects", "ShardRunners"]
+
+logger = logging.getLogger(__name__)
+
+
+class ShardRunners:
+    """Starts and stops shard consumers; implemented by the worker shell over ``ShardConsumer``."""
+
+    def __init__(self, start: Callable[[Lease], None], stop: Callable[[Stop], None]) -> None:
+        self.start = start
+        self.stop = stop
+
+
+def _describe(exc: Exception) -> str:
+    kind = "transient" if is_retriable(exc) else "unexpected"
+    return f"{kind}: {exc!r}"
+
+
+class Effects:
+    def __init__(
+        self,
+        worker_id: str,
+        repo: LeaseRepository,
+        kinesis: KinesisApi,
+        streams: tuple[str, ...],
+        runners: ShardRunners,
+        validity: OwnValidity,
+        metrics: MetricsSink,
+        clock: Clock,
+    ) -> None:
+        self._id = worker_id
+        self._repo = repo
+        self._kinesis = kinesis
+        self._streams = streams
+        self._runners = runners
+        self._validity = validity
+        self._metrics = metrics
+        self._clock = clock
+        self._run = self._dispatch()
+        self._writes: dict[WriteKind, Callable[[LeaseWrite], Lease]] = {
+            WriteKind.TAKE: lambda a: repo.take(a.lease, worker_id, a.dead_owner),
+            WriteKind.TRANSFER: lambda a: repo.transfer(a.lease, a.to or ""),
+            WriteKind.RELEASE: lambda a: repo.release(a.lease),
+            WriteKind.END: lambda a: repo.mark_ended(a.lease),
+            WriteKind.HALT: lambda a: repo.mark_halted(
+                a.lease, str(a.halted_at or "unknown"), clock.wall_ms()
+            ),
+            WriteKind.REQUEST: lambda a: repo.request_handoff(a.lease, worker_id, clock.wall_ms()),
+            WriteKind.DECLINE: lambda a: repo.clear_handoff(a.lease),
+        }
+
+    def run(self, action: Action) -> Event | None:
+        return self._run[type(action)](action)
+
+    def _dispatch(self) -> dict[type, Callable[[Any], Event | None]]:
+        runners, repo = self._runners, self._repo
+        return {
+            Heartbeat: self._heartbeat,
+            Renew: lambda a: self._validity.extend(a.sent_at),
+            ReadInbox: lambda _a: self._guard(lambda: InboxRead(repo.get_worker(self._id)), InboxRead, None),
+            ReadTable: lambda _a: self._guard(lambda: TableRead(repo.snapshot()), TableRead, None),
+            Reconcile: lambda _a: self._guard(self._reconcile, Reconciled, None, None),
+            Discover: self._discover,
+            Start: lambda a: runners.start(a.lease),
+            Stop: runners.stop,
+            LeaseWrite: self._write,
+            Forget: lambda a: self._forget(a.worker),
+            Metric: lambda a: self._metrics.add(a.name, a.value, a.stream, a.shard),
+            Deregister: lambda _a: self._deregister(),
+        }
+
+    @staticmethod
+    def _guard(call: Callable[[], Event], failed: Callable[..., Event], *empty: object) -> Event:
+        try:
+            return call()
+        except Exception as exc:  # DynamoDB unreachable or throttled: the coordinator retries on schedule
+            return failed(*empty, error=_describe(exc))
+
+    def _heartbeat(self, a: Heartbeat) -> Event:
+        sent = self._clock.monotonic()
+        try:
+            self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining)
+        except WorkerFencedError:
+            return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
+        except Exception as exc:
+            return HeartbeatResult(sent, Result.FAILED, error=_describe(exc))
+        return HeartbeatResult(sent, Result.OK)
+
+    def _reconcile(self) -> Event:
+        me = self._repo.get_worker(self._id)
+        if me is None:  # a live worker forgot us after a long silence: join again, holding nothing new
+            log_event(logger, "worker_reregistered", logging.WARNING, worker=self._id)
+            self._repo.register_worker(WorkerItem(self._id, started_ms=self._clock.wall_ms()))
+            me = self._repo.get_worker(self._id)
+        return Reconciled(me, self._repo.snapshot())  # read after re-registering: takes since are visible
+
+    def _discover(self, a: Discover) -> Event:
+        changed = False
+        for stream in self._streams:
+            try:
+                changed |= bool(sync_leases(self._kinesis, self._repo, stream, a.leases))
+            except MissingResourceError:
+                logger.error("stream missing", extra={"event": "discovery_failed", "stream": stream})
+            except Exception as exc:
+                log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=_describe(exc))
+        return Discovered(changed)
+
+    def _write(self, a: LeaseWrite) -> Event:
+        try:
+            new = self._writes[a.kind](a)
+        except LeaseConflictError as exc:
+            log_event(
+                logger,
+                "lease_race_lost",
+                logging.INFO,
+                action=a.kind.value,
+                lease=a.lease.key,
+                error=str(exc),
+            )
+            return ActionResult(a.kind, a.lease, Result.CONFLICT, to=a.to, error=str(exc))
+        except Exception as exc:
+            log_event(
+                logger,
+                "lease_write_failed",
+                logging.WARNING,
+                action=a.kind.value,
+                lease=a.lease.key,
+                error=_describe(exc),
+            )
+            return ActionResult(a.kind, a.lease, Result.FAILED, to=a.to, error=_describe(exc))
+        if a.kind is WriteKind.TRANSFER:
+            log_event(
+                logger, "lease_handed_over", worker=self._id, lease=a.lease.key, to=a.to, epoch=new.epoch
+            )
+        elif a.kind is WriteKind.RELEASE:
+            log_event(logger, "lease_released", worker=self._id, lease=a.lease.key)
+        return ActionResult(a.kind, a.lease, Result.OK, new=new, to=a.to)
+
+    def _forget(self, worker: WorkerItem) -> None:
+        try:
+            self._repo.forget_worker(worker)
+        except Exception as exc:  # it came back, somebody else forgot it first, or DynamoDB failed
+            log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=_describe(exc))
+
+    def _deregister(self) -> None:
+        try:
+            self._repo.deregister_worker(self._id)
+        except Exception as exc:  # its item then looks like a dead worker's to the others
+            log_event(logger, "deregister_failed", logging.WARNING, error=_describe(exc))

@@ -1,0 +1,93 @@
+"""What this worker knows of the fleet from its last read of the lease table, and the decisions that follow
+from it alone: who is alive, what the planner says, whom to hand a lease to, which dead items to forget.
+
+Pure: ``now`` (monotonic) and ``wall_ms`` come in; nothing here reads a clock or calls DynamoDB.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from consumer.config import LeaseConfig
+from consumer.leases.liveness import LivenessTracker
+from consumer.leases.model import WorkerItem
+from consumer.leases.planner import Plan, PlanInput, plan, plan_shutdown
+from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.logs import log_event
+
+__all__ = ["FleetView"]
+
+logger = logging.getLogger(__name__)
+
+
+class FleetView:
+    def __init__(self, me: str, streams: frozenset[str], config: LeaseConfig) -> None:
+        self.me = me
+        self._streams = streams
+        self._cfg = config
+        self._liveness = LivenessTracker(config.lease_duration)
+        self.snapshot = TableSnapshot((), ())
+        self._forgetting: set[tuple[str, int]] = set()
+
+    def observe(self, snap: TableSnapshot, now: float) -> TableSnapshot:
+        """Take in a fresh read (only the leases of our streams: during a deploy that adds a stream, workers
+        of the old version leave its leases to the new ones)."""
+        self.snapshot = TableSnapshot(
+            tuple(x for x in snap.leases if x.stream in self._streams), snap.workers
+        )
+        self._liveness.observe(snap.workers, self.snapshot.leases, now)
+        return self.snapshot
+
+    def live(self, now: float, wall_ms: int) -> frozenset[str]:
+        """Workers to share leases with: heartbeat seen moving, and not long silent by its own wall time
+        (a hint that only spares a new worker from waiting out crashed workers' items; takes of owned
+        leases still wait a full lease duration on our monotonic clock)."""
+        stale_ms = self._cfg.lease_duration * 1000
+        return frozenset(
+            w.worker_id
+            for w in self.snapshot.workers
+            if self._liveness.is_alive(w.worker_id, now)
+            and wall_ms - max(w.heartbeat_ms, w.started_ms) < stale_ms
+        ) | {self.me}
+
+    def successors(self, now: float, wall_ms: int) -> frozenset[str]:
+        """Live workers other than us that are not draining: who may take a lease we give up."""
+        draining = {w.worker_id for w in self.snapshot.workers if w.draining}
+        return frozenset(self.live(now, wall_ms) - draining - {self.me})
+
+    def hand_to(self, keys: tuple[str, ...], now: float, wall_ms: int) -> dict[str, str | None]:
+        """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
+        return plan_shutdown(self.me, self.snapshot.leases, self.successors(now, wall_ms), keys)
+
+    def plan(self, now: float, wall_ms: int) -> Plan:
+        live = self.live(now, wall_ms)
+        dead: dict[str, OwnerObservation] = {}
+        for lease in self.snapshot.leases:
+            if lease.owner is not None and lease.owner not in live:
+                obs = self._liveness.dead_owner(lease.owner, now)
+                if obs is not None:
+                    dead[lease.owner] = obs
+        return plan(
+            PlanInput(
+                me=self.me,
+                leases=self.snapshot.leases,
+                live_workers=live,
+                draining_workers=frozenset(w.worker_id for w in self.snapshot.workers if w.draining),
+                dead_owners=dead,
+                now_ms=wall_ms,
+                handoff_stall_ms=int(self._cfg.handoff_stall_after * 1000),
+                max_leases=self._cfg.max_leases_per_worker,
+            )
+        )
+
+    def to_forget(self, now: float) -> list[WorkerItem]:
+        """Worker items silent for ``forget_workers_seconds`` (as we watched them), each asked for once."""
+        out = []
+        for w in self.snapshot.workers:
+            mark = (w.worker_id, w.heartbeat)
+            silent = self._liveness.silent_for(w.worker_id, now) >= self._cfg.forget_workers_seconds
+            if w.worker_id != self.me and silent and mark not in self._forgetting:
+                self._forgetting.add(mark)
+                log_event(logger, "worker_forgotten", worker=self.me, dead=w.worker_id)
+                out.append(w)
+        return out

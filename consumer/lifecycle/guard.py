@@ -1,0 +1,35 @@
+"""The ``LeaseGuard`` of one ownership: valid while not lost and our heartbeat window is open."""
+
+from __future__ import annotations
+
+import threading
+
+from consumer.errors import LeaseLostError
+from consumer.leases.liveness import OwnValidity
+
+__all__ = ["ShardGuard"]
+
+
+class ShardGuard:
+    def __init__(self, epoch: int, validity: OwnValidity) -> None:
+        self._epoch = epoch
+        self._validity = validity
+        self.lost = threading.Event()
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def is_valid(self) -> bool:
+        return not self.lost.is_set() and self._validity.valid()
+
+    def ensure_valid(self) -> None:
+        if self.lost.is_set():
+            raise LeaseLostError(f"lease lost (epoch {self._epoch})")
+        if not self._validity.valid():
+            raise LeaseLostError(
+                f"lease validity lapsed (epoch {self._epoch}): heartbeat not renewed in time"
+            )
+
+    def mark_lost(self) -> None:
+        self.lost.set()

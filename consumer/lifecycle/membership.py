@@ -1,0 +1,125 @@
+"""This worker's membership as state and actions, without I/O: heartbeats, the inbox, reconciliation.
+
+The coordinator owns one; it never reads a clock (``now`` comes in) and never calls DynamoDB (it returns
+``Heartbeat``, ``ReadInbox`` and ``Reconcile`` actions and hears their results as events).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from consumer.config import LeaseConfig
+from consumer.lifecycle.messages import (
+    Action,
+    Heartbeat,
+    HeartbeatResult,
+    InboxRead,
+    ReadInbox,
+    Reconcile,
+    Reconciled,
+    Renew,
+    Result,
+)
+from consumer.logs import log_event
+
+__all__ = ["Membership", "Signals"]
+
+logger = logging.getLogger(__name__)
+
+_RETRY = 0.5  # a failed heartbeat, inbox read or reconcile is sent again this soon (DynamoDB may be back)
+
+
+@dataclass
+class Signals:
+    """What a membership event tells the coordinator beyond membership itself."""
+
+    scan_now: bool = False
+    drain_requested: bool = False
+
+
+class Membership:
+    def __init__(self, worker_id: str, config: LeaseConfig, now: float) -> None:
+        self.worker_id = worker_id
+        self._cfg = config
+        self.generation = 0
+        self.draining = False
+        self.valid_until = float("-inf")  # mirrors OwnValidity, which the shell extends on ``Renew``
+        self._inbox = 0
+        self._fenced = False  # our generation moved: reconcile before anything else
+        self._next_heartbeat = now
+        self._next_inbox = now
+        self._next_reconcile = now
+
+    def valid(self, now: float) -> bool:
+        return now < self.valid_until
+
+    def next_due(self) -> float:
+        if self._fenced:
+            return self._next_reconcile
+        return min(self._next_heartbeat, self._next_inbox)
+
+    def heartbeat_now(self, now: float) -> None:
+        self._next_heartbeat = now
+
+    def due(self, now: float, lease_count: int) -> list[Action]:
+        if self._fenced:
+            if now >= self._next_reconcile:
+                self._next_reconcile = now + _RETRY
+                return [Reconcile()]
+            return []
+        actions: list[Action] = []
+        if now >= self._next_heartbeat:
+            self._next_heartbeat = now + _RETRY  # until its result says otherwise
+            actions.append(Heartbeat(self.generation, lease_count, self.draining))
+        if now >= self._next_inbox:
+            self._next_inbox = now + self._cfg.inbox_poll_interval
+            actions.append(ReadInbox())
+        return actions
+
+    def on_heartbeat(self, ev: HeartbeatResult, now: float) -> list[Action]:
+        if ev.result is Result.OK:
+            self.valid_until = max(self.valid_until, ev.sent_at + self._cfg.owner_validity)
+            self._next_heartbeat = ev.sent_at + self._cfg.heartbeat_every
+            return [Renew(ev.sent_at)]
+        if ev.fenced:
+            self._fence(now)
+            return []
+        log_event(
+            logger,
+            "heartbeat_failed",
+            logging.WARNING,
+            worker=self.worker_id,
+            error=ev.error,
+            validity_left_s=round(self.valid_until - now, 2),
+        )
+        self._next_heartbeat = now + _RETRY
+        return []
+
+    def _fence(self, now: float) -> None:
+        self._fenced = True
+        self._next_reconcile = now
+
+    def on_inbox(self, ev: InboxRead, now: float) -> Signals:
+        out = Signals()
+        if ev.worker is None:
+            if ev.error:
+                log_event(logger, "inbox_poll_failed", logging.WARNING, error=ev.error)
+            return out
+        if ev.worker.generation != self.generation:
+            self._fence(now)
+        if ev.worker.inbox != self._inbox:
+            self._inbox = ev.worker.inbox
+            out.scan_now = True
+        out.drain_requested = ev.worker.drain_requested
+        return out
+
+    def on_reconciled(self, ev: Reconciled, now: float) -> bool:
+        """True when reconciled (the caller then drops the leases the snapshot shows moved)."""
+        if ev.worker is None or ev.snapshot is None:
+            log_event(logger, "reconcile_failed", logging.WARNING, worker=self.worker_id, error=ev.error)
+            return False
+        self._fenced = False
+        self.generation = ev.worker.generation
+        self._next_heartbeat = now
+        return True

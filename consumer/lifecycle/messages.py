@@ -1,0 +1,234 @@
+"""What the coordinator hears (events) and what it asks the worker shell to do (actions).
+
+Both are plain frozen values, so the coordinator's step can be tested by comparing lists.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.lifecycle.processor import ShutdownReason
+from consumer.records import Position
+
+__all__ = [
+    "Action",
+    "ActionResult",
+    "Deregister",
+    "Discover",
+    "Discovered",
+    "Event",
+    "Forget",
+    "Heartbeat",
+    "HeartbeatResult",
+    "InboxRead",
+    "LeaseWrite",
+    "Metric",
+    "Outcome",
+    "ReadInbox",
+    "ReadTable",
+    "Reconcile",
+    "Reconciled",
+    "Renew",
+    "Result",
+    "ShardFinished",
+    "ShutdownRequested",
+    "Start",
+    "Stop",
+    "TableRead",
+    "Tick",
+    "WriteKind",
+]
+
+
+class Outcome(enum.Enum):
+    """How a shard consumer ended."""
+
+    SHARD_END = "shard_end"  # SHARD_END checkpointed: mark the lease ENDED
+    STOPPED = "stopped"  # drained and checkpointed on request: hand the lease over or release it
+    LOST = "lost"  # the lease moved on: nothing more to do
+    HALTED = "halted"  # a record failed every attempt under the halt policy: keep the lease, visibly
+    GAVE_UP = "gave_up"  # transient failures lasted past the give-up bound: release for another worker
+    FAILED = "failed"  # an unexpected error (e.g. the processor's constructor raised): release
+
+
+class Result(enum.Enum):
+    OK = "ok"
+    CONFLICT = "conflict"  # a condition did not hold: somebody else changed the item first
+    FAILED = "failed"  # transient or unknown: the coordinator decides when to retry
+
+
+class WriteKind(enum.Enum):
+    TAKE = "take"
+    TRANSFER = "transfer"
+    RELEASE = "release"
+    END = "end"
+    HALT = "halt"
+    REQUEST = "request"
+    DECLINE = "decline"
+
+
+# -- events ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tick:
+    """Nothing happened; time passed."""
+
+
+@dataclass(frozen=True)
+class ShutdownRequested:
+    pass
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    sent_at: float
+    result: Result
+    fenced: bool = False  # our generation moved: reconcile before going on
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class InboxRead:
+    worker: WorkerItem | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TableRead:
+    snapshot: TableSnapshot | None  # None: the read failed
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    worker: WorkerItem | None  # None: the read failed
+    snapshot: TableSnapshot | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Discovered:
+    changed: bool  # leases were created or retired: read the table again now
+
+
+@dataclass(frozen=True)
+class ShardFinished:
+    key: str
+    epoch: int
+    outcome: Outcome
+    halted_at: Position | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    kind: WriteKind
+    lease: Lease  # the lease the write was about, as the coordinator sent it
+    result: Result
+    new: Lease | None = None  # the lease after a successful write
+    to: str | None = None
+    error: str = ""
+
+
+Event = (
+    Tick
+    | ShutdownRequested
+    | HeartbeatResult
+    | InboxRead
+    | TableRead
+    | Reconciled
+    | Discovered
+    | ShardFinished
+    | ActionResult
+)
+
+
+# -- actions --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Heartbeat:
+    generation: int
+    lease_count: int
+    draining: bool
+
+
+@dataclass(frozen=True)
+class Renew:
+    """Our heartbeat sent at ``sent_at`` was written: our leases are ours until ``sent_at`` + window."""
+
+    sent_at: float
+
+
+@dataclass(frozen=True)
+class ReadInbox:
+    pass
+
+
+@dataclass(frozen=True)
+class ReadTable:
+    pass
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Read our worker item (re-registering it if a live worker forgot us) and then the table."""
+
+
+@dataclass(frozen=True)
+class Discover:
+    leases: tuple[Lease, ...]  # as last read: discovery creates only the leases nobody created yet
+
+
+@dataclass(frozen=True)
+class Start:
+    lease: Lease
+
+
+@dataclass(frozen=True)
+class Stop:
+    key: str
+    reason: ShutdownReason
+
+
+@dataclass(frozen=True)
+class LeaseWrite:
+    kind: WriteKind
+    lease: Lease
+    to: str | None = None  # TRANSFER: the successor
+    dead_owner: OwnerObservation | None = None  # TAKE of a dead owner's lease
+    halted_at: Position | None = None  # HALT
+
+
+@dataclass(frozen=True)
+class Forget:
+    worker: WorkerItem
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    stream: str
+    shard: str | None = None
+
+
+@dataclass(frozen=True)
+class Deregister:
+    """The last action: remove our worker item; the shell then returns."""
+
+
+Action = (
+    Heartbeat
+    | Renew
+    | ReadInbox
+    | ReadTable
+    | Reconcile
+    | Discover
+    | Start
+    | Stop
+    | LeaseWrite
+    | Forget
+    | Metric
+    | Deregister
+)

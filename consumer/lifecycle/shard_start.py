@@ -1,0 +1,131 @@
+"""Starting one shard's ownership: what the shard loop shares with the worker, and everything done before
+the first fetch (checkpoint read, processor, checkpoint policy, reader)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from consumer.checkpoint.checkpointer import CheckpointWriter
+from consumer.checkpoint.policy import AutoCheckpoints, CheckpointPolicy, ManualCheckpoints
+from consumer.checkpoint.store import CheckpointStore
+from consumer.clock import Clock
+from consumer.config import StreamSpec, WorkerConfig
+from consumer.leases.liveness import OwnValidity
+from consumer.leases.model import Lease
+from consumer.lifecycle.guard import ShardGuard
+from consumer.lifecycle.messages import Outcome, ShardFinished
+from consumer.lifecycle.processor import InitializationInput, RecordProcessor
+from consumer.logs import log_event
+from consumer.metrics.sink import MetricsSink
+from consumer.records import Position, Record
+from consumer.retrieval.fanout import FanOutReader
+from consumer.retrieval.kinesis import FanOutApi, KinesisApi, UserRecord
+from consumer.retrieval.polling import PollingReader
+from consumer.retrieval.reader import ShardReader
+from consumer.sinks.dlq import DeadLetterQueue
+
+__all__ = ["ConsumerContext", "Started", "start_shard", "to_record"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConsumerContext:
+    config: WorkerConfig
+    kinesis: KinesisApi
+    checkpoints: CheckpointStore
+    dlq: DeadLetterQueue | None
+    metrics: MetricsSink
+    validity: OwnValidity
+    clock: Clock
+    report: Callable[[ShardFinished], None]  # how the consumer's one answer reaches the coordinator
+    fanout: FanOutApi | None = None
+    fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
+
+
+def _to_record(stream: str, shard: str, r: UserRecord) -> Record:
+    return Record(
+        stream=stream,
+        shard_id=shard,
+        sequence_number=r.sequence_number,
+        sub_sequence_number=r.sub_sequence_number,
+        partition_key=r.partition_key,
+        data=r.data,
+        approximate_arrival=r.approximate_arrival,
+        aggregated=r.aggregated,
+        explicit_hash_key=r.explicit_hash_key,
+    )
+
+
+def to_record(stream: str, shard: str, r: UserRecord) -> Record:
+    return Record(
+        stream=stream,
+        shard_id=shard,
+        sequence_number=r.sequence_number,
+        sub_sequence_number=r.sub_sequence_number,
+        partition_key=r.partition_key,
+        data=r.data,
+        approximate_arrival=r.approximate_arrival,
+        aggregated=r.aggregated,
+        explicit_hash_key=r.explicit_hash_key,
+    )
+
+
+@dataclass(frozen=True)
+class Started:
+    processor: RecordProcessor
+    writer: CheckpointWriter
+    policy: CheckpointPolicy
+    reader: ShardReader
+
+
+def _reader(ctx: ConsumerContext, lease: Lease, start: Position | None, initial: str) -> ShardReader:
+    cfg = ctx.config.retrieval
+    common = (lease.stream, lease.shard_id, cfg)
+    if cfg.mode == "fanout":
+        assert ctx.fanout is not None
+        arn = ctx.fanout_arns[lease.stream]
+        return FanOutReader(ctx.fanout, arn, *common, after=start, initial_position=initial)
+    return PollingReader(ctx.kinesis, *common, after=start, initial_position=initial)
+
+
+def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> Started | Outcome:
+    """Everything before the first fetch; ``LOST`` if the checkpoint's epoch is not ours, ``SHARD_END`` if
+    the shard was already finished. Raises ``TransientError`` (the caller retries) or the processor's error."""
+    stored = ctx.checkpoints.get(lease.stream, lease.shard_id)
+    fields: dict[str, object] = {"stream": lease.stream, "shard": lease.shard_id, "epoch": lease.epoch}
+    if stored is None or stored.epoch != lease.epoch:
+        log_event(logger, "lease_moved_before_start", logging.WARNING, **fields)
+        return Outcome.LOST
+    start = stored.position
+    if start is not None and start.is_shard_end:
+        return Outcome.SHARD_END
+    processor = spec.processor_factory()
+    # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
+    # count records as done the moment they were handed over.
+    mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)
+    cp = ctx.config.checkpoint
+    policy: CheckpointPolicy = (
+        ManualCheckpoints(cp.flush_interval, ctx.clock)
+        if mode == "manual"
+        else AutoCheckpoints(start, cp.auto_interval, ctx.clock)
+    )
+    writer = CheckpointWriter(
+        ctx.checkpoints,
+        lease.stream,
+        lease.shard_id,
+        guard,
+        start,
+        guard.mark_lost,
+        lambda _p: ctx.metrics.add("Checkpoints", 1, lease.stream, lease.shard_id),
+    )
+    initial = "TRIM_HORIZON" if lease.parents else ctx.config.retrieval.initial_position
+    processor.initialize(
+        InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, guard)
+    )
+    log_event(
+        logger, "shard_started", logging.INFO, starting_position=str(start) if start else initial, **fields
+    )
+    return Started(processor, writer, policy, _reader(ctx, lease, start, initial))
