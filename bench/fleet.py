@@ -96,6 +96,9 @@ def run_scenario(
     result.update(extra)
     result["shards"], result["rate"] = settings.shards, settings.rate
     result["producer_record_interval_per_shard_s"] = producer_spacing(fleet.produced)
+    put_times = [t for _, _, t in fleet.produced]
+    span = max(put_times) - min(put_times) if put_times else 0.0
+    result["producer_records_per_s"] = round(len(put_times) / span, 1) if span > 0 else None
     result["drained"] = drained
     since = timing.warmup if name == "steady_state" else 0.0
     result.update(_cost(fleet.worker_stats(), settings.shards, since))

@@ -145,12 +145,12 @@ def analyze(
         }
         for m in changes
     ]
-    takeover: dict[str, float] = {}
+    takeover: dict[tuple[str, str], float] = {}  # (signalled worker, shard): one per shard it owned
     for worker, t0 in (signals or {}).items():
         for shard in (owners_at_signal or {}).get(worker, []):
             after = [r.first for r in runs.get(shard, []) if r.worker != worker and r.first >= t0]
             if after:
-                takeover[shard] = round(min(after) - t0, 3)
+                takeover[(worker, shard)] = round(min(after) - t0, 3)
     return {
         "produced": len(produced_set),
         "delivered": sum(counts.values()),

@@ -92,7 +92,8 @@ def _settings_line(summary: dict[str, Any]) -> str:
     )
     if spacing:
         line += (
-            f" Producer: one put reaches a given shard every {_s(spacing['mean'])} s on average "
+            f" Producer (a single thread, one PutRecords call every 0.1 s; it falls behind its target when the "
+            f"emulator is slow): one put reaches a given shard every {_s(spacing['mean'])} s on average "
             f"(p50 {_s(spacing['p50'])}, p95 {_s(spacing['p95'])}, max {_s(spacing['max'])} s); every gap "
             "includes the wait for the shard's next record."
         )
