@@ -13,7 +13,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: setup test lint typecheck unit integration infra spark demo bench bench-pipeline synth dist clean
 
-setup: $(STAMPS)/python $(STAMPS)/node
+setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
 
 $(STAMPS)/python: $(REQS)
 	@mkdir -p $(STAMPS)
@@ -21,6 +21,15 @@ $(STAMPS)/python: $(REQS)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet $(foreach f,$(sort $(wildcard requirements/*.txt)),-r $(f))
 	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $@
+
+# checkov pins its own boto3 (and more), which cannot share .venv with the consumer's: it gets a venv of its own.
+CHECKOV_VENV := $(VENV)/checkov
+$(STAMPS)/checkov: requirements/tools/checkov.txt
+	@mkdir -p $(STAMPS)
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip==25.3
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements/tools/checkov.txt
 	@touch $@
 
 $(STAMPS)/node: package.json package-lock.json

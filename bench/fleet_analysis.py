@@ -9,7 +9,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Delivery", "Run", "analyze", "ownership_runs", "percentiles"]
+__all__ = [
+    "Delivery",
+    "Move",
+    "Run",
+    "analyze",
+    "handoff_moves",
+    "ownership_runs",
+    "percentiles",
+    "producer_spacing",
+]
 
 
 @dataclass(frozen=True)
@@ -51,12 +60,59 @@ def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
     return out
 
 
+@dataclass(frozen=True)
+class Move:
+    """A shard changing hands: ``gap`` runs from the old owner's last delivery to the new owner's first."""
+
+    shard: str
+    source: str
+    target: str
+    epoch: int
+    at: float
+    gap: float
+
+
+def handoff_moves(runs: Mapping[str, list[Run]]) -> list[Move]:
+    """Every change of owner, in time order (a negative gap means both delivered the shard at once)."""
+    out = [
+        Move(shard, a.worker, b.worker, b.epoch, b.first, b.first - a.last)
+        for shard, rs in runs.items()
+        for a, b in itertools.pairwise(rs)
+        if a.worker != b.worker
+    ]
+    return sorted(out, key=lambda m: m.at)
+
+
+def _rank(s: list[float], q: float) -> float:
+    """Nearest-rank percentile of sorted ``s``: with 100 values, p99 is the second largest, not the max."""
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
 def percentiles(values: list[float]) -> dict[str, float | None]:
     if not values:
-        return {"n": 0, "p50": None, "p99": None, "max": None}
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
     s = sorted(values)
-    p99 = s[min(len(s) - 1, max(0, round(0.99 * (len(s) - 1))))]
-    return {"n": len(s), "p50": round(statistics.median(s), 3), "p99": round(p99, 3), "max": round(s[-1], 3)}
+    return {
+        "n": len(s),
+        "p50": round(statistics.median(s), 3),
+        "p95": round(_rank(s, 0.95), 3),
+        "p99": round(_rank(s, 0.99), 3),
+        "max": round(s[-1], 3),
+    }
+
+
+def producer_spacing(produced: Iterable[tuple[str, str, float]]) -> dict[str, float | None]:
+    """Seconds between consecutive puts that reached the same shard (one PutRecords call is one put).
+
+    Every hand-off gap includes the wait for the shard's next record: on average half of this interval.
+    """
+    times: dict[str, set[float]] = defaultdict(set)
+    for shard, _, t in produced:
+        times[shard].add(t)
+    intervals = [b - a for ts in times.values() for a, b in itertools.pairwise(sorted(ts))]
+    out = percentiles(intervals)
+    out["mean"] = round(statistics.fmean(intervals), 3) if intervals else None
+    return out
 
 
 def analyze(
@@ -75,33 +131,26 @@ def analyze(
     lost = produced_set - set(counts)
     twice = [k for k, c in counts.items() if c > 1]
     runs = ownership_runs(deliveries)
-    gaps: list[float] = []
-    moves: list[dict[str, Any]] = []
-    overlaps = 0
-    for shard, rs in runs.items():
-        for a, b in itertools.pairwise(rs):
-            if a.worker == b.worker:
-                continue
-            gap = b.first - a.last
-            if gap < 0:
-                overlaps += 1  # two workers delivered this shard at the same time
-            gaps.append(gap)
-            moves.append(
-                {
-                    "shard": shard,
-                    "from": a.worker,
-                    "to": b.worker,
-                    "epoch": b.epoch,
-                    "at": round(b.first, 3),
-                    "gap_s": round(gap, 3),
-                }
-            )
-    takeover: dict[str, float] = {}
+    changes = handoff_moves(runs)
+    gaps = [m.gap for m in changes]
+    overlaps = sum(1 for m in changes if m.gap < 0)  # two workers delivered this shard at the same time
+    moves = [
+        {
+            "shard": m.shard,
+            "from": m.source,
+            "to": m.target,
+            "epoch": m.epoch,
+            "at": round(m.at, 3),
+            "gap_s": round(m.gap, 3),
+        }
+        for m in changes
+    ]
+    takeover: dict[tuple[str, str], float] = {}  # (signalled worker, shard): one per shard it owned
     for worker, t0 in (signals or {}).items():
         for shard in (owners_at_signal or {}).get(worker, []):
             after = [r.first for r in runs.get(shard, []) if r.worker != worker and r.first >= t0]
             if after:
-                takeover[shard] = round(min(after) - t0, 3)
+                takeover[(worker, shard)] = round(min(after) - t0, 3)
     return {
         "produced": len(produced_set),
         "delivered": sum(counts.values()),

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleet_analysis import Delivery
+from consumer.config import RetrievalConfig
 from consumer.dynamo import create_tables
 
-__all__ = ["Fleet", "FleetSettings", "worker_env"]
+__all__ = ["DEFAULT_IDLE_TIME", "Fleet", "FleetSettings", "worker_env"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,6 +36,12 @@ _WORKER_COMMAND = [
 ]
 
 
+#: The consumer's default wait between GetRecords calls on an idle shard (0.25 s: at most 4 calls a second
+#: per shard, within Kinesis's limit of 5 per shard per second shared by every reader). Published figures
+#: use it.
+DEFAULT_IDLE_TIME = RetrievalConfig().idle_time_between_reads
+
+
 @dataclass(frozen=True)
 class FleetSettings:
     shards: int = 8
@@ -42,7 +49,7 @@ class FleetSettings:
     rate: float = 100.0  # records per second, spread over all shards
     scan_interval: float = 1.0
     inbox_poll_interval: float = 0.2
-    idle_time: float = 0.1
+    idle_time: float = DEFAULT_IDLE_TIME
     metrics_interval: float = 5.0
 
 
@@ -57,7 +64,7 @@ def worker_env(
     lease_duration: float,
     scan_interval: float = 1.0,
     inbox_poll_interval: float = 0.2,
-    idle_time: float = 0.1,
+    idle_time: float = DEFAULT_IDLE_TIME,
     metrics_interval: float = 10.0,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:

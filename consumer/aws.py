@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+from botocore.parsers import ResponseParserFactory
+from botocore.utils import parse_timestamp
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from consumer.errors import TransientError
 
-__all__ = ["RETRIABLE_CODES", "make_client", "region", "shared_client", "transient"]
+__all__ = ["RETRIABLE_CODES", "make_client", "region", "shared_client", "transient", "utc_timestamp"]
 
 # Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
@@ -63,6 +66,19 @@ def region() -> str | None:
     return boto3.session.Session().region_name or os.environ.get("AWS_REGION") or None
 
 
+def utc_timestamp(value: Any) -> datetime:
+    """Epoch seconds, as the JSON protocols send them, as an aware UTC datetime. botocore's default looks up
+    the local time zone (dateutil ``tzlocal``) for every value, which GetRecords pays once per record;
+    anything but a number still goes to botocore's parser."""
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+_TIMESTAMP_PARSERS = {"kinesis": utc_timestamp}  # services that return a timestamp per record
+
+
 def make_client(
     service: str,
     *,
@@ -75,7 +91,12 @@ def make_client(
     config = _BASE.merge(_TIMEOUTS.get(service, _DEFAULT_TIMEOUTS))
     if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
-    session = session or boto3.session.Session()
+    if session is None:
+        session = boto3.session.Session()
+        if (parser := _TIMESTAMP_PARSERS.get(service)) is not None:  # this session makes only this client
+            factory = ResponseParserFactory()
+            factory.set_parser_defaults(timestamp_parser=parser)
+            session._session.register_component("response_parser_factory", factory)
     name = region or session.region_name or os.environ.get("AWS_REGION") or None
     return session.client(service, endpoint_url=endpoint_url, region_name=name, config=config)
 

@@ -141,6 +141,7 @@ class RetrievalConfig:
     backoff_base: float = 0.2
     backoff_max: float = 1.0  # capped low: a shard resumes within about a second of an outage ending
     fanout_consumer_name: str | None = None
+    prefetch_batches: int = 1  # fetched ahead while the processor works (0: fetch only when asked)
 
     def __post_init__(self) -> None:
         _choice("retrieval.mode", self.mode, ("polling", "fanout"))
@@ -163,6 +164,8 @@ class RetrievalConfig:
             raise ConfigError("retrieval.backoff_max", "must be >= retrieval.backoff_base")
         if self.mode == "fanout" and not self.fanout_consumer_name:
             raise ConfigError("retrieval.fanout_consumer_name", "is required when retrieval.mode is fanout")
+        if not 0 <= self.prefetch_batches <= 16:
+            raise ConfigError("retrieval.prefetch_batches", f"must be 0..16, got {self.prefetch_batches}")
 
 
 @dataclass(frozen=True)
@@ -419,6 +422,9 @@ def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorF
             initial_position=text("CONSUMER_INITIAL_POSITION", "retrieval.initial_position"),
             initial_timestamp=timestamp,
             fanout_consumer_name=env.get("CONSUMER_FANOUT_NAME", "").strip() or None,
+            prefetch_batches=env_int(
+                env, "CONSUMER_PREFETCH_BATCHES", _default("retrieval.prefetch_batches")
+            ),
         ),
         checkpoint=CheckpointConfig(
             mode=text("CONSUMER_CHECKPOINT_MODE", "checkpoint.mode"),

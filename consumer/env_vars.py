@@ -66,6 +66,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "wait between reads of an idle shard (>= 0.2 keeps under 5 GetRecords/s)",
     ),
     EnvVar(
+        "CONSUMER_PREFETCH_BATCHES",
+        "retrieval.prefetch_batches",
+        "batches fetched ahead while the processor works (0..16; 0: none)",
+    ),
+    EnvVar(
         "CONSUMER_INITIAL_POSITION",
         "retrieval.initial_position",
         "TRIM_HORIZON, LATEST or AT_TIMESTAMP; only for shards without a checkpoint",

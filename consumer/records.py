@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import total_ordering
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 __all__ = ["SHARD_END", "Position", "Record"]
 
@@ -54,15 +54,7 @@ class _DoneSink(Protocol):
     def mark_done(self, index: int) -> None: ...
 
 
-@dataclass(frozen=True)
-class Record:
-    """One user record (a KPL sub-record when the producer aggregated).
-
-    ``data`` is always the raw bytes; ``json()`` parses it and ``text()`` decodes it, each raising
-    when the bytes are not JSON / not UTF-8, so binary payloads reach the processor untouched.
-    In manual checkpointing mode ``done()`` marks the record complete; it never blocks.
-    """
-
+class _RecordFields(NamedTuple):
     stream: str
     shard_id: str
     sequence_number: str
@@ -72,8 +64,33 @@ class Record:
     approximate_arrival: datetime
     aggregated: bool = False
     explicit_hash_key: str | None = None
-    _tracker: _DoneSink | None = field(default=None, repr=False, compare=False)
-    _index: int = field(default=-1, repr=False, compare=False)
+
+
+class Record(_RecordFields):
+    """One user record (a KPL sub-record when the producer aggregated).
+
+    ``data`` is always the raw bytes; ``json()`` parses it and ``text()`` decodes it, each raising
+    when the bytes are not JSON / not UTF-8, so binary payloads reach the processor untouched.
+    In manual checkpointing mode ``done()`` marks the record complete; it never blocks.
+
+    Records are immutable and compare by their fields. They are built once per record, straight from
+    what Kinesis returned (a named tuple: the cheapest immutable object Python builds, about a fifth of a
+    frozen dataclass); the manual-mode tracker attaches itself to the same object, outside the fields.
+    """
+
+    _tracker: _DoneSink | None = None  # class-level defaults; manual mode sets them on the instance
+    _index: int = -1
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Record is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Record is immutable: cannot delete {name!r}")
+
+    def _attach(self, tracker: _DoneSink, index: int) -> None:
+        """Give this record its ``done()`` (once, by the shard's tracker, before delivery)."""
+        object.__setattr__(self, "_tracker", tracker)
+        object.__setattr__(self, "_index", index)
 
     @property
     def position(self) -> Position:

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from stacks.config import AnalyticsSettings
 from stacks.emr import SparkApplication
+from stacks.nag import LOG_GROUP_NOT_KMS, skip_checkov
 from stacks.retention import log_retention
 from stacks.spark_code import SparkJobsCode
 
@@ -80,6 +81,7 @@ class CompactionSchedule(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention(log_retention_days), removal_policy=RemovalPolicy.DESTROY
         )
+        skip_checkov(self.log_group, LOG_GROUP_NOT_KMS)
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",

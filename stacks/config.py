@@ -18,6 +18,7 @@ __all__ = [
     "ConfigError",
     "ConsumerSettings",
     "EnvironmentSettings",
+    "InstanceType",
     "ScalingSettings",
     "StreamSettings",
     "load_environments",
@@ -26,9 +27,41 @@ __all__ = [
 
 # ECS refuses a container stopTimeout above 120 s.
 MAX_STOP_TIMEOUT_SECONDS = 120
-# EC2 Auto Scaling lifecycle hooks accept 30 s .. 7200 s.
-MIN_HOOK_TIMEOUT_SECONDS = 30
-MAX_HOOK_TIMEOUT_SECONDS = 7200
+# ECS deployments start up to this share of the desired count before old tasks stop (maximumPercent).
+DEPLOYMENT_MAX_PERCENT = 200
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """What bounds how many consumer tasks fit on one instance: vCPUs, memory and network interfaces."""
+
+    vcpus: int
+    memory_mib: int
+    max_enis: int
+
+    def tasks_per_instance(self, cpu: int, memory_mib: int) -> int:
+        """awsvpc tasks of this size one instance holds: every task takes its own ENI (the instance keeps one),
+        and the ECS agent and OS keep about a tenth of the memory."""
+        by_eni = self.max_enis - 1
+        by_cpu = self.vcpus * 1024 // cpu
+        by_memory = int(self.memory_mib * 0.9) // memory_mib
+        return min(by_eni, by_cpu, by_memory)
+
+
+# The EC2 instance types the capacity settings accept (EC2 quotas per type; ENI trunking is not assumed, as
+# it is an account setting outside the stacks). Add a type here with its numbers to use it.
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    "t3.medium": InstanceType(2, 4096, 3),
+    "t3.large": InstanceType(2, 8192, 3),
+    "c6i.large": InstanceType(2, 4096, 3),
+    "c6i.xlarge": InstanceType(4, 8192, 4),
+    "m6i.large": InstanceType(2, 8192, 3),
+    "m6i.xlarge": InstanceType(4, 16384, 4),
+    "m6i.2xlarge": InstanceType(8, 32768, 4),
+    "m6i.4xlarge": InstanceType(16, 65536, 8),
+    "m7i.large": InstanceType(2, 8192, 3),
+    "m7i.xlarge": InstanceType(4, 16384, 4),
+}
 _PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 _FARGATE_CPU = (256, 512, 1024, 2048, 4096)
@@ -63,6 +96,7 @@ class ConsumerSettings:
     shutdown_deadline_seconds: float
     stop_timeout_seconds: int
     raw_prefix: str
+    retrieval: Literal["polling", "fanout"]
     cpu: int
     memory_mib: int
     log_retention_days: int
@@ -82,13 +116,17 @@ class ScalingSettings:
 
 @dataclass(frozen=True)
 class CapacitySettings:
-    """Where tasks run: an EC2 Auto Scaling group capacity provider, or Fargate."""
+    """Where tasks run: an EC2 Auto Scaling group capacity provider, or Fargate.
+
+    ``target_capacity_percent`` is ECS managed scaling's target: below 100 it keeps spare instances, so a
+    deployment or an instance drain finds room for the new tasks without waiting for an instance to launch.
+    """
 
     launch_type: Literal["EC2", "FARGATE"]
     instance_type: str
     min_instances: int
     max_instances: int
-    termination_hook_timeout_seconds: int
+    target_capacity_percent: int
     nat_gateways: int
     max_azs: int
 
@@ -276,6 +314,7 @@ def _consumer(c: _Section) -> ConsumerSettings:
         shutdown_deadline_seconds=c.number("shutdown_deadline_seconds", 1.0),
         stop_timeout_seconds=c.integer("stop_timeout_seconds", 2, MAX_STOP_TIMEOUT_SECONDS),
         raw_prefix=c.text("raw_prefix", re.compile(r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$")),
+        retrieval=cast(Any, c.choice("retrieval", ("polling", "fanout"))),
         cpu=c.integer("cpu", 128),
         memory_mib=c.integer("memory_mib", 128),
         log_retention_days=c.integer("log_retention_days", 1, 3653),
@@ -303,9 +342,7 @@ def _capacity(c: _Section) -> CapacitySettings:
         instance_type=c.text("instance_type", re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")),
         min_instances=c.integer("min_instances", 0),
         max_instances=c.integer("max_instances", 1),
-        termination_hook_timeout_seconds=c.integer(
-            "termination_hook_timeout_seconds", MIN_HOOK_TIMEOUT_SECONDS, MAX_HOOK_TIMEOUT_SECONDS
-        ),
+        target_capacity_percent=c.integer("target_capacity_percent", 1, 100),
         nat_gateways=c.integer("nat_gateways", 1, 3),
         max_azs=c.integer("max_azs", 2, 3),
     )
@@ -365,12 +402,6 @@ def _check_across(path: str, env: EnvironmentSettings) -> None:
             f"{consumer.stop_timeout_seconds} must exceed consumer.shutdown_deadline_seconds "
             f"({consumer.shutdown_deadline_seconds}) so the worker finishes before SIGKILL",
         )
-    if capacity.termination_hook_timeout_seconds <= consumer.stop_timeout_seconds:
-        raise ConfigError(
-            f"{path}.capacity.termination_hook_timeout_seconds",
-            f"{capacity.termination_hook_timeout_seconds} must exceed consumer.stop_timeout_seconds "
-            f"({consumer.stop_timeout_seconds}) so an instance outlives the tasks it drains",
-        )
     if capacity.min_instances > capacity.max_instances:
         raise ConfigError(
             f"{path}.capacity.min_instances",
@@ -379,4 +410,34 @@ def _check_across(path: str, env: EnvironmentSettings) -> None:
     if capacity.launch_type == "FARGATE" and consumer.cpu not in _FARGATE_CPU:
         raise ConfigError(
             f"{path}.consumer.cpu", f"Fargate accepts {', '.join(map(str, _FARGATE_CPU))}; got {consumer.cpu}"
+        )
+    if capacity.launch_type == "EC2":
+        _check_ec2_capacity(path, env)
+
+
+def _check_ec2_capacity(path: str, env: EnvironmentSettings) -> None:
+    """The Auto Scaling group at its maximum holds a whole deployment at ``scaling.max_tasks``."""
+    scaling, consumer, capacity = env.scaling, env.consumer, env.capacity
+    instance = INSTANCE_TYPES.get(capacity.instance_type)
+    if instance is None:
+        raise ConfigError(
+            f"{path}.capacity.instance_type",
+            f"{capacity.instance_type!r} is not in stacks.config.INSTANCE_TYPES (its vCPUs, memory and ENI "
+            f"limit size the group); known: {', '.join(sorted(INSTANCE_TYPES))}",
+        )
+    per_instance = instance.tasks_per_instance(consumer.cpu, consumer.memory_mib)
+    if per_instance < 1:
+        raise ConfigError(
+            f"{path}.consumer.cpu",
+            f"a task of {consumer.cpu} CPU units and {consumer.memory_mib} MiB does not fit on "
+            f"{capacity.instance_type}",
+        )
+    during_deploy = -(-scaling.max_tasks * DEPLOYMENT_MAX_PERCENT // 100)
+    if capacity.max_instances * per_instance < during_deploy:
+        needed = -(-during_deploy // per_instance)
+        raise ConfigError(
+            f"{path}.capacity.max_instances",
+            f"{capacity.max_instances} instances of {capacity.instance_type} hold {per_instance} tasks each; a "
+            f"deployment at scaling.max_tasks ({scaling.max_tasks}) runs {during_deploy} tasks at once, which "
+            f"needs at least {needed}",
         )

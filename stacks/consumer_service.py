@@ -4,23 +4,53 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+import jsii
+from aws_cdk import AspectPriority, Aspects, Duration, IAspect, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from cdk_nag import NagSuppressions
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from stacks.config import EnvironmentSettings
 from stacks.ec2_capacity import Ec2Capacity
 from stacks.metrics import consumer_lag
+from stacks.nag import LOG_GROUP_NOT_KMS, skip_checkov
 from stacks.retention import log_retention
 
 __all__ = ["ConsumerResources", "ConsumerService"]
+
+# Application Auto Scaling acts on ECS services through this service-linked role (created on first use).
+_ECS_SCALING_ROLE = "aws-service-role/ecs.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_ECSService"
+
+
+# Runs after CDK's own mutating aspects (AspectPriority.MUTATING), which create the association.
+_AFTER_CDK_MUTATIONS = AspectPriority.MUTATING + 100
+
+
+@jsii.implements(IAspect)
+class _DependOnCapacityProviders:
+    """Makes the ECS service depend on its cluster's ``AWS::ECS::ClusterCapacityProviderAssociations``."""
+
+    def __init__(self, cluster: ecs.Cluster) -> None:
+        self._cluster = cluster
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, ecs.CfnService):
+            return
+        associations = [
+            c
+            for c in self._cluster.node.children
+            if isinstance(c, ecs.CfnClusterCapacityProviderAssociations)
+        ]
+        if len(associations) != 1:
+            raise ValueError(f"{self._cluster.node.path}: expected one capacity provider association")
+        node.node.add_dependency(associations[0])
 
 
 @dataclass(frozen=True)
@@ -76,6 +106,7 @@ class ConsumerService(Construct):
             retention=log_retention(consumer.log_retention_days),
             removal_policy=RemovalPolicy.DESTROY,
         )
+        skip_checkov(self.log_group, LOG_GROUP_NOT_KMS)
         self.container = self.task_definition.add_container(
             "Consumer",
             image=ecs.ContainerImage.from_asset(
@@ -127,8 +158,14 @@ class ConsumerService(Construct):
         )
 
     def _environment(self, settings: EnvironmentSettings, resources: ConsumerResources) -> dict[str, str]:
-        """The ``CONSUMER_*`` contract with the consumer's config loader (consumer/config.py)."""
+        """The ``CONSUMER_*`` contract with the consumer's config loader (consumer/config.py).
+
+        The region goes in both variables: boto3/botocore reads ``AWS_DEFAULT_REGION`` (not ``AWS_REGION``),
+        and on the EC2 launch type the ECS agent adds neither when the task definition sets one of them.
+        """
         consumer = settings.consumer
+        region = Stack.of(self).region
+        fanout = {"CONSUMER_FANOUT_NAME": consumer.application} if consumer.retrieval == "fanout" else {}
         return {
             "CONSUMER_APPLICATION": consumer.application,
             "CONSUMER_STREAMS": ",".join(resources.stream_names),
@@ -141,7 +178,10 @@ class ConsumerService(Construct):
             "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": str(consumer.shutdown_deadline_seconds),
             "CONSUMER_RAW_BUCKET": resources.raw_bucket_name,
             "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
-            "AWS_REGION": Stack.of(self).region,
+            "CONSUMER_RETRIEVAL": consumer.retrieval,
+            **fanout,
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
         }
 
     def _service(self, settings: EnvironmentSettings, on_ec2: bool) -> ecs.BaseService:
@@ -155,7 +195,7 @@ class ConsumerService(Construct):
             "circuit_breaker": ecs.DeploymentCircuitBreaker(rollback=True),
         }
         if on_ec2 and self.capacity is not None:
-            return ecs.Ec2Service(
+            service: ecs.BaseService = ecs.Ec2Service(
                 self,
                 "Service",
                 task_definition=self.task_definition,
@@ -166,16 +206,23 @@ class ConsumerService(Construct):
                 ],
                 **common,  # type: ignore[arg-type]
             )
-        self.cluster.enable_fargate_capacity_providers()
-        return ecs.FargateService(
-            self,
-            "Service",
-            task_definition=self.task_definition,
-            capacity_provider_strategies=[
-                ecs.CapacityProviderStrategy(capacity_provider="FARGATE", weight=1)
-            ],
-            **common,  # type: ignore[arg-type]
-        )
+        else:
+            self.cluster.enable_fargate_capacity_providers()
+            service = ecs.FargateService(
+                self,
+                "Service",
+                task_definition=self.task_definition,
+                capacity_provider_strategies=[
+                    ecs.CapacityProviderStrategy(capacity_provider="FARGATE", weight=1)
+                ],
+                **common,  # type: ignore[arg-type]
+            )
+        # The service names a capacity provider, which the cluster must have by then: without this
+        # dependency CloudFormation may create the service before the association ("capacity provider is
+        # not associated with the cluster") and delete the association first ("capacity provider is in use").
+        # CDK creates the association in an aspect at synth, so the dependency is added by one too.
+        Aspects.of(service).add(_DependOnCapacityProviders(self.cluster), priority=_AFTER_CDK_MUTATIONS)
+        return service
 
     def _scale_on_lag(self, settings: EnvironmentSettings) -> None:
         """Step scaling on the worst stream's MillisBehindLatest, bounded by shards plus standbys."""
@@ -188,6 +235,15 @@ class ConsumerService(Construct):
             resource_id=f"service/{self.cluster.cluster_name}/{self.service.service_name}",
             min_capacity=scaling.min_tasks,
             max_capacity=min(scaling.max_tasks, settings.max_useful_tasks),
+            # The service-linked role, as ECS's own auto_scale_task_count uses: without a role the construct
+            # creates one that Application Auto Scaling never uses for ECS.
+            role=iam.Role.from_role_arn(
+                self,
+                "ScalingRole",
+                Stack.of(self).format_arn(
+                    service="iam", region="", resource="role", resource_name=_ECS_SCALING_ROLE
+                ),
+            ),
         )
         self.scalable_target.node.add_dependency(self.service)
         lag = consumer_lag(settings, period=Duration.minutes(1))
@@ -201,9 +257,9 @@ class ConsumerService(Construct):
             cooldown=Duration.seconds(scaling.scale_out_cooldown_seconds),
             metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
         )
-        # Bounds are relative to the alarm threshold (the lag target).
-        scale_out.add_adjustment(adjustment=1, lower_bound=0, upper_bound=4 * target)
-        scale_out.add_adjustment(adjustment=3, lower_bound=4 * target)
+        # Bounds are relative to the alarm threshold (the lag target): +1 from 1x to 4x the target, +3 above.
+        scale_out.add_adjustment(adjustment=1, lower_bound=0, upper_bound=3 * target)
+        scale_out.add_adjustment(adjustment=3, lower_bound=3 * target)
         self.scale_out_alarm = cloudwatch.Alarm(
             self,
             "LagAboveTarget",

@@ -9,6 +9,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.config import AnalyticsSettings
+from stacks.nag import skip_checkov
 
 __all__ = ["DataLake"]
 
@@ -48,6 +49,14 @@ class DataLake(Construct):
                     "reason": "This is the access-log destination; logging it to itself would loop.",
                 }
             ],
+        )
+        skip_checkov(
+            self.access_logs,
+            {
+                "CKV_AWS_18": "This is the access-log destination; logging it to itself would loop.",
+                "CKV_AWS_21": "Access logs are written once by the S3 logging service and expire after a year; "
+                "versions would only keep expired logs and delete markers around.",
+            },
         )
         self.raw = self._bucket(
             "Raw",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from typing import cast
+
+from aws_cdk import CfnResource
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
@@ -10,6 +12,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.config import CapacitySettings
+from stacks.nag import skip_checkov
 
 __all__ = ["Ec2Capacity"]
 
@@ -17,9 +20,14 @@ __all__ = ["Ec2Capacity"]
 class Ec2Capacity(Construct):
     """ECS-optimized AL2023 instances with managed scaling, termination protection and instance draining.
 
-    The termination lifecycle hook holds a terminating instance for ``termination_hook_timeout_seconds``,
-    which the settings guarantee to exceed the task stop timeout: ECS drains the instance (SIGTERM, the
-    worker hands its leases off, SIGKILL only after the stop timeout) before the instance goes away.
+    Scale-in is ECS's: managed termination protection keeps Auto Scaling from picking an instance that still
+    runs tasks, and managed draining (its own lifecycle hook, which ECS owns) holds a terminating instance
+    until its tasks have stopped (SIGTERM, the worker hands its leases off, SIGKILL only after the task's stop
+    timeout). No further hook is added: one without a target would only delay every termination.
+
+    Managed scaling aims at ``target_capacity_percent``; below 100 it keeps spare instances so deployments and
+    drains start their new tasks at once. Spot interruption notices drain the instance
+    (``ECS_ENABLE_SPOT_INSTANCE_DRAINING``) should the group ever run Spot instances.
     """
 
     def __init__(
@@ -45,12 +53,6 @@ class Ec2Capacity(Construct):
                 )
             ],
         )
-        self.termination_hook = self.auto_scaling_group.add_lifecycle_hook(
-            "DrainBeforeTermination",
-            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
-            heartbeat_timeout=Duration.seconds(settings.termination_hook_timeout_seconds),
-            default_result=autoscaling.DefaultResult.CONTINUE,
-        )
         self.capacity_provider = ecs.AsgCapacityProvider(
             self,
             "CapacityProvider",
@@ -58,9 +60,20 @@ class Ec2Capacity(Construct):
             enable_managed_scaling=True,
             enable_managed_termination_protection=True,
             enable_managed_draining=True,
-            target_capacity_percent=100,
+            target_capacity_percent=settings.target_capacity_percent,
         )
+        # CreateCluster is what makes ECS create its service-linked role in a fresh account; the capacity
+        # provider (managed scaling) needs that role, so it waits for the cluster.
+        (provider,) = [
+            c for c in self.capacity_provider.node.children if isinstance(c, ecs.CfnCapacityProvider)
+        ]
+        provider.node.add_dependency(cast(CfnResource, cluster.node.default_child))
         cluster.add_asg_capacity_provider(self.capacity_provider)
+        # CDK adds this only for groups with a spot price; an operator who turns on Spot later (a mixed
+        # instances policy, say) would otherwise get no drain on an interruption notice.
+        self.auto_scaling_group.add_user_data(
+            "echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config"
+        )
         NagSuppressions.add_resource_suppressions(
             self.auto_scaling_group.role,
             [
@@ -72,6 +85,14 @@ class Ec2Capacity(Construct):
                 }
             ],
             apply_to_children=True,
+        )
+        skip_checkov(
+            self.auto_scaling_group.role.node.find_child("DefaultPolicy"),
+            {
+                "CKV_AWS_111": "CDK's ECS instance policy: on EC2 the awslogs driver writes the tasks' logs with the "
+                "instance role, and CDK grants logs:CreateLogStream/PutLogEvents on any group (as AWS's "
+                "AmazonEC2ContainerServiceforEC2Role does); the cluster actions are scoped to this cluster.",
+            },
         )
         NagSuppressions.add_resource_suppressions(
             self.auto_scaling_group,

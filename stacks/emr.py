@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_emrserverless as emrs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.config import AnalyticsSettings
+from stacks.nag import LOG_GROUP_NOT_KMS, skip_checkov
 from stacks.retention import log_retention
 
 __all__ = ["SparkApplication"]
@@ -48,6 +50,7 @@ class SparkApplication(Construct):
             retention=log_retention(log_retention_days),
             removal_policy=RemovalPolicy.DESTROY,
         )
+        skip_checkov(self.log_group, LOG_GROUP_NOT_KMS)
         self.job_role = iam.Role(
             self,
             "JobRole",
@@ -55,3 +58,30 @@ class SparkApplication(Construct):
             description="Spark job runs: read raw, write curated",
         )
         self.log_group.grant_write(self.job_role)
+        # EMR Serverless's CloudWatch logging looks the group and its streams up before writing to them.
+        self.job_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[self.log_group.log_group_arn])
+        )
+        all_log_groups = Stack.of(self).format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.job_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["logs:DescribeLogGroups"], resources=[all_log_groups])
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.job_role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "logs:DescribeLogGroups lists log groups by name prefix: it is authorized on the "
+                    "account's log-group namespace, not on one group. It reads names and settings, no log data.",
+                    "applies_to": [
+                        "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:*"
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )

@@ -1,12 +1,57 @@
-"""cdk-nag suppressions shared by several constructs; each one is scoped to a single resource and says why."""
+"""cdk-nag suppressions and checkov skips; each one is scoped to a single resource and says why.
+
+checkov reads its skips from the template: ``Metadata.checkov.skip`` of the resource, each with an ``id`` and
+a ``comment`` (the reason). :func:`skip_checkov` writes them; ``tests/infra/test_checkov.py`` fails on any
+finding that is neither fixed nor skipped there, and on a skip without a reason.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import CfnResource, Stack
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import IConstruct
 
-__all__ = ["suppress_bucket_deployment_handler", "suppress_grant_wildcards"]
+__all__ = [
+    "LOG_GROUP_NOT_KMS",
+    "skip_checkov",
+    "suppress_bucket_deployment_handler",
+    "suppress_cdk_vpc_handler",
+    "suppress_grant_wildcards",
+]
+
+# A CloudWatch Logs group with the service's own encryption at rest rather than a customer managed key.
+LOG_GROUP_NOT_KMS = {
+    "CKV_AWS_158": "CloudWatch Logs encrypts every group at rest; these hold operational events, EMF metrics, "
+    "flow records or Spark driver output, never record payloads or secrets, so a customer managed key (with a "
+    "key policy for the logs service in every stack) would protect nothing more.",
+}
+
+# CDK's deploy-time custom-resource handlers: CloudFormation invokes them, once per deploy.
+_CDK_HANDLER = {
+    "CKV_AWS_115": "A deploy-time handler CDK generates; CloudFormation calls it once per deploy, so no "
+    "reserved concurrency is needed.",
+    "CKV_AWS_116": "CloudFormation invokes the handler synchronously and reports its failure as the stack "
+    "event; a dead-letter queue would receive nothing.",
+    "CKV_AWS_117": "The handler calls only AWS APIs (S3, EC2) during deploys; a VPC would add ENIs and NAT "
+    "traffic and protect nothing.",
+    "CKV_AWS_173": "The handler's environment holds no secret (CDK sets only non-secret configuration), so the "
+    "default encryption at rest suffices.",
+}
+
+
+def skip_checkov(construct: IConstruct, checks: Mapping[str, str]) -> None:
+    """Record checkov skips (check id -> reason) on ``construct`` (a CfnResource or an L2 with one)."""
+    resource = construct if isinstance(construct, CfnResource) else construct.node.default_child
+    if not isinstance(resource, CfnResource):
+        raise TypeError(f"{construct.node.path}: no CloudFormation resource to put checkov skips on")
+    current: dict[str, Any] = resource.get_metadata("checkov") or {}
+    skips = [s for s in current.get("skip", []) if s["id"] not in checks]
+    skips.extend({"id": check, "comment": reason} for check, reason in checks.items())
+    resource.add_metadata("checkov", {"skip": skips})
+
 
 # The actions CDK's grant methods spell with wildcards (kms:GenerateDataKey* covers the
 # GenerateDataKey variants, s3:Abort* is AbortMultipartUpload, ...): each names a family of one operation.
@@ -39,9 +84,22 @@ def suppress_grant_wildcards(policy_owner: IConstruct, *, objects: list[str], re
     )
 
 
+def suppress_cdk_vpc_handler(stack: Stack) -> None:
+    """The handler behind ``@aws-cdk/aws-ec2:restrictDefaultSecurityGroup`` (one per stack with a VPC)."""
+    provider = stack.node.find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+    skip_checkov(
+        provider.node.find_child("Handler"),
+        {k: _CDK_HANDLER[k] for k in ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")},
+    )
+
+
 def suppress_bucket_deployment_handler(stack: Stack) -> None:
     """The Lambda that ``BucketDeployment`` adds (one per stack): CDK owns its runtime and policies."""
-    path = f"/{stack.node.path}/Custom::CDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C"
+    handler_id = "Custom::CDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756C"
+    handler = stack.node.find_child(handler_id)
+    skip_checkov(handler, _CDK_HANDLER)
+    skip_checkov(handler.node.find_child("LogGroup"), LOG_GROUP_NOT_KMS)
+    path = f"/{stack.node.path}/{handler_id}"
     NagSuppressions.add_resource_suppressions_by_path(
         stack,
         path,

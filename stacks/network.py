@@ -7,6 +7,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks.nag import LOG_GROUP_NOT_KMS, skip_checkov
 from stacks.retention import log_retention
 
 __all__ = ["Network"]
@@ -25,6 +26,7 @@ class Network(Construct):
             retention=log_retention(log_retention_days),
             removal_policy=RemovalPolicy.DESTROY,
         )
+        skip_checkov(self.flow_log_group, LOG_GROUP_NOT_KMS)
         self.vpc = ec2.Vpc(
             self,
             "Vpc",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Aspects, Environment, Stack, Stage, Tags
+from aws_cdk import Aspects, Environment, Fn, Stack, Stage, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from cdk_nag import AwsSolutionsChecks
@@ -17,7 +17,7 @@ from stacks.consumer_service import ConsumerResources, ConsumerService
 from stacks.data_lake import DataLake
 from stacks.emr import SparkApplication
 from stacks.monitoring import FleetMonitoring
-from stacks.nag import suppress_bucket_deployment_handler, suppress_grant_wildcards
+from stacks.nag import suppress_bucket_deployment_handler, suppress_cdk_vpc_handler, suppress_grant_wildcards
 from stacks.network import Network
 from stacks.spark_code import SparkJobsCode
 from stacks.state import ConsumerState
@@ -107,6 +107,13 @@ class AnalyticsStack(Stack):
 
 
 class ConsumerServiceStack(Stack):
+    """The VPC, the cluster, its capacity and the consumer service.
+
+    The stack is environment-agnostic, where CDK's ``availability_zones`` returns only two zones (the first
+    two of ``Fn::GetAZs``) whatever ``max_azs`` asks for. It returns ``capacity.max_azs`` of them instead:
+    CloudFormation picks the zones of the region it deploys to, which must have that many.
+    """
+
     def __init__(
         self,
         scope: Construct,
@@ -119,6 +126,7 @@ class ConsumerServiceStack(Stack):
         image_context: Path,
         **kwargs: object,
     ) -> None:
+        self._max_azs = settings.capacity.max_azs
         super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
         network = Network(
             self,
@@ -127,6 +135,7 @@ class ConsumerServiceStack(Stack):
             nat_gateways=settings.capacity.nat_gateways,
             log_retention_days=settings.consumer.log_retention_days,
         )
+        suppress_cdk_vpc_handler(self)
         tables = state.state
         raw = analytics.lake.raw
         self.service = ConsumerService(
@@ -148,6 +157,8 @@ class ConsumerServiceStack(Stack):
         stream: kinesis.IStream
         for stream in streams.kinesis.streams.values():
             stream.grant_read(role)
+        if settings.consumer.retrieval == "fanout":
+            self._grant_fanout(role, list(streams.kinesis.streams.values()), settings.consumer.application)
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(_TABLE_ACTIONS),
@@ -157,11 +168,41 @@ class ConsumerServiceStack(Stack):
         tables.key.grant_encrypt_decrypt(role)
         tables.dead_letter_queue.grant_send_messages(role)
         raw.grant_put(role, f"{settings.consumer.raw_prefix}/*")
-        suppress_grant_wildcards(
-            role,
-            objects=[f"<DataLakeRaw[0-9A-F]+\\.Arn>\\/{settings.consumer.raw_prefix}\\/\\*"],
-            reason="The raw sink writes objects under the raw prefix only; the KMS action families are the "
-            "data-key calls SSE-KMS needs for its streams, tables, queue and bucket.",
+        objects = [f"<DataLakeRaw[0-9A-F]+\\.Arn>\\/{settings.consumer.raw_prefix}\\/\\*"]
+        reason = (
+            "The raw sink writes objects under the raw prefix only; the KMS action families are the "
+            "data-key calls SSE-KMS needs for its streams, tables, queue and bucket."
+        )
+        if settings.consumer.retrieval == "fanout":
+            objects.append(f"<Streams[A-Za-z0-9]+\\.Arn>\\/consumer\\/{settings.consumer.application}:\\*")
+            reason += (
+                " Enhanced fan-out: a stream consumer's ARN ends in its creation time, known only once it is "
+                "registered, so the grant names this application's consumer and leaves the time open."
+            )
+        suppress_grant_wildcards(role, objects=objects, reason=reason)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        return [Fn.select(i, Fn.get_azs()) for i in range(self._max_azs)]
+
+    @staticmethod
+    def _grant_fanout(role: iam.IRole, streams: list[kinesis.Stream], consumer_name: str) -> None:
+        """Enhanced fan-out: register/list the stream consumer on each stream, subscribe through it.
+
+        ``SubscribeToShard`` and ``DescribeStreamConsumer`` act on the consumer's ARN
+        (``<stream ARN>/consumer/<name>:<creation time>``), not on the stream's.
+        """
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kinesis:RegisterStreamConsumer", "kinesis:ListStreamConsumers"],
+                resources=[s.stream_arn for s in streams],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kinesis:SubscribeToShard", "kinesis:DescribeStreamConsumer"],
+                resources=[f"{s.stream_arn}/consumer/{consumer_name}:*" for s in streams],
+            )
         )
 
 

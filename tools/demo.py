@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from bench.fleet_runner import FleetSettings
+from bench.fleet_runner import DEFAULT_IDLE_TIME, FleetSettings
 from stacks.config import EnvironmentSettings
 from tools.demo_config import DemoNames, load_environment
 from tools.demo_report import Crash, format_summary, write_report
@@ -194,6 +194,7 @@ class Demo:
                     "lease_duration_s": self.lease_duration,
                     "producer_rate_per_s": self.timing.rate,
                     "get_records_limit": MAX_RECORDS,
+                    "idle_time_between_reads_s": fleet.settings.idle_time,
                     "timing": asdict(self.timing),
                 },
                 "exit_codes": codes,
@@ -221,7 +222,7 @@ class Demo:
                 rate=self.timing.rate,
                 scan_interval=self.timing.scan_interval,
                 inbox_poll_interval=self.timing.inbox_poll_interval,
-                idle_time=0.1,
+                idle_time=DEFAULT_IDLE_TIME,  # at most 4 GetRecords/s per idle shard, as in production
                 metrics_interval=self.timing.metrics_interval,
             ),
             "demo",
@@ -248,7 +249,8 @@ class Demo:
             lease += f" (demo override; {settings.name} has {settings.consumer.lease_duration_seconds:g}s)"
         self.say(
             f"application {names.application}, {lease}, on failure: {settings.consumer.on_failure}, "
-            f"producer {self.timing.rate:g} records/s, GetRecords limit {MAX_RECORDS}"
+            f"producer {self.timing.rate:g} records/s, GetRecords limit {MAX_RECORDS}, "
+            f"idle time between reads {self.fleet.settings.idle_time if self.fleet else DEFAULT_IDLE_TIME:g}s"
         )
         return url
 

@@ -6,7 +6,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.errors import CheckpointRejectedError, LeaseLostError, TransientError
@@ -37,15 +36,16 @@ class OrderedTracker:
         self._watermark: Position | None = None
         self._closed = False
 
-    def track(self, records: Sequence[Record]) -> list[Record]:
-        out = []
+    def track(self, records: Sequence[Record]) -> Sequence[Record]:
+        """Give each record its ``done()``: the records themselves, not copies (each is tracked once)."""
         with self._lock:
+            idx = self._next_index
             for r in records:
-                idx = self._next_index
-                self._next_index += 1
-                self._positions[idx] = r.position
-                out.append(replace(r, _tracker=self, _index=idx))
-        return out
+                r._attach(self, idx)
+                self._positions[idx] = Position(r.sequence_number, r.sub_sequence_number)
+                idx += 1
+            self._next_index = idx
+        return records
 
     def mark_done(self, index: int) -> None:
         with self._lock:

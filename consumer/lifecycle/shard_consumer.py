@@ -30,7 +30,7 @@ from consumer.lifecycle.processor import (
     ShutdownRequestedInput,
 )
 from consumer.lifecycle.retry import RetryPolicy
-from consumer.lifecycle.shard_start import ConsumerContext, Started, start_shard, to_record
+from consumer.lifecycle.shard_start import ConsumerContext, Started, start_shard
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
 from consumer.retrieval.reader import ShardReader
@@ -201,9 +201,7 @@ class ShardConsumer:
             behind = fetched.millis_behind_latest
             if behind is not None:
                 ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
-            self._batch = policy.track([to_record(lease.stream, lease.shard_id, r) for r in fetched.records])
-            if not self._batch and not self._shard_end and ctx.config.retrieval.mode == "polling":
-                self._signal.wait(ctx.config.retrieval.idle_time_between_reads)
+            self._batch = policy.track(fetched.records)  # an idle shard waits in the reader's pacing
         if self._batch:
             self._deliver(processor, policy, view, behind, writer)
         policy.save_due(writer, idle=not self._batch)

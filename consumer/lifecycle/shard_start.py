@@ -19,14 +19,14 @@ from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import InitializationInput, RecordProcessor
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
-from consumer.records import Position, Record
+from consumer.records import Position
 from consumer.retrieval.fanout import FanOutReader
-from consumer.retrieval.kinesis import FanOutApi, KinesisApi, UserRecord
+from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.retrieval.polling import PollingReader
-from consumer.retrieval.reader import ShardReader
+from consumer.retrieval.reader import FetchAhead, ShardReader
 from consumer.sinks.dlq import DeadLetterQueue
 
-__all__ = ["ConsumerContext", "Started", "start_shard", "to_record"]
+__all__ = ["ConsumerContext", "Started", "start_shard"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,34 +45,6 @@ class ConsumerContext:
     fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
 
 
-def _to_record(stream: str, shard: str, r: UserRecord) -> Record:
-    return Record(
-        stream=stream,
-        shard_id=shard,
-        sequence_number=r.sequence_number,
-        sub_sequence_number=r.sub_sequence_number,
-        partition_key=r.partition_key,
-        data=r.data,
-        approximate_arrival=r.approximate_arrival,
-        aggregated=r.aggregated,
-        explicit_hash_key=r.explicit_hash_key,
-    )
-
-
-def to_record(stream: str, shard: str, r: UserRecord) -> Record:
-    return Record(
-        stream=stream,
-        shard_id=shard,
-        sequence_number=r.sequence_number,
-        sub_sequence_number=r.sub_sequence_number,
-        partition_key=r.partition_key,
-        data=r.data,
-        approximate_arrival=r.approximate_arrival,
-        aggregated=r.aggregated,
-        explicit_hash_key=r.explicit_hash_key,
-    )
-
-
 @dataclass(frozen=True)
 class Started:
     processor: RecordProcessor
@@ -84,11 +56,16 @@ class Started:
 def _reader(ctx: ConsumerContext, lease: Lease, start: Position | None, initial: str) -> ShardReader:
     cfg = ctx.config.retrieval
     common = (lease.stream, lease.shard_id, cfg)
+    reader: ShardReader
     if cfg.mode == "fanout":
         assert ctx.fanout is not None
         arn = ctx.fanout_arns[lease.stream]
-        return FanOutReader(ctx.fanout, arn, *common, after=start, initial_position=initial)
-    return PollingReader(ctx.kinesis, *common, after=start, initial_position=initial)
+        reader = FanOutReader(ctx.fanout, arn, *common, after=start, initial_position=initial)
+    else:
+        reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial)
+    if cfg.prefetch_batches == 0:
+        return reader
+    return FetchAhead(reader, cfg.prefetch_batches, f"fetch-{lease.shard_id}")
 
 
 def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> Started | Outcome:

@@ -5,31 +5,32 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, cast
 
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.exceptions import ClientError
 
 from consumer.aws import transient
 from consumer.errors import ConsumerError, MissingResourceError, TransientError
+from consumer.records import Record
 
 __all__ = [
+    "KPL_MAGIC",
     "BotoKinesis",
     "ExpiredIteratorError",
     "FanOutApi",
     "GetRecordsResult",
     "KinesisApi",
-    "RawRecord",
     "ShardInfo",
     "Subscription",
     "SubscriptionEvent",
     "ThrottledError",
-    "UserRecord",
-    "deaggregate",
+    "WireRecord",
+    "to_records",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,39 +58,28 @@ class ShardInfo:
         return tuple(p for p in (self.parent_shard_id, self.adjacent_parent_shard_id) if p)
 
 
-@dataclass(frozen=True)
-class RawRecord:
-    sequence_number: str
-    partition_key: str
-    data: bytes
-    approximate_arrival: datetime
+class WireRecord(TypedDict):
+    """One record as GetRecords and SubscribeToShard return it (botocore has already decoded ``Data`` and
+    parsed the timestamp). Readers turn these into ``Record`` objects once; nothing copies them before."""
+
+    SequenceNumber: str
+    PartitionKey: str
+    Data: bytes
+    ApproximateArrivalTimestamp: datetime
 
 
 @dataclass(frozen=True)
 class GetRecordsResult:
-    records: tuple[RawRecord, ...]
+    records: Sequence[WireRecord]
     next_iterator: str | None  # None: the closed shard is fully read (SHARD_END)
     millis_behind_latest: int | None
-
-
-@dataclass(frozen=True)
-class UserRecord:
-    """A record after KPL de-aggregation."""
-
-    sequence_number: str
-    sub_sequence_number: int
-    partition_key: str
-    data: bytes
-    approximate_arrival: datetime
-    aggregated: bool
-    explicit_hash_key: str | None
 
 
 @dataclass(frozen=True)
 class SubscriptionEvent:
     """One SubscribeToShard event."""
 
-    records: tuple[RawRecord, ...]
+    records: Sequence[WireRecord]
     continuation_sequence: str | None  # None: the closed shard is fully read (SHARD_END)
     millis_behind_latest: int | None
 
@@ -227,7 +217,7 @@ class BotoKinesis:
         self._count("GetRecords")
         with _translate("GetRecords"):
             out = self._c.get_records(ShardIterator=iterator, Limit=limit)
-        records = tuple(_raw(r) for r in out.get("Records", []))
+        records = cast("list[WireRecord]", out.get("Records", []))  # used as they are: no copy per record
         return GetRecordsResult(records, out.get("NextShardIterator"), out.get("MillisBehindLatest"))
 
     def register_consumer(self, stream: str, name: str) -> str:
@@ -285,7 +275,7 @@ class _BotoSubscription:
                 if body is None:
                     continue
                 yield SubscriptionEvent(
-                    tuple(_raw(r) for r in body.get("Records", [])),
+                    cast("list[WireRecord]", body.get("Records", [])),
                     body.get("ContinuationSequenceNumber"),
                     body.get("MillisBehindLatest"),
                 )
@@ -294,37 +284,54 @@ class _BotoSubscription:
         self._stream.close()
 
 
-def _raw(r: dict[str, Any]) -> RawRecord:
-    return RawRecord(
-        r["SequenceNumber"], r["PartitionKey"], bytes(r["Data"]), r["ApproximateArrivalTimestamp"]
-    )
+KPL_MAGIC = b"\xf3\x89\x9a\xc2"  # the first bytes of every KPL-aggregated record
 
 
-def deaggregate(records: tuple[RawRecord, ...]) -> list[UserRecord]:
-    """Split KPL-aggregated records with the maintained ``aws-kinesis-agg`` library; others pass through."""
-    raw = [
-        {
-            "SequenceNumber": r.sequence_number,
-            "PartitionKey": r.partition_key,
-            "Data": r.data,
-            "ApproximateArrivalTimestamp": r.approximate_arrival,
-        }
-        for r in records
-    ]
-    out: list[UserRecord] = []
-    for rec in iter_deaggregate_records(raw, data_format="Boto3"):
-        k = rec["kinesis"]
+def to_records(stream: str, shard_id: str, wire: Sequence[WireRecord]) -> list[Record]:
+    """The user records in ``wire``, in order: one ``Record`` built per record, straight from the wire dict.
+
+    Only records that start with the KPL magic bytes go through ``aws-kinesis-agg``; a record whose
+    aggregate does not check out (digest, protobuf) is delivered as it is, as the library does.
+    """
+    out: list[Record] = []
+    append = out.append
+    build = tuple.__new__  # Record's own fields, without the Python-level constructor call per record
+    for w in wire:
+        data = w["Data"]
+        if data[:4] == KPL_MAGIC:
+            out.extend(_deaggregate(stream, shard_id, w))
+            continue
+        fields = (
+            stream,
+            shard_id,
+            w["SequenceNumber"],
+            0,
+            w["PartitionKey"],
+            data,
+            w["ApproximateArrivalTimestamp"],
+            False,
+            None,
+        )
+        append(build(Record, fields))
+    return out
+
+
+def _deaggregate(stream: str, shard_id: str, w: WireRecord) -> list[Record]:
+    out: list[Record] = []
+    for sub in iter_deaggregate_records(w, data_format="Boto3"):
+        k = sub["kinesis"]
         aggregated = bool(k.get("aggregated", False))
-        data = base64.b64decode(k["data"]) if aggregated else bytes(k["data"])
         out.append(
-            UserRecord(
-                sequence_number=k["sequenceNumber"],
-                sub_sequence_number=int(k.get("subSequenceNumber", 0)),
-                partition_key=k["partitionKey"],
-                data=data,
-                approximate_arrival=k["approximateArrivalTimestamp"],
-                aggregated=aggregated,
-                explicit_hash_key=k.get("explicitHashKey"),
+            Record(
+                stream,
+                shard_id,
+                k["sequenceNumber"],
+                int(k.get("subSequenceNumber", 0)),
+                k["partitionKey"],
+                base64.b64decode(k["data"]) if aggregated else bytes(k["data"]),
+                k["approximateArrivalTimestamp"],
+                aggregated,
+                k.get("explicitHashKey"),
             )
         )
     return out

@@ -11,10 +11,10 @@ from consumer.errors import MissingResourceError
 from consumer.retrieval.kinesis import (
     ExpiredIteratorError,
     GetRecordsResult,
-    RawRecord,
     ShardInfo,
     SubscriptionEvent,
     ThrottledError,
+    WireRecord,
 )
 
 __all__ = ["InMemoryKinesis"]
@@ -23,7 +23,7 @@ __all__ = ["InMemoryKinesis"]
 @dataclass
 class _Shard:
     info: ShardInfo
-    records: list[RawRecord] = field(default_factory=list)
+    records: list[WireRecord] = field(default_factory=list)  # as GetRecords returns them
     closed: bool = False
 
 
@@ -61,12 +61,19 @@ class InMemoryKinesis:
                 raise ValueError(f"{shard_id} is closed")
             self._seq += 1
             seq = str(self._seq)
-            shard.records.append(RawRecord(seq, partition_key, data, datetime.now(UTC)))
+            shard.records.append(
+                {
+                    "SequenceNumber": seq,
+                    "PartitionKey": partition_key,
+                    "Data": data,
+                    "ApproximateArrivalTimestamp": datetime.now(UTC),
+                }
+            )
             return seq
 
     def _close(self, shard: _Shard) -> None:
         shard.closed = True
-        last = shard.records[-1].sequence_number if shard.records else str(self._seq)
+        last = shard.records[-1]["SequenceNumber"] if shard.records else str(self._seq)
         shard.info = ShardInfo(
             shard.info.shard_id, shard.info.parent_shard_id, shard.info.adjacent_parent_shard_id, last
         )
@@ -114,12 +121,12 @@ class InMemoryKinesis:
             elif iterator_type == "AT_TIMESTAMP":
                 assert timestamp is not None
                 index = next(
-                    (i for i, r in enumerate(shard.records) if r.approximate_arrival >= timestamp),
+                    (i for i, r in enumerate(shard.records) if r["ApproximateArrivalTimestamp"] >= timestamp),
                     len(shard.records),
                 )
             else:
                 assert sequence is not None
-                seqs = [int(r.sequence_number) for r in shard.records]
+                seqs = [int(r["SequenceNumber"]) for r in shard.records]
                 target = int(sequence)
                 index = next((i for i, s in enumerate(seqs) if s >= target), len(seqs))
                 if iterator_type == "AFTER_SEQUENCE_NUMBER" and index < len(seqs) and seqs[index] == target:
@@ -183,7 +190,7 @@ class _MemorySubscription:
                 return
             result = self._k.get_records(self._iterator, 100)
             self._iterator = result.next_iterator
-            last = result.records[-1].sequence_number if result.records else None
+            last = result.records[-1]["SequenceNumber"] if result.records else None
             continuation = None if result.next_iterator is None else (last or self._continuation_of(result))
             yield SubscriptionEvent(result.records, continuation, result.millis_behind_latest)
             if not result.records:
@@ -194,7 +201,7 @@ class _MemorySubscription:
         assert result.next_iterator is not None
         stream, shard_id, index = result.next_iterator.split("|")
         records = self._k._streams[stream][shard_id].records
-        return records[int(index) - 1].sequence_number if int(index) > 0 else "0"
+        return records[int(index) - 1]["SequenceNumber"] if int(index) > 0 else "0"
 
     def close(self) -> None:
         self._closed.set()

@@ -94,6 +94,24 @@ def test_job_role_reads_raw_and_writes_curated_only(synth: Synth, env: str) -> N
     assert any(r.startswith("DataLakeArtifacts") and r.endswith("/spark/*") for r in s3_access)
 
 
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_job_role_can_set_up_cloudwatch_logging(synth: Synth, env: str) -> None:
+    """EMR Serverless's CloudWatch logging describes the group and its streams before it writes."""
+    template = synth.template(env, "analytics")
+    role = logical_id(template, "AWS::IAM::Role", "SparkJobRole")
+    logs: dict[str, set[str]] = {}
+    for statement in statements_of(template, role):
+        for action in as_list(statement["Action"]):
+            if action.startswith("logs:"):
+                logs.setdefault(action, set()).update(render(r) for r in as_list(statement["Resource"]))
+    group = {r for r in logs["logs:PutLogEvents"]}
+    assert len(group) == 1 and next(iter(group)).startswith("SparkJobLogs")
+    assert logs["logs:CreateLogStream"] == logs["logs:DescribeLogStreams"] == group
+    assert logs["logs:DescribeLogGroups"] == {
+        "arn:AWS::Partition:logs:AWS::Region:AWS::AccountId:log-group:*"
+    }
+
+
 def _definition(synth: Synth, env: str) -> dict[str, Any]:
     machine = synth.one(env, "analytics", "AWS::StepFunctions::StateMachine")["Properties"]
     definition: dict[str, Any] = json.loads(render(machine["DefinitionString"]))

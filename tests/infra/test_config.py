@@ -58,12 +58,9 @@ CASES = [
     ("consumer.shutdown_deadline_seconds", -1.5, "environments.dev.consumer.shutdown_deadline_seconds", ">="),
     ("consumer.stop_timeout_seconds", 20, "environments.dev.consumer.stop_timeout_seconds", "must exceed"),
     ("consumer.stop_timeout_seconds", 300, "environments.dev.consumer.stop_timeout_seconds", "<= 120"),
-    (
-        "capacity.termination_hook_timeout_seconds",
-        45,
-        "environments.dev.capacity.termination_hook_timeout_seconds",
-        "must exceed consumer.stop_timeout_seconds (45)",
-    ),
+    ("capacity.target_capacity_percent", 0, "environments.dev.capacity.target_capacity_percent", ">= 1"),
+    ("capacity.target_capacity_percent", 120, "environments.dev.capacity.target_capacity_percent", "<= 100"),
+    ("consumer.retrieval", "push", "environments.dev.consumer.retrieval", "one of polling, fanout"),
     (
         "capacity.min_instances",
         5,
@@ -95,6 +92,36 @@ def test_bad_value_names_the_setting(path: str, value: Any, setting: str, words:
     assert caught.value.setting == setting
     assert str(caught.value).startswith(f"{setting}: ")
     assert words in str(caught.value)
+
+
+EC2_CASES = [
+    # (change in environments.staging (EC2), value, setting the error must name, words the message must contain)
+    (
+        "capacity.max_instances",
+        4,
+        "environments.staging.capacity.max_instances",
+        "hold 2 tasks each; a deployment at scaling.max_tasks (5) runs 10 tasks at once, which needs at least 5",
+    ),
+    ("capacity.instance_type", "x9.huge", "environments.staging.capacity.instance_type", "INSTANCE_TYPES"),
+    ("consumer.memory_mib", 16384, "environments.staging.consumer.cpu", "does not fit on m6i.large"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "setting", "words"), EC2_CASES, ids=[c[0] for c in EC2_CASES])
+def test_bad_ec2_capacity_names_the_setting(path: str, value: Any, setting: str, words: str) -> None:
+    raw = copy.deepcopy(_raw())
+    _set(raw["staging"], path, value)
+    with pytest.raises(ConfigError) as caught:
+        load_environments(raw)
+    assert caught.value.setting == setting
+    assert words in str(caught.value)
+
+
+def test_fargate_ignores_the_instance_settings() -> None:
+    raw = copy.deepcopy(_raw())
+    raw["dev"]["capacity"]["instance_type"] = "x9.huge"
+    raw["dev"]["capacity"]["max_instances"] = 1
+    assert load_environments(raw)["dev"].capacity.launch_type == "FARGATE"
 
 
 def test_a_stream_listed_twice_is_rejected() -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from .cfn import as_list, logical_id, render, statements_of
-from .conftest import ENVIRONMENTS, Synth
+from .conftest import ENVIRONMENTS, REPO_ROOT, Synth
 
 pytestmark = pytest.mark.infra
 
@@ -23,7 +24,9 @@ CONTRACT = {
     "CONSUMER_SHUTDOWN_DEADLINE_SECONDS",
     "CONSUMER_RAW_BUCKET",
     "CONSUMER_RAW_PREFIX",
+    "CONSUMER_RETRIEVAL",
     "AWS_REGION",
+    "AWS_DEFAULT_REGION",
 }
 
 
@@ -51,7 +54,9 @@ def test_environment_is_the_consumer_contract(synth: Synth, env: str) -> None:
     assert "StateDeadLetterQueue" in variables["CONSUMER_DLQ_URL"]
     assert "DataLakeRaw" in variables["CONSUMER_RAW_BUCKET"]
     assert variables["CONSUMER_RAW_PREFIX"] == "raw"
-    assert variables["AWS_REGION"] == "AWS::Region"
+    assert variables["CONSUMER_RETRIEVAL"] == settings["consumer"]["retrieval"] == "polling"
+    # botocore reads AWS_DEFAULT_REGION, and on EC2 the ECS agent adds neither variable when one is set.
+    assert variables["AWS_REGION"] == variables["AWS_DEFAULT_REGION"] == "AWS::Region"
     assert (
         float(variables["CONSUMER_LEASE_DURATION_SECONDS"]) == settings["consumer"]["lease_duration_seconds"]
     )
@@ -68,12 +73,10 @@ def test_stop_timeout_exceeds_the_workers_shutdown_deadline(synth: Synth, env: s
 
 
 @pytest.mark.parametrize("env", ["staging", "prod"])
-def test_ec2_capacity_drains_before_termination(synth: Synth, env: str) -> None:
-    stop_timeout = _container(synth, env)["StopTimeout"]
-    hook = synth.one(env, "consumer", "AWS::AutoScaling::LifecycleHook")["Properties"]
-    assert hook["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
-    assert hook["HeartbeatTimeout"] > stop_timeout
-    assert hook["DefaultResult"] == "CONTINUE"
+def test_ec2_capacity_drains_through_ecs(synth: Synth, env: str) -> None:
+    # No lifecycle hook of our own: ECS managed draining brings its own, and one without a target would only
+    # hold every terminating instance (empty ones included) for its whole timeout.
+    assert not synth.resources(env, "consumer", "AWS::AutoScaling::LifecycleHook")
     provider = synth.one(env, "consumer", "AWS::ECS::CapacityProvider")["Properties"]
     asg_provider = provider["AutoScalingGroupProvider"]
     assert asg_provider["ManagedScaling"]["Status"] == "ENABLED"
@@ -93,6 +96,72 @@ def test_ec2_capacity_drains_before_termination(synth: Synth, env: str) -> None:
     service = synth.one(env, "consumer", "AWS::ECS::Service")["Properties"]
     (strategy,) = service["CapacityProviderStrategy"]
     assert render(strategy["CapacityProvider"]).startswith("ConsumerCapacityCapacityProvider")
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_spot_interruptions_drain_the_instance(synth: Synth, env: str) -> None:
+    template = synth.one(env, "consumer", "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    user_data = render(template["UserData"]["Fn::Base64"])
+    assert "echo ECS_ENABLE_SPOT_INSTANCE_DRAINING=true >> /etc/ecs/ecs.config" in user_data
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_capacity_holds_a_whole_deployment_with_room_to_spare(synth: Synth, env: str) -> None:
+    """At scaling.max_tasks a 100%/200% deployment runs twice the tasks: the group at its maximum holds them,
+    and managed scaling keeps spare instances so a deployment or a drain need not wait for a launch."""
+    from stacks.config import INSTANCE_TYPES
+
+    provider = synth.one(env, "consumer", "AWS::ECS::CapacityProvider")["Properties"]
+    target_capacity = provider["AutoScalingGroupProvider"]["ManagedScaling"]["TargetCapacity"]
+    assert target_capacity == synth.settings[env]["capacity"]["target_capacity_percent"] < 100
+    template = synth.one(env, "consumer", "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    task = synth.one(env, "consumer", "AWS::ECS::TaskDefinition")["Properties"]
+    (container,) = task["ContainerDefinitions"]
+    assert task["NetworkMode"] == "awsvpc"  # one ENI per task
+    per_instance = INSTANCE_TYPES[template["InstanceType"]].tasks_per_instance(
+        container["Cpu"], container["Memory"]
+    )
+    max_instances = int(
+        synth.one(env, "consumer", "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MaxSize"]
+    )
+    max_tasks = synth.one(env, "consumer", "AWS::ApplicationAutoScaling::ScalableTarget")["Properties"][
+        "MaxCapacity"
+    ]
+    deployment = synth.one(env, "consumer", "AWS::ECS::Service")["Properties"]["DeploymentConfiguration"]
+    during_deploy = -(-max_tasks * deployment["MaximumPercent"] // 100)
+    assert max_instances * per_instance >= during_deploy
+
+
+def test_instance_sizes_count_enis_cpu_and_memory() -> None:
+    from stacks.config import INSTANCE_TYPES
+
+    m6i_large = INSTANCE_TYPES["m6i.large"]
+    assert m6i_large.tasks_per_instance(512, 1024) == 2  # 3 ENIs, one the instance's own
+    assert m6i_large.tasks_per_instance(2048, 1024) == 1  # 2 vCPUs
+    assert INSTANCE_TYPES["c6i.large"].tasks_per_instance(512, 2048) == 1  # 4 GiB less the agent's share
+    assert INSTANCE_TYPES["m6i.4xlarge"].tasks_per_instance(512, 1024) == 7
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_service_waits_for_the_capacity_provider_association(synth: Synth, env: str) -> None:
+    """Created before the association, the service fails ("capacity provider is not associated with the
+    cluster"); deleted after it, the association fails ("capacity provider is in use")."""
+    template = synth.template(env, "consumer")
+    association = logical_id(template, "AWS::ECS::ClusterCapacityProviderAssociations", "Cluster")
+    service = template["Resources"][logical_id(template, "AWS::ECS::Service", "Service")]
+    assert association in as_list(service.get("DependsOn", []))
+    strategy = {render(s["CapacityProvider"]) for s in service["Properties"]["CapacityProviderStrategy"]}
+    associated = template["Resources"][association]["Properties"]["CapacityProviders"]
+    assert strategy <= {render(p) for p in associated}
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_capacity_provider_comes_after_the_cluster(synth: Synth, env: str) -> None:
+    """Creating the cluster makes ECS create its service-linked role, which managed scaling needs."""
+    template = synth.template(env, "consumer")
+    cluster = logical_id(template, "AWS::ECS::Cluster", "Cluster")
+    provider = template["Resources"][logical_id(template, "AWS::ECS::CapacityProvider", "Capacity")]
+    assert cluster in as_list(provider.get("DependsOn", []))
 
 
 def test_dev_runs_on_fargate(synth: Synth) -> None:
@@ -120,6 +189,40 @@ def test_scaling_is_bounded_by_shards_plus_standbys(synth: Synth, env: str) -> N
         for a in p["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
     )
     assert adjustments == [-1, 1, 3]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_scale_out_steps_are_the_documented_multiples_of_the_target(synth: Synth, env: str) -> None:
+    """docs/infrastructure.md: +1 task at or above the target, +3 above 4x the target."""
+    target = synth.settings[env]["scaling"]["lag_target_ms"]
+    assert "+1 task, +3 above 4x the target" in (REPO_ROOT / "docs" / "infrastructure.md").read_text()
+    alarms = synth.resources(env, "consumer", "AWS::CloudWatch::Alarm")
+    (threshold,) = [a["Properties"]["Threshold"] for k, a in alarms.items() if "LagAboveTarget" in k]
+    assert threshold == target
+    policies = synth.resources(env, "consumer", "AWS::ApplicationAutoScaling::ScalingPolicy")
+    (scale_out,) = [p for k, p in policies.items() if "ScaleOut" in k]
+    steps = {
+        a["ScalingAdjustment"]: (a.get("MetricIntervalLowerBound"), a.get("MetricIntervalUpperBound"))
+        for a in scale_out["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
+    }
+    # Step bounds are offsets from the alarm threshold.
+    assert steps == {1: (0, 3 * target), 3: (3 * target, None)}
+    assert threshold + steps[3][0] == 4 * target
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_scaling_uses_the_ecs_service_linked_role(synth: Synth, env: str) -> None:
+    """Application Auto Scaling acts on ECS through its service-linked role; no unused role is created."""
+    target = synth.one(env, "consumer", "AWS::ApplicationAutoScaling::ScalableTarget")["Properties"]
+    assert render(target["RoleARN"]) == (
+        "arn:AWS::Partition:iam::AWS::AccountId:role/aws-service-role/ecs.application-autoscaling.amazonaws.com"
+        "/AWSServiceRoleForApplicationAutoScaling_ECSService"
+    )
+    roles = synth.resources(env, "consumer", "AWS::IAM::Role").values()
+    principals = {
+        str(s["Principal"]) for r in roles for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    }
+    assert not [p for p in principals if "application-autoscaling" in p]
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
@@ -155,6 +258,8 @@ def test_task_role_reaches_only_its_own_resources(synth: Synth, env: str) -> Non
     assert set(grants) == {"kinesis", "kms", "dynamodb", "sqs", "s3"}
     streams = synth.settings[env]["streams"]
     assert len(grants["kinesis"]) == len(streams)
+    actions = {a for s in statements_of(template, role) for a in as_list(s["Action"])}
+    assert "kinesis:RegisterStreamConsumer" not in actions  # polling: no enhanced fan-out consumer
     assert all("streaming:" in r and "Streamskinesisfleet" in r for r in grants["kinesis"])
     assert {r.split("FnGetAtt")[1].split("Table")[0] for r in grants["dynamodb"]} == {
         "StateLease",
@@ -164,6 +269,19 @@ def test_task_role_reaches_only_its_own_resources(synth: Synth, env: str) -> Non
     (raw,) = grants["s3"]
     assert "DataLakeRaw" in raw and raw.endswith("/raw/*")
     assert {r.split("FnGetAtt")[1].split("Key")[0] for r in grants["kms"]} == {"Streams", "State", "DataLake"}
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_vpc_spans_max_azs(synth: Synth, env: str) -> None:
+    """Environment-agnostic stacks get two zones from CDK by default, whatever max_azs says."""
+    max_azs = synth.settings[env]["capacity"]["max_azs"]
+    subnets = synth.resources(env, "consumer", "AWS::EC2::Subnet").values()
+    zones = {json.dumps(s["Properties"]["AvailabilityZone"], sort_keys=True) for s in subnets}
+    assert zones == {
+        json.dumps({"Fn::Select": [i, {"Fn::GetAZs": ""}]}, sort_keys=True) for i in range(max_azs)
+    }
+    workers = [s for s in subnets if "workers" in json.dumps(s["Properties"].get("Tags", []))]
+    assert len(workers) == max_azs
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)

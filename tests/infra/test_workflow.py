@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, Synth
 
 pytestmark = pytest.mark.infra
 
@@ -52,3 +56,99 @@ def test_deploys_go_dev_then_staging_then_prod_with_oidc() -> None:
     assert "AWS_ACCESS_KEY_ID" not in text and "AWS_SECRET_ACCESS_KEY" not in text
     runs = " ".join(s.get("run", "") for s in deploy["steps"])
     assert 'cdk deploy --app cdk.out "${{ inputs.environment }}/*"' in runs
+
+
+def test_a_run_waiting_for_approval_holds_back_no_other_run() -> None:
+    """Workflow-level concurrency groups only a pull request's runs (a newer push cancels the older); a main
+    run waiting for the prod approval must not queue the next run's tests and dev deploy behind it."""
+    workflow = _load("infrastructure.yml")
+    concurrency = workflow["concurrency"]
+    assert concurrency["group"] == (
+        "infrastructure-${{ github.event_name == 'pull_request' && github.ref || github.run_id }}"
+    )
+    assert concurrency["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    for job in workflow["jobs"].values():
+        assert "concurrency" not in job  # the deploys queue in deploy.yml, per environment
+    deploy = _load("deploy.yml")["jobs"]["deploy"]
+    assert deploy["concurrency"] == {"group": "deploy-${{ inputs.environment }}", "cancel-in-progress": False}
+
+
+# The first major of each action whose action.yml runs on Node 24 (the runners dropped Node 20).
+NODE24_MAJORS = {
+    "actions/checkout": 5,
+    "actions/setup-python": 6,
+    "actions/setup-node": 5,
+    "actions/setup-java": 5,
+    "actions/upload-artifact": 6,
+    "actions/download-artifact": 7,
+    "aws-actions/configure-aws-credentials": 6,
+}
+
+
+def _steps() -> list[tuple[str, str, dict[str, Any]]]:
+    """(workflow file, job, step) for every step of every workflow."""
+    found = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job, body in yaml.safe_load(path.read_text())["jobs"].items():
+            found.extend((path.name, job, step) for step in body.get("steps", []))
+    return found
+
+
+def test_actions_are_on_majors_that_run_on_node_24() -> None:
+    uses = [step["uses"] for _, _, step in _steps() if "uses" in step]
+    assert len(uses) >= 10
+    for use in uses:
+        action, _, version = use.partition("@")
+        assert action in NODE24_MAJORS, f"{use}: unknown action; add its first Node 24 major to NODE24_MAJORS"
+        major = int(version.removeprefix("v").split(".")[0])
+        assert major >= NODE24_MAJORS[action], f"{use} runs on a Node version the runners dropped"
+
+
+def test_pip_and_npm_downloads_are_cached() -> None:
+    for name, job, step in _steps():
+        if step.get("uses", "").startswith("actions/setup-python@"):
+            assert step["with"]["cache"] == "pip", f"{name}:{job}"
+            assert "requirements/tools/*.txt" in step["with"]["cache-dependency-path"]
+        if step.get("uses", "").startswith("actions/setup-node@"):
+            assert step["with"]["cache"] == "npm", f"{name}:{job}"
+
+
+def test_the_image_is_built_once_and_every_deploy_uses_it() -> None:
+    synth = _load("infrastructure.yml")["jobs"]["synth"]
+    runs = [s.get("run", "") for s in synth["steps"]]
+    (build,) = [r for r in runs if "docker build" in r]
+    assert "image_asset.py cdk.out" in build and '--tag "$IMAGE_TAG"' in build and "docker save" in build
+    uploads = {
+        s["with"]["name"] for s in synth["steps"] if s.get("uses", "").startswith("actions/upload-artifact")
+    }
+    assert uploads == {"cdk-out", "consumer-image"}
+    steps = _load("deploy.yml")["jobs"]["deploy"]["steps"]
+    names = [
+        s.get("with", {}).get("name")
+        for s in steps
+        if s.get("uses", "").startswith("actions/download-artifact")
+    ]
+    assert names == ["cdk-out", "consumer-image"]
+    order = [s.get("run", "") for s in steps]
+    load = next(i for i, r in enumerate(order) if "docker load" in r)
+    deploy = next(i for i, r in enumerate(order) if "cdk deploy" in r)
+    assert load < deploy
+    assert not [r for r in order if "docker build" in r]
+
+
+def test_image_asset_script_names_the_one_image_every_environment_deploys(synth: Synth) -> None:
+    """The tag the synth job builds under is the one cdk-assets looks for before building (cdkasset-<id>)."""
+    script = REPO_ROOT / ".github" / "scripts" / "image_asset.py"
+    out = subprocess.run(
+        [sys.executable, str(script), str(synth.outdir)], capture_output=True, text=True, check=True
+    ).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines())
+    ids = {
+        asset_id
+        for manifest in synth.outdir.glob("assembly-*/*.assets.json")
+        for asset_id in json.loads(manifest.read_text()).get("dockerImages", {})
+    }
+    (asset_id,) = ids
+    assert values["IMAGE_TAG"] == f"cdkasset-{asset_id}"
+    assert values["IMAGE_DOCKERFILE"] == "consumer/Dockerfile" and values["IMAGE_PLATFORM"] == "linux/amd64"
+    assert (Path(values["IMAGE_CONTEXT"]) / "consumer" / "Dockerfile").is_file()

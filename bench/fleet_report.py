@@ -1,0 +1,137 @@
+"""The fleet benchmark's markdown tables, from its JSON: ``python -m bench.fleet_report [reports/bench/fleet.json]``.
+
+``make bench`` writes the same text to ``reports/bench/fleet.md``; paste it into docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["markdown"]
+
+_PLANNED_ROWS = (
+    ("scale_cycles", "scale_out", "scale-out 2 → 4"),
+    ("scale_cycles", "scale_in", "scale-in 4 → 2 (SIGTERM)"),
+    ("rolling_restart_cycles", "rolling_restart", "rolling restart (start new, SIGTERM oldest)"),
+)
+_OTHER_ROWS = (
+    ("crash_sigkill", "crash (SIGKILL 1 of 3)"),
+    ("zombie_sigstop", "zombie (SIGSTOP > lease, SIGCONT)"),
+    ("shard_split", "shard split under load (4 shards)"),
+    ("steady_state", "steady state (2 workers)"),
+)
+
+
+def _s(value: Any) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _n(value: Any) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _planned(scenarios: dict[str, Any]) -> list[str]:
+    lines = [
+        "| transition | runs | hand-offs | gap p50 / p95 / p99 / max (s) | SIGTERM → new owner's first record "
+        "p50 / max (s) | produced | lost | delivered twice | concurrent owners |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for scenario, kind, label in _PLANNED_ROWS:
+        r = scenarios.get(scenario)
+        if r is None:
+            continue
+        g = r.get("handoff_gap_by_kind_s", {}).get(kind, {})
+        takeover = r["signal_to_new_owner_first_record_s"] if kind != "scale_out" else {}
+        lines.append(
+            f"| {label} | {r.get('cycles', 1)} | {g.get('n', 0)} | "
+            f"{_s(g.get('p50'))} / {_s(g.get('p95'))} / {_s(g.get('p99'))} / {_s(g.get('max'))} | "
+            f"{_s(takeover.get('p50'))} / {_s(takeover.get('max'))} | {_n(r['produced'])} | {r['lost']} | "
+            f"{r['delivered_more_than_once']} | {r['concurrent_owner_overlaps']} |"
+        )
+    return lines
+
+
+def _others(scenarios: dict[str, Any]) -> list[str]:
+    lines = [
+        "| scenario | produced | lost | delivered twice | concurrent owners | moved shards | "
+        "gap p50 / p99 / max (s) | signal → new owner's first record p50 / max (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for scenario, label in _OTHER_ROWS:
+        r = scenarios.get(scenario)
+        if r is None:
+            continue
+        g, t = r["handoff_gap_s"], r["signal_to_new_owner_first_record_s"]
+        lines.append(
+            f"| {label} | {_n(r['produced'])} | {r['lost']} | {r['delivered_more_than_once']} | "
+            f"{r['concurrent_owner_overlaps']} | {r['moved_shards']} | "
+            f"{_s(g.get('p50'))} / {_s(g.get('p99'))} / {_s(g.get('max'))} | {_s(t.get('p50'))} / {_s(t.get('max'))} |"
+        )
+    return lines
+
+
+def _settings_line(summary: dict[str, Any]) -> str:
+    s, env = summary["settings"], summary.get("environment", {})
+    planned = [r for r in summary["scenarios"].values() if r.get("planned")]
+    spacing = planned[0]["producer_record_interval_per_shard_s"] if planned else None
+    default = f"{s['shards']} shards at {s['rate']:g} records/s"
+    shards = ", ".join(
+        sorted({f"{r['shards']} shards at {r['rate']:g} records/s" for r in planned if "shards" in r})
+    )
+    line = (
+        f"Settings: {shards or default} for the planned transitions (other scenarios: {default}), "
+        f"lease duration {s['lease_duration']:g} s, "
+        f"idle time between reads {s['idle_time']:g} s (`CONSUMER_IDLE_TIME_SECONDS`), scan interval "
+        f"{s['scan_interval']:g} s, inbox poll {s['inbox_poll_interval']:g} s; moto serializing "
+        f"`{env.get('moto_serialized_services', '?')}`; {env.get('cpus', '?')} CPUs, {env.get('date', '?')}, "
+        f"wall time {summary.get('wall_time_s', 0) / 60:.1f} min."
+    )
+    if spacing:
+        line += (
+            f" Producer (a single thread, one PutRecords call every 0.1 s; it falls behind its target when the "
+            f"emulator is slow): one put reaches a given shard every {_s(spacing['mean'])} s on average "
+            f"(p50 {_s(spacing['p50'])}, p95 {_s(spacing['p95'])}, max {_s(spacing['max'])} s); every gap "
+            "includes the wait for the shard's next record."
+        )
+    return line
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    scenarios = summary["scenarios"]
+    parts = [_settings_line(summary), "", *_planned(scenarios), "", *_others(scenarios)]
+    zombie = scenarios.get("zombie_sigstop")
+    if zombie:
+        parts += [
+            "",
+            f"Zombie: {zombie['zombie_deliveries_under_old_epochs_after_pause']} deliveries under its old epochs "
+            f"after SIGCONT; late checkpoint rejected: {zombie['zombie_late_checkpoint_rejected']}.",
+        ]
+    steady = scenarios.get("steady_state")
+    if steady and "lease_table_writes_per_shard_hour" in steady:
+        parts += [
+            "",
+            f"Lease-table writes per shard-hour (steady state): {steady['lease_table_writes_per_shard_hour']}.",
+        ]
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("json", nargs="?", default="reports/bench/fleet.json")
+    args = p.parse_args(argv)
+    path = Path(args.json)
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read {path}: {exc}", file=sys.stderr)
+        return 1
+    print(markdown(summary), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The fleet benchmark's scenarios: each drives one :class:`bench.fleet_runner.Fleet` and returns extras.
+
+Repeated scenarios (``scale_cycles``, ``rolling_restart_cycles``) repeat their planned transition until each
+kind of hand-off has happened ``Timing.handoffs`` times, so that p99 is a percentile and not the maximum.
+They return ``handoff_kinds``: per kind, which moves count (after ``since``; from or to which workers).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from bench.fleet_analysis import Move, handoff_moves, ownership_runs
+from bench.fleet_runner import Fleet
+from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.errors import CheckpointRejectedError
+from consumer.records import Position
+
+__all__ = ["SCENARIOS", "Scenario", "Timing", "count_kind"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    warmup: float = 12.0
+    settle: float = 12.0
+    steady_window: float = 60.0
+    #: Planned hand-offs wanted per kind in the repeated scenarios, and a bound on their repetitions.
+    handoffs: int = 100
+    max_cycles: int = 30
+    #: How long one step of a repeated scenario may take to settle before it is counted as timed out.
+    step_timeout: float = 60.0
+
+
+Scenario = Callable[[Fleet, Timing], dict[str, Any]]
+
+
+def count_kind(moves: list[Move], kind: dict[str, Any]) -> list[Move]:
+    """The moves of one hand-off kind: after ``since``, and from/to the listed workers when given."""
+    since = float(kind.get("since", 0.0))
+    sources, targets = kind.get("from"), kind.get("to")
+    return [
+        m
+        for m in moves
+        if m.at >= since
+        and (sources is None or m.source in sources)
+        and (targets is None or m.target in targets)
+        and not (kind.get("exclude_from") and m.source in kind["exclude_from"])
+    ]
+
+
+def _moves(f: Fleet) -> list[Move]:
+    return handoff_moves(ownership_runs(f.deliveries()))
+
+
+def _wait(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
+    deadline = time.monotonic() + t.step_timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            f.mark(f"timed out waiting for {what}")
+            timeouts.append(what)
+            return
+        time.sleep(0.3)
+
+
+def _all_shards_since(f: Fleet, since: float, workers: set[str]) -> bool:
+    """Every shard has delivered a record after ``since``, by one of ``workers``."""
+    fresh = {d.shard for d in f.deliveries() if d.t > since and d.worker in workers}
+    return len(fresh) >= f.settings.shards
+
+
+def _signal_and_watch(f: Fleet, worker: str, sig: signal.Signals) -> dict[str, Any]:
+    owners = f.last_owners(time.time())
+    t = f.signal(worker, sig)
+    return {"signals": {worker: t}, "owners": {worker: owners.get(worker, [])}}
+
+
+def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
+    """2 workers; repeatedly start 2 more (scale-out), wait for balance, SIGTERM them (scale-in)."""
+    base = {"w1", "w2"}
+    for w in sorted(base):
+        f.start_worker(w)
+    time.sleep(t.warmup)
+    since = time.time()
+    added: list[str] = []
+    signals: dict[str, float] = {}
+    owners: dict[str, list[str]] = {}
+    codes: dict[str, int] = {}
+    timeouts: list[str] = []
+    share = f.settings.shards // 4
+    kinds: dict[str, dict[str, Any]] = {}
+    for cycle in range(1, t.max_cycles + 1):
+        new = [f"w3c{cycle}", f"w4c{cycle}"]
+        for w in new:
+            f.start_worker(w)
+        added += new
+
+        def balanced(new: list[str] = new) -> bool:
+            now_owners = f.last_owners(time.time())
+            return all(len(now_owners.get(w, [])) >= share for w in new)
+
+        _wait(f, t, f"cycle {cycle}: new workers own their share", balanced, timeouts)
+        now_owners = f.last_owners(time.time())
+        for w in new:
+            signals[w] = f.signal(w, signal.SIGTERM)
+            owners[w] = now_owners.get(w, [])
+        stopped = time.time()
+        for w in new:
+            codes[w] = f.wait_exit(w)
+        _wait(
+            f,
+            t,
+            f"cycle {cycle}: base workers own every shard",
+            partial(_all_shards_since, f, stopped, base),
+            timeouts,
+        )
+        kinds = {
+            "scale_out": {"since": since, "to": added, "exclude_from": added},
+            "scale_in": {"since": since, "from": added},
+        }
+        moves = _moves(f)
+        if all(len(count_kind(moves, k)) >= t.handoffs for k in kinds.values()):
+            break
+    return {
+        "planned": True,
+        "cycles": cycle,
+        "signals": signals,
+        "owners": owners,
+        "exit_codes": codes,
+        "step_timeouts": timeouts,
+        "handoff_kinds": kinds,
+    }
+
+
+def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
+    """2 workers; repeatedly start a replacement, let it be seen, SIGTERM the oldest (an ECS rolling deploy)."""
+    live = ["r0a", "r0b"]
+    for w in live:
+        f.start_worker(w)
+    time.sleep(t.warmup)
+    since = time.time()
+    signals: dict[str, float] = {}
+    owners: dict[str, list[str]] = {}
+    codes: dict[str, int] = {}
+    timeouts: list[str] = []
+    kinds = {"rolling_restart": {"since": since}}
+    for step in range(1, t.max_cycles + 1):
+        new, old = f"r{step}", live[0]
+        f.start_worker(new)
+        f.wait_registered(new)
+        time.sleep(2 * f.settings.scan_interval + 0.5)  # the old workers have seen the new one alive
+        watched = _signal_and_watch(f, old, signal.SIGTERM)
+        signals.update(watched["signals"])
+        owners.update(watched["owners"])
+        stopped = time.time()
+        codes[old] = f.wait_exit(old)
+        live = [*live[1:], new]
+        _wait(
+            f,
+            t,
+            f"step {step}: every shard flows",
+            partial(_all_shards_since, f, stopped, set(live)),
+            timeouts,
+        )
+        if len(count_kind(_moves(f), kinds["rolling_restart"])) >= t.handoffs:
+            break
+    return {
+        "planned": True,
+        "cycles": step,
+        "signals": signals,
+        "owners": owners,
+        "exit_codes": codes,
+        "step_timeouts": timeouts,
+        "handoff_kinds": kinds,
+    }
+
+
+def scale_out(f: Fleet, t: Timing) -> dict[str, Any]:
+    f.start_worker("w1")
+    f.start_worker("w2")
+    time.sleep(t.warmup)
+    f.start_worker("w3")
+    f.start_worker("w4")
+    time.sleep(t.settle)
+    return {"planned": True}
+
+
+def scale_in(f: Fleet, t: Timing) -> dict[str, Any]:
+    for w in ("w1", "w2", "w3", "w4"):
+        f.start_worker(w)
+    time.sleep(t.warmup)
+    owners = f.last_owners(time.time())
+    signals = {w: f.signal(w, signal.SIGTERM) for w in ("w3", "w4")}
+    codes = {w: f.wait_exit(w) for w in ("w3", "w4")}
+    time.sleep(t.settle)
+    return {
+        "planned": True,
+        "signals": signals,
+        "owners": {w: owners.get(w, []) for w in signals},
+        "exit_codes": codes,
+    }
+
+
+def rolling_restart(f: Fleet, t: Timing) -> dict[str, Any]:
+    f.start_worker("old1")
+    f.start_worker("old2")
+    time.sleep(t.warmup)
+    signals: dict[str, float] = {}
+    owners_at: dict[str, list[str]] = {}
+    codes: dict[str, int] = {}
+    for old, new in (("old1", "new1"), ("old2", "new2")):
+        f.start_worker(new)
+        f.wait_registered(new)
+        time.sleep(2 * f.settings.scan_interval + 0.5)  # the old worker has seen the new one alive
+        w = _signal_and_watch(f, old, signal.SIGTERM)
+        signals.update(w["signals"])
+        owners_at.update(w["owners"])
+        codes[old] = f.wait_exit(old)
+        time.sleep(3)
+    time.sleep(t.settle)
+    return {"planned": True, "signals": signals, "owners": owners_at, "exit_codes": codes}
+
+
+def crash(f: Fleet, t: Timing) -> dict[str, Any]:
+    for w in ("w1", "w2", "w3"):
+        f.start_worker(w)
+    time.sleep(t.warmup)
+    watched = _signal_and_watch(f, "w3", signal.SIGKILL)
+    f.wait_exit("w3")
+    time.sleep(f.settings.lease_duration + t.settle)
+    return {"planned": False, **watched}
+
+
+def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
+    f.start_worker("w1")
+    f.start_worker("zombie")
+    time.sleep(t.warmup)
+    before = [d for d in f.deliveries() if d.worker == "zombie"]
+    old_epochs = {d.shard: d.epoch for d in before}
+    stopped = f.signal("zombie", signal.SIGSTOP)
+    time.sleep(f.settings.lease_duration + 3)
+    resumed = f.signal("zombie", signal.SIGCONT)
+    time.sleep(t.settle)
+    after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= stopped]
+    stale = [d for d in after if old_epochs.get(d.shard) == d.epoch]
+    rejected = None
+    if old_epochs:
+        shard, epoch = next(iter(old_epochs.items()))
+        store = DynamoDBCheckpointStore(f.ddb, f.checkpoint_table)
+        try:
+            store.save(f.stream, shard, epoch, Position("9" * 50))
+            rejected = False
+        except CheckpointRejectedError as exc:
+            rejected = exc.stale_epoch
+    return {
+        "planned": False,
+        "zombie_shards_before_pause": len(old_epochs),
+        "zombie_deliveries_under_old_epochs_after_pause": len(stale),
+        "zombie_late_checkpoint_rejected": rejected,
+        "paused_s": round(resumed - stopped, 3),
+    }
+
+
+def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
+    f.start_worker("w1")
+    f.start_worker("w2")
+    time.sleep(t.warmup)
+    shards = f.kinesis.list_shards(StreamName=f.stream)["Shards"]
+    parent = shards[0]["ShardId"]
+    low, high = (int(shards[0]["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
+    f.mark(f"split {parent}")
+    f.kinesis.split_shard(StreamName=f.stream, ShardToSplit=parent, NewStartingHashKey=str((low + high) // 2))
+    f.wait_active()
+    time.sleep(t.settle)
+    kids = [
+        s["ShardId"]
+        for s in f.kinesis.list_shards(StreamName=f.stream)["Shards"]
+        if s.get("ParentShardId") == parent
+    ]
+    ds = f.deliveries()
+    parent_last = max((d.t for d in ds if d.shard == parent), default=0.0)
+    kid_first = min((d.t for d in ds if d.shard in kids), default=float("inf"))
+    return {"planned": False, "children": kids, "children_before_parent_end": int(kid_first < parent_last)}
+
+
+def steady(f: Fleet, t: Timing) -> dict[str, Any]:
+    f.start_worker("w1")
+    f.start_worker("w2")
+    time.sleep(t.warmup + t.steady_window)
+    return {"planned": False, "steady_window_s": t.steady_window}
+
+
+#: name -> (scenario, FleetSettings overrides). The first six run by default (``make bench``); the single
+#: scale-out/scale-in/rolling runs are the fast versions tests/integration/test_fleet.py uses.
+SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
+    # 16 shards at 10 records/s each: each repetition moves 8 shards (a worker start takes seconds here).
+    "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
+    "rolling_restart_cycles": (rolling_restart_cycles, {"shards": 16, "rate": 160.0}),
+    "crash_sigkill": (crash, {}),
+    "zombie_sigstop": (zombie, {}),
+    "shard_split": (shard_split, {"shards": 4}),
+    "steady_state": (steady, {}),
+    "scale_out_2_to_4": (scale_out, {}),
+    "scale_in_4_to_2": (scale_in, {}),
+    "rolling_restart": (rolling_restart, {}),
+}
+DEFAULT_SCENARIOS = tuple(list(SCENARIOS)[:6])
