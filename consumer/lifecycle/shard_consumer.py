@@ -30,7 +30,7 @@ from consumer.lifecycle.processor import (
     ShutdownRequestedInput,
 )
 from consumer.lifecycle.retry import RetryPolicy
-from consumer.lifecycle.shard_start import ConsumerContext, Started, start_shard
+from consumer.lifecycle.shard_start import ConsumerContext, Started, open_reader, start_shard
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
 from consumer.retrieval.reader import ShardReader
@@ -57,6 +57,8 @@ class ShardConsumer:
         self._signal = threading.Event()  # the one stop signal; wakes every wait in the loop
         self._reason: ShutdownReason | None = None
         self._reader: ShardReader | None = None
+        self._taken: Position | None = None  # the last record taken from a reader (or the start position)
+        self._initial = "TRIM_HORIZON"
         self._processor: RecordProcessor | None = None
         self._batch: Sequence[Record] = ()
         self._shard_end = False
@@ -122,6 +124,7 @@ class ShardConsumer:
         started = start_shard(self.lease, self._spec, self._ctx, self.guard)
         if isinstance(started, Started):
             self._processor, self._reader = started.processor, started.reader
+            self._taken, self._initial = started.start, started.initial
         return started
 
     def _run(self) -> Outcome:
@@ -140,8 +143,10 @@ class ShardConsumer:
     def _suspend(self) -> None:
         """Our heartbeat window is closed: hold nothing (e.g. the shard's one fan-out subscription, which
         whoever takes over needs) and wait until the coordinator renews it or declares the lease lost."""
-        if self._reader is not None:
+        if self._reader is not None:  # reopened after the last record taken once the window opens again
+            self._reader.interrupt()
             self._reader.close()
+            self._reader = None
         self._retry.pause()
         self._signal.wait(0.05)
 
@@ -193,10 +198,11 @@ class ShardConsumer:
         writer.flush_pending()
         behind: int | None = None
         if not self._batch and not self._shard_end:
-            assert self._reader is not None
-            fetched = self._reader.fetch()
+            fetched = self._open_reader().fetch()
             if fetched is None:
                 return None
+            if fetched.records:
+                self._taken = fetched.records[-1].position
             self._shard_end = fetched.shard_end
             behind = fetched.millis_behind_latest
             if behind is not None:
@@ -208,6 +214,13 @@ class ShardConsumer:
         if self._shard_end and not self._batch:
             return self._end(processor, writer, policy)
         return None
+
+    def _open_reader(self) -> ShardReader:
+        if self._reader is None:
+            self._reader = open_reader(self._ctx, self.lease, self._taken, self._initial)
+            if self._reason is not None:  # a stop that came while there was no reader to interrupt
+                self._reader.interrupt()
+        return self._reader
 
     def _deliver(
         self,

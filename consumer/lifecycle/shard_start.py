@@ -26,7 +26,7 @@ from consumer.retrieval.polling import PollingReader
 from consumer.retrieval.reader import FetchAhead, ShardReader
 from consumer.sinks.dlq import DeadLetterQueue
 
-__all__ = ["ConsumerContext", "Started", "start_shard"]
+__all__ = ["ConsumerContext", "Started", "open_reader", "start_shard"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +51,12 @@ class Started:
     writer: CheckpointWriter
     policy: CheckpointPolicy
     reader: ShardReader
+    start: Position | None  # the checkpoint the ownership started at
+    initial: str  # where to start without one
 
 
-def _reader(ctx: ConsumerContext, lease: Lease, start: Position | None, initial: str) -> ShardReader:
+def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, initial: str) -> ShardReader:
+    """A reader of the lease's shard after ``start`` (or at ``initial`` without one)."""
     cfg = ctx.config.retrieval
     common = (lease.stream, lease.shard_id, cfg)
     reader: ShardReader
@@ -105,4 +108,4 @@ def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: Sha
     log_event(
         logger, "shard_started", logging.INFO, starting_position=str(start) if start else initial, **fields
     )
-    return Started(processor, writer, policy, _reader(ctx, lease, start, initial))
+    return Started(processor, writer, policy, open_reader(ctx, lease, start, initial), start, initial)
