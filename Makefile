@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-pipeline synth dist clean
+.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-faults bench-pipeline synth dist clean
 
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
 
@@ -64,9 +64,14 @@ spark: setup
 demo: setup
 	$(PY) -m tools.demo
 
-## bench: the fleet benchmark (JSON + PNG timelines in reports/bench)
+## bench: the fleet benchmark (JSON + PNG timelines in reports/bench), then the fault scenarios
 bench: setup
 	$(PY) -m bench.fleet
+	$(PY) -m bench.faults
+
+## bench-faults: faults injected over the network (outages, resets, slow responses) on polling and fan-out
+bench-faults: setup
+	$(PY) -m bench.faults
 
 ## bench-pipeline: the Spark vs DuckDB pipeline benchmark
 bench-pipeline: setup
