@@ -152,26 +152,14 @@ class Effects:
     def _write(self, a: LeaseWrite) -> Event:
         try:
             new = self._writes[a.kind](a)
-        except LeaseConflictError as exc:
-            log_event(
-                logger,
-                "lease_race_lost",
-                logging.INFO,
-                action=a.kind.value,
-                lease=a.lease.key,
-                error=str(exc),
-            )
-            return ActionResult(a.kind, a.lease, Result.CONFLICT, to=a.to, error=str(exc))
         except Exception as exc:
-            log_event(
-                logger,
-                "lease_write_failed",
-                logging.WARNING,
-                action=a.kind.value,
-                lease=a.lease.key,
-                error=_describe(exc),
-            )
-            return ActionResult(a.kind, a.lease, Result.FAILED, to=a.to, error=_describe(exc))
+            # A condition that did not hold: the lease moved on. Anything else: the coordinator retries.
+            conflict = isinstance(exc, LeaseConflictError)
+            result, error = (Result.CONFLICT, str(exc)) if conflict else (Result.FAILED, _describe(exc))
+            event = "lease_race_lost" if conflict else "lease_write_failed"
+            level = logging.INFO if conflict else logging.WARNING
+            log_event(logger, event, level, action=a.kind.value, lease=a.lease.key, error=error)
+            return ActionResult(a.kind, a.lease, result, to=a.to, error=error)
         if a.kind is WriteKind.TRANSFER:
             log_event(
                 logger, "lease_handed_over", worker=self._id, lease=a.lease.key, to=a.to, epoch=new.epoch
