@@ -123,7 +123,7 @@ class ShardConsumer:
     def _setup(self) -> Started | Outcome:
         started = start_shard(self.lease, self._spec, self._ctx, self.guard)
         if isinstance(started, Started):
-            self._processor, self._reader = started.processor, started.reader
+            self._processor = started.processor
             self._taken, self._initial = started.start, started.initial
         return started
 
@@ -216,6 +216,7 @@ class ShardConsumer:
         return None
 
     def _open_reader(self) -> ShardReader:
+        """The reader, opened (again, after a suspension) after the last record taken."""
         if self._reader is None:
             self._reader = open_reader(self._ctx, self.lease, self._taken, self._initial)
             if self._reason is not None:  # a stop that came while there was no reader to interrupt

@@ -1,5 +1,5 @@
-"""Starting one shard's ownership: what the shard loop shares with the worker, and everything done before
-the first fetch (checkpoint read, processor, checkpoint policy, reader)."""
+"""Starting one shard's ownership: what the shard loop shares with the worker, everything done before the
+first fetch (checkpoint read, processor, checkpoint policy), and the readers the loop opens."""
 
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ class Started:
     processor: RecordProcessor
     writer: CheckpointWriter
     policy: CheckpointPolicy
-    reader: ShardReader
     start: Position | None  # the checkpoint the ownership started at
     initial: str  # where to start without one
 
@@ -108,4 +107,4 @@ def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: Sha
     log_event(
         logger, "shard_started", logging.INFO, starting_position=str(start) if start else initial, **fields
     )
-    return Started(processor, writer, policy, open_reader(ctx, lease, start, initial), start, initial)
+    return Started(processor, writer, policy, start, initial)
