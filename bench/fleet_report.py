@@ -37,8 +37,9 @@ def _n(value: Any) -> str:
 def _planned(scenarios: dict[str, Any]) -> list[str]:
     lines = [
         "| transition | runs | hand-offs | gap p50 / p95 / p99 / max (s) | SIGTERM → new owner's first record "
-        "p50 / max (s) | produced | lost | delivered twice | concurrent owners |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "p50 / max (s) | producer: records/s, per-shard interval mean / p95 (s) | produced | lost | "
+        "delivered twice | concurrent owners |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for scenario, kind, label in _PLANNED_ROWS:
         r = scenarios.get(scenario)
@@ -46,10 +47,13 @@ def _planned(scenarios: dict[str, Any]) -> list[str]:
             continue
         g = r.get("handoff_gap_by_kind_s", {}).get(kind, {})
         takeover = r["signal_to_new_owner_first_record_s"] if kind != "scale_out" else {}
+        spacing = r.get("producer_record_interval_per_shard_s", {})
         lines.append(
             f"| {label} | {r.get('cycles', 1)} | {g.get('n', 0)} | "
             f"{_s(g.get('p50'))} / {_s(g.get('p95'))} / {_s(g.get('p99'))} / {_s(g.get('max'))} | "
-            f"{_s(takeover.get('p50'))} / {_s(takeover.get('max'))} | {_n(r['produced'])} | {r['lost']} | "
+            f"{_s(takeover.get('p50'))} / {_s(takeover.get('max'))} | "
+            f"{r.get('producer_records_per_s', '—')}, {_s(spacing.get('mean'))} / {_s(spacing.get('p95'))} | "
+            f"{_n(r['produced'])} | {r['lost']} | "
             f"{r['delivered_more_than_once']} | {r['concurrent_owner_overlaps']} |"
         )
     return lines
@@ -76,28 +80,18 @@ def _others(scenarios: dict[str, Any]) -> list[str]:
 
 def _settings_line(summary: dict[str, Any]) -> str:
     s, env = summary["settings"], summary.get("environment", {})
-    planned = [r for r in summary["scenarios"].values() if r.get("planned")]
-    spacing = planned[0]["producer_record_interval_per_shard_s"] if planned else None
-    default = f"{s['shards']} shards at {s['rate']:g} records/s"
-    shards = ", ".join(
-        sorted({f"{r['shards']} shards at {r['rate']:g} records/s" for r in planned if "shards" in r})
+    planned = [r for r in summary["scenarios"].values() if r.get("planned") and "shards" in r]
+    default = f"{s['shards']} shards, producer target {s['rate']:g} records/s"
+    targets = sorted({f"{r['shards']} shards, producer target {r['rate']:g} records/s" for r in planned})
+    return (
+        f"Settings: {', '.join(targets) or default} for the planned transitions (other scenarios: {default}); "
+        f"lease duration {s['lease_duration']:g} s, idle time between reads {s['idle_time']:g} s "
+        f"(`CONSUMER_IDLE_TIME_SECONDS`), scan interval {s['scan_interval']:g} s, inbox poll "
+        f"{s['inbox_poll_interval']:g} s; moto serializing `{env.get('moto_serialized_services', '?')}`; "
+        f"{env.get('cpus', '?')} CPUs, {env.get('date', '?')}, wall time {summary.get('wall_time_s', 0) / 60:.1f} "
+        "min. The producer is one thread making one PutRecords call every 0.1 s and falls behind its target "
+        "when the emulator is slow; every gap includes the wait for the shard's next record."
     )
-    line = (
-        f"Settings: {shards or default} for the planned transitions (other scenarios: {default}), "
-        f"lease duration {s['lease_duration']:g} s, "
-        f"idle time between reads {s['idle_time']:g} s (`CONSUMER_IDLE_TIME_SECONDS`), scan interval "
-        f"{s['scan_interval']:g} s, inbox poll {s['inbox_poll_interval']:g} s; moto serializing "
-        f"`{env.get('moto_serialized_services', '?')}`; {env.get('cpus', '?')} CPUs, {env.get('date', '?')}, "
-        f"wall time {summary.get('wall_time_s', 0) / 60:.1f} min."
-    )
-    if spacing:
-        line += (
-            f" Producer (a single thread, one PutRecords call every 0.1 s; it falls behind its target when the "
-            f"emulator is slow): one put reaches a given shard every {_s(spacing['mean'])} s on average "
-            f"(p50 {_s(spacing['p50'])}, p95 {_s(spacing['p95'])}, max {_s(spacing['max'])} s); every gap "
-            "includes the wait for the shard's next record."
-        )
-    return line
 
 
 def markdown(summary: dict[str, Any]) -> str:
