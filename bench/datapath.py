@@ -1,0 +1,367 @@
+"""The data-path benchmark (``make bench-datapath``): the worker next to a bare GetRecords loop.
+
+Both read the same backlog in the same run, interleaved (bare, worker, worker, bare, ...), each trial in a
+process of its own: on kinesis-local (the worker is ``python -m consumer run`` with DynamoDB on moto and
+auto checkpoints) and on the in-memory seams (pinned to one core), with plain and KPL-aggregated records,
+and a 16-shard backlog for peak RSS. Measured inside the process from the first record to the last:
+records/s, CPU seconds (all threads) per 100k records, peak RSS. Medians over the repeats; JSON in
+``reports/bench/datapath.json`` and a markdown table in ``reports/bench/datapath.md``. ``--profile`` also
+records py-spy profiles of the worker (``--before REF`` adds the same for an earlier commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.datapath_trial import aggregate, payload
+from consumer.config import RetrievalConfig
+from consumer.dynamo import create_tables
+
+__all__ = ["Scenario", "main"]
+
+REPO = Path(__file__).resolve().parents[1]
+IDLE = RetrievalConfig().idle_time_between_reads  # the production cadence (0.25 s)
+LIMIT = RetrievalConfig().max_records
+PREFETCH = RetrievalConfig().prefetch_batches
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    backend: str  # "local" (kinesis-local + moto) or "memory"
+    shards: int
+    records: int  # user records
+    kpl: bool
+    idle: float
+    per_aggregate: int = 100
+
+
+def scenarios(args: argparse.Namespace) -> list[Scenario]:
+    out = [
+        Scenario("kinesis-local, plain", "local", 4, args.records, False, IDLE),
+        Scenario("kinesis-local, KPL", "local", 4, args.records, True, IDLE),
+        Scenario("in-memory, plain", "memory", 4, args.memory_records, False, 0.0),
+        Scenario("in-memory, KPL", "memory", 4, args.memory_records, True, 0.0),
+        Scenario("kinesis-local, 16 shards (RSS)", "local", 16, args.rss_records, False, IDLE),
+    ]
+    return [s for s in out if not args.only or any(o in s.name for o in args.only)]
+
+
+def _fill(kinesis: Any, stream: str, sc: Scenario) -> None:
+    """Put the backlog: plain records 500 per PutRecords; KPL aggregates of ``per_aggregate`` records."""
+    entries: list[dict[str, Any]] = []
+    if sc.kpl:
+        for first in range(0, sc.records, sc.per_aggregate):
+            entries.append({"Data": aggregate(first, sc.per_aggregate), "PartitionKey": f"agg-{first}"})
+    else:
+        entries = [{"Data": payload(i), "PartitionKey": f"pk-{i}"} for i in range(sc.records)]
+    for i in range(0, len(entries), 500):
+        chunk = entries[i : i + 500]
+        while chunk:
+            out = kinesis.put_records(StreamName=stream, Records=chunk)
+            chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
+
+
+def _run_trial(spec: dict[str, Any], env: dict[str, str], timeout: float) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.datapath_trial", json.dumps(spec)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"trial {spec['kind']} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def _worker_env(
+    base: dict[str, str], stream: str, sc: Scenario, result: Path, extra: dict[str, str]
+) -> dict[str, str]:
+    suffix = uuid.uuid4().hex[:8]
+    return {
+        **base,
+        "CONSUMER_APPLICATION": "datapath",
+        "CONSUMER_STREAMS": stream,
+        "CONSUMER_PROCESSOR": "bench.datapath_processor:CountingProcessor",
+        "CONSUMER_LEASE_TABLE": f"dp-leases-{suffix}",
+        "CONSUMER_CHECKPOINT_TABLE": f"dp-cps-{suffix}",
+        "CONSUMER_WORKER_ID": f"dp-{suffix}",
+        "CONSUMER_IDLE_TIME_SECONDS": str(sc.idle),
+        "CONSUMER_MAX_RECORDS": str(LIMIT),
+        "CONSUMER_SCAN_INTERVAL_SECONDS": "0.5",
+        "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
+        "CONSUMER_LOG_LEVEL": "WARNING",
+        "DATAPATH_TARGET": str(sc.records),
+        "DATAPATH_RESULT": str(result),
+        **extra,
+    }
+
+
+def _run_cli_worker(
+    ddb: Any, env: dict[str, str], result: Path, timeout: float, wrap: list[str] | None = None
+) -> dict[str, Any]:
+    """``python -m consumer run`` until it has processed the backlog (its processor writes the result)."""
+    create_tables(ddb, env["CONSUMER_LEASE_TABLE"], env["CONSUMER_CHECKPOINT_TABLE"])
+    result.unlink(missing_ok=True)
+    cmd = [*(wrap or []), sys.executable, "-m", "consumer", "run"]
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    try:
+        while not result.exists() or not result.read_text():
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited {proc.returncode}: {proc.stderr.read()[-2000:]!r}")  # type: ignore[union-attr]
+            if time.monotonic() > deadline:
+                raise RuntimeError("worker did not process the backlog in time")
+            time.sleep(0.05)
+        out: dict[str, Any] = json.loads(result.read_text())
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT if wrap else signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in rows))
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    return {k: _median(rows, k) for k in ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s")}
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.emulators: Any = None
+        self.env = dict(os.environ)
+
+    def local(self) -> tuple[Any, Any]:
+        if self.emulators is None:
+            from tools.emulators import Emulators
+
+            self.emulators = Emulators().start()
+            self.env = {**os.environ, **self.emulators.endpoints.env()}
+        return self.emulators.client("kinesis"), self.emulators.client("dynamodb")
+
+    def stop(self) -> None:
+        if self.emulators is not None:
+            self.emulators.stop()
+
+    def run_local(self, sc: Scenario) -> dict[str, list[dict[str, Any]]]:
+        kinesis, ddb = self.local()
+        stream = f"dp-{uuid.uuid4().hex[:8]}"
+        kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
+        while (
+            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
+            != "ACTIVE"
+        ):
+            time.sleep(0.1)
+        began = time.monotonic()
+        _fill(kinesis, stream, sc)
+        print(f"  backlog of {sc.records} records put in {time.monotonic() - began:.0f}s", flush=True)
+        rows: dict[str, list[dict[str, Any]]] = {"bare": [], "worker": []}
+        result = self.workdir / "worker.json"
+        for rep in range(self.args.repeats):
+            for kind in ("bare", "worker") if rep % 2 == 0 else ("worker", "bare"):
+                if kind == "bare":
+                    spec = {
+                        "kind": "bare-local",
+                        "stream": stream,
+                        "records": sc.records,
+                        "kpl": sc.kpl,
+                        "idle": sc.idle,
+                        "limit": LIMIT,
+                    }
+                    row = _run_trial(spec, self.env, self.args.timeout)
+                else:
+                    env = _worker_env(self.env, stream, sc, result, {})
+                    row = _run_cli_worker(ddb, env, result, self.args.timeout)
+                rows[kind].append(row)
+                print(
+                    f"  {kind:6s} {row['records_per_s']:>10,.0f} rec/s  {row['cpu_s_per_100k']:.2f} CPU-s/100k  "
+                    f"{row['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
+        if self.args.profile:
+            self.profile_local(ddb, stream, sc)
+        return rows
+
+    def run_memory(self, sc: Scenario) -> dict[str, list[dict[str, Any]]]:
+        rows: dict[str, list[dict[str, Any]]] = {"bare": [], "worker": []}
+        base = {
+            "records": sc.records,
+            "shards": sc.shards,
+            "kpl": sc.kpl,
+            "idle": sc.idle,
+            "limit": LIMIT,
+            "per_aggregate": sc.per_aggregate,
+            "cpu": self.args.cpu,
+        }
+        for rep in range(self.args.repeats):
+            for kind in ("bare", "worker") if rep % 2 == 0 else ("worker", "bare"):
+                row = _run_trial({**base, "kind": f"{kind}-memory"}, self.env, self.args.timeout)
+                rows[kind].append(row)
+                print(
+                    f"  {kind:6s} {row['records_per_s']:>10,.0f} rec/s  {row['cpu_s_per_100k']:.3f} CPU-s/100k  "
+                    f"{row['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
+        if self.args.profile and not sc.kpl:
+            self.profile_memory(base)
+        return rows
+
+    # -- py-spy profiles of the worker ------------------------------------------------------------
+    def _pyspy(self, name: str) -> list[str]:
+        out = REPO / "reports" / "bench" / "profiles" / f"{name}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return [
+            str(Path(sys.executable).parent / "py-spy"),
+            "record",
+            "--subprocesses",
+            "-r",
+            "250",
+            "-f",
+            "raw",
+            "-o",
+            str(out),
+            "--",
+        ]
+
+    def _code_env(self, before: bool) -> dict[str, str]:
+        if not before:
+            return {}
+        return {"PYTHONPATH": f"{self.before_tree()}{os.pathsep}{REPO}"}
+
+    def before_tree(self) -> Path:
+        tree = self.workdir / "before"
+        if not tree.exists():
+            tree.mkdir()
+            archive = subprocess.run(
+                ["git", "archive", self.args.before, "consumer"], cwd=REPO, check=True, capture_output=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        return tree
+
+    def profile_local(self, ddb: Any, stream: str, sc: Scenario) -> None:
+        tag = "kpl" if sc.kpl else "plain"
+        for before in (False, True) if self.args.before else (False,):
+            name = f"worker-local-{tag}-{'before' if before else 'after'}"
+            env = _worker_env(self.env, stream, sc, self.workdir / "profile.json", self._code_env(before))
+            _run_cli_worker(
+                ddb, env, self.workdir / "profile.json", self.args.timeout, wrap=self._pyspy(name)
+            )
+            print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
+
+    def profile_memory(self, base: dict[str, Any]) -> None:
+        for before in (False, True) if self.args.before else (False,):
+            name = f"worker-memory-plain-{'before' if before else 'after'}"
+            spec = json.dumps({**base, "kind": "worker-memory"})
+            env = {**self.env, **self._code_env(before)}
+            cmd = [*self._pyspy(name), sys.executable, "-m", "bench.datapath_trial", spec]
+            subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, timeout=self.args.timeout, check=True)
+            print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
+
+
+def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
+    lines = [
+        "| scenario | loop | records/s | CPU-s per 100k records | peak RSS (MB) | records/s vs bare | CPU vs bare | RSS vs bare |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        bare, worker = r["bare"], r["worker"]
+        lines.append(
+            f"| {r['scenario']} | bare loop | {bare['records_per_s']:,.0f} | {bare['cpu_s_per_100k']:.3f} | "
+            f"{bare['peak_rss_mb']:.0f} | 1.00x | 1.00x | 1.00x |"
+        )
+        lines.append(
+            f"| {r['scenario']} | worker | {worker['records_per_s']:,.0f} | {worker['cpu_s_per_100k']:.3f} | "
+            f"{worker['peak_rss_mb']:.0f} | {r['ratio_records_per_s']:.2f}x | {r['ratio_cpu']:.2f}x | "
+            f"{r['ratio_rss']:.2f}x |"
+        )
+    lines.append("")
+    lines.append(
+        f"Medians of {settings['repeats']} interleaved repeats, each trial its own process, measured from its first "
+        f"record to its last. kinesis-local: GetRecords Limit {settings['limit']}, one call per shard at most every "
+        f"{settings['idle_time_s']} s for both loops (CONSUMER_IDLE_TIME_SECONDS default), worker = `python -m "
+        f"consumer run` with DynamoDB on moto, auto checkpoints after every batch, CONSUMER_PREFETCH_BATCHES="
+        f"{settings['prefetch_batches']}. In-memory: idle time 0, pinned to one core. KPL: "
+        f"{settings['per_aggregate']} user records per aggregate; the bare loop de-aggregates with aws-kinesis-agg."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--records", type=int, default=60_000, help="kinesis-local backlog (user records)")
+    p.add_argument("--memory-records", type=int, default=400_000, help="in-memory backlog (user records)")
+    p.add_argument("--rss-records", type=int, default=48_000, help="16-shard backlog for peak RSS")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--cpu", type=int, default=0, help="the core the in-memory trials are pinned to")
+    p.add_argument("--only", action="append", help="run only scenarios whose name contains this")
+    p.add_argument("--profile", action="store_true", help="py-spy profiles of the worker")
+    p.add_argument("--before", default="", help="also profile this earlier commit's worker (git ref)")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "datapath.json")
+    args = p.parse_args(argv)
+    settings = {
+        "idle_time_s": IDLE,
+        "limit": LIMIT,
+        "prefetch_batches": PREFETCH,
+        "repeats": args.repeats,
+        "per_aggregate": Scenario("", "", 0, 0, False, 0).per_aggregate,
+        "cpus": os.cpu_count(),
+    }
+    results = []
+    with tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
+        bench = Bench(args, Path(tmp))
+        try:
+            for sc in scenarios(args):
+                print(f"{sc.name}: {sc.records:,} records over {sc.shards} shards", flush=True)
+                rows = bench.run_local(sc) if sc.backend == "local" else bench.run_memory(sc)
+                bare, worker = _summary(rows["bare"]), _summary(rows["worker"])
+                results.append(
+                    {
+                        "scenario": sc.name,
+                        "settings": asdict(sc),
+                        "bare": bare,
+                        "worker": worker,
+                        "ratio_records_per_s": worker["records_per_s"] / bare["records_per_s"],
+                        "ratio_cpu": worker["cpu_s_per_100k"] / bare["cpu_s_per_100k"],
+                        "ratio_rss": worker["peak_rss_mb"] / bare["peak_rss_mb"],
+                        "trials": rows,
+                    }
+                )
+        finally:
+            bench.stop()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"settings": settings, "results": results}, indent=2))
+    md = table(results, settings)
+    args.out.with_suffix(".md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""What the data-path benchmark measures inside the consumer process: a processor that only counts, and the
+window from the first record to the last (wall time, CPU time of the whole process, peak RSS)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
+
+__all__ = ["WINDOW", "CountingProcessor", "Window"]
+
+
+class Window:
+    """Counts records from any thread; the measurement runs from the first record to the ``target``-th."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.target = int(os.environ.get("DATAPATH_TARGET", "0") or 0)
+        self.result_path = os.environ.get("DATAPATH_RESULT", "")
+        self.count = 0
+        self._wall0 = 0.0
+        self._cpu0 = 0.0
+        self.done = threading.Event()
+        self.result: dict[str, Any] = {}
+
+    def add(self, n: int) -> None:
+        if n <= 0:
+            return
+        with self._lock:
+            if self.count == 0:
+                self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
+            self.count += n
+            if self.count < self.target or self.done.is_set():
+                return
+            wall, cpu = time.perf_counter() - self._wall0, time.process_time() - self._cpu0
+            self.result = {
+                "records": self.count,
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "records_per_s": self.count / wall if wall > 0 else 0.0,
+                "cpu_s_per_100k": cpu / self.count * 100_000,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+            self.done.set()
+        if self.result_path:
+            Path(self.result_path).write_text(json.dumps(self.result))
+
+
+WINDOW = Window()
+
+
+class CountingProcessor(BaseProcessor):
+    """Counts the records of each batch (no work per record: the benchmark measures the consumer itself)."""
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        WINDOW.add(len(data.records))

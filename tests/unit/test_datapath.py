@@ -1,0 +1,261 @@
+"""The per-record path: one ``Record`` per record built from the wire dict, KPL only for aggregates;
+GetRecords pacing; fetch-ahead (bounded, ordered, failures to the loop's retry policy, dropped at a stop)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aws_kinesis_agg.aggregator import AggRecord
+
+from consumer.config import ConfigError, RetrievalConfig, StreamSpec, WorkerConfig
+from consumer.errors import TransientError
+from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
+from consumer.lifecycle.processor import ProcessRecordsInput
+from consumer.lifecycle.worker import Worker
+from consumer.metrics.sink import InMemoryMetrics
+from consumer.records import Position
+from consumer.retrieval.kinesis import WireRecord, to_records
+from consumer.retrieval.memory import InMemoryKinesis
+from consumer.retrieval.polling import PollingReader
+from consumer.retrieval.reader import Fetch, FetchAhead
+
+from .helpers import FAST_LEASES, Journal, RecordingProcessor, start, wait_until
+
+SHARD = "shardId-000000000000"
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def wire(seq: int, data: bytes, pk: str = "pk") -> WireRecord:
+    return {"SequenceNumber": str(seq), "PartitionKey": pk, "Data": data, "ApproximateArrivalTimestamp": NOW}
+
+
+def kpl(*payloads: bytes) -> bytes:
+    agg = AggRecord()
+    for i, p in enumerate(payloads):
+        agg.add_user_record(f"sub-{i}", p)
+    return bytes(agg.get_contents()[2])
+
+
+def test_plain_records_are_built_once_from_the_wire_and_only_aggregates_are_split() -> None:
+    plain = wire(1, b'{"a": 1}')
+    batch = [plain, wire(2, kpl(b"x", b"y", b"z"), pk="agg"), wire(3, b"tail")]
+    records = to_records("s", SHARD, batch)
+    assert [(r.sequence_number, r.sub_sequence_number, r.aggregated) for r in records] == [
+        ("1", 0, False),
+        ("2", 0, True),
+        ("2", 1, True),
+        ("2", 2, True),
+        ("3", 0, False),
+    ]
+    assert records[0].data is plain["Data"]  # the payload itself: no copy, no format conversion
+    assert [r.data for r in records[1:4]] == [b"x", b"y", b"z"]
+    assert [r.partition_key for r in records[1:4]] == ["sub-0", "sub-1", "sub-2"]
+    assert records[0].json() == {"a": 1} and records[0].approximate_arrival == NOW
+    assert {(r.stream, r.shard_id) for r in records} == {("s", SHARD)}
+
+
+def test_a_record_with_the_magic_but_a_broken_digest_is_delivered_as_it_is() -> None:
+    broken = bytearray(kpl(b"x", b"y"))
+    broken[-1] ^= 0xFF
+    (record,) = to_records("s", SHARD, [wire(7, bytes(broken))])
+    assert record.data == bytes(broken) and not record.aggregated and record.sub_sequence_number == 0
+
+
+def test_records_are_immutable_and_compare_by_their_fields() -> None:
+    a, b = to_records("s", SHARD, [wire(1, b"x")]) + to_records("s", SHARD, [wire(1, b"x")])
+    assert a == b and hash(a) == hash(b) and a.position == Position("1", 0)
+    with pytest.raises(AttributeError):
+        a.data = b"y"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        a.extra = 1  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError):
+        a.done()  # only in manual mode
+
+
+class FakeReader:
+    """Numbered batches of one record; ``fail_on`` calls raise; tracks calls and what the loop has taken."""
+
+    def __init__(self, fail_on: set[int] | None = None, end_after: int | None = None) -> None:
+        self.calls = 0
+        self.taken = 0
+        self.fail_on = fail_on or set()
+        self.end_after = end_after
+        self.interrupted = threading.Event()
+        self.closed = False
+        self.max_ahead = 0
+
+    def fetch(self) -> Fetch | None:
+        self.calls += 1
+        self.max_ahead = max(self.max_ahead, self.calls - self.taken)
+        if self.calls in self.fail_on:
+            raise TransientError(f"call {self.calls} failed")
+        records = to_records("s", SHARD, [wire(self.calls, b"r")])
+        return Fetch(records, self.end_after is not None and self.calls >= self.end_after, 0)
+
+    def interrupt(self) -> None:
+        self.interrupted.set()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def take(ahead: FetchAhead, reader: FakeReader) -> Fetch | None:
+    got = ahead.fetch()
+    if got is not None:
+        reader.taken += 1
+    return got
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_fetch_ahead_keeps_order_and_never_runs_more_than_depth_ahead(depth: int) -> None:
+    reader = FakeReader()
+    ahead = FetchAhead(reader, depth, "fetch-test")
+    seen = []
+    for _ in range(12):
+        got = take(ahead, reader)
+        assert got is not None
+        seen.append(got.records[0].sequence_number)
+        wait_until(lambda: ahead.buffered == depth, what="the helper to fetch ahead")
+    assert seen == [str(i) for i in range(1, 13)]
+    assert reader.max_ahead == depth  # beyond the batch in hand: never more than depth
+    ahead.close()
+
+
+def test_a_failed_fetch_reaches_the_loop_and_nothing_is_fetched_until_the_loop_asks_again() -> None:
+    reader = FakeReader(fail_on={2})
+    ahead = FetchAhead(reader, 1, "fetch-test")
+    assert take(ahead, reader) is not None
+    wait_until(lambda: ahead.buffered == 1, what="the failure to be fetched ahead")
+    with pytest.raises(TransientError, match="call 2"):
+        ahead.fetch()
+    assert reader.calls == 2  # no retry behind the retry policy's back
+    got = take(ahead, reader)  # the loop's retry, after its backoff
+    assert got is not None and got.records[0].sequence_number == "3"
+    ahead.close()
+
+
+def test_a_stop_drops_what_was_fetched_ahead_and_close_joins_the_helper() -> None:
+    reader = FakeReader()
+    ahead = FetchAhead(reader, 2, "fetch-stop-test")
+    assert take(ahead, reader) is not None
+    wait_until(lambda: ahead.buffered == 2)
+    ahead.interrupt()
+    assert ahead.fetch() is None and ahead.buffered == 0  # nothing fetched ahead is delivered after a stop
+    assert reader.interrupted.is_set()
+    ahead.close()
+    assert reader.closed
+    assert not [t for t in threading.enumerate() if t.name == "fetch-stop-test"]
+
+
+def test_nothing_is_fetched_after_the_shard_end() -> None:
+    reader = FakeReader(end_after=2)
+    ahead = FetchAhead(reader, 3, "fetch-test")
+    assert take(ahead, reader) is not None
+    end = take(ahead, reader)
+    assert end is not None and end.shard_end
+    assert ahead.fetch() is None and reader.calls == 2
+    ahead.close()
+
+
+class TimedKinesis:
+    def __init__(self, inner: InMemoryKinesis) -> None:
+        self.inner = inner
+        self.starts: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def get_records(self, iterator: str, limit: int) -> Any:
+        self.starts.append(time.monotonic())
+        return self.inner.get_records(iterator, limit)
+
+
+def test_getrecords_calls_are_paced_at_the_idle_time_even_with_a_backlog() -> None:
+    kinesis = InMemoryKinesis()
+    kinesis.create_stream("s", 1)
+    for i in range(20):
+        kinesis.put("s", SHARD, f"r{i}".encode())
+    timed = TimedKinesis(kinesis)
+    cfg = RetrievalConfig(idle_time_between_reads=0.2, max_records=5)
+    reader = PollingReader(timed, "s", SHARD, cfg, after=None, initial_position="TRIM_HORIZON")  # type: ignore[arg-type]
+    got = [reader.fetch() for _ in range(4)]
+    assert [len(f.records) for f in got if f is not None] == [5, 5, 5, 5]
+    gaps = [b - a for a, b in zip(timed.starts, timed.starts[1:], strict=False)]
+    assert min(gaps) >= 0.2 - 0.005  # never more than 5 GetRecords a second for this shard
+
+
+def test_interrupt_ends_a_wait_for_the_next_call_at_once() -> None:
+    kinesis = InMemoryKinesis()
+    kinesis.create_stream("s", 1)
+    cfg = RetrievalConfig(idle_time_between_reads=30.0)
+    reader = PollingReader(kinesis, "s", SHARD, cfg, after=None, initial_position="TRIM_HORIZON")
+    assert reader.fetch() is not None
+    results: list[Fetch | None] = []
+    t = threading.Thread(target=lambda: results.append(reader.fetch()))
+    t.start()
+    reader.interrupt()
+    t.join(5)
+    assert not t.is_alive() and results == [None]
+
+
+def test_prefetch_setting_is_validated_and_named_in_errors() -> None:
+    assert RetrievalConfig().prefetch_batches == 1
+    with pytest.raises(ConfigError, match=r"retrieval\.prefetch_batches"):
+        RetrievalConfig(prefetch_batches=17)
+
+
+class SlowProcessor(RecordingProcessor):
+    """Works 20 ms per batch, so that the next batch is fetched ahead while it does."""
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        time.sleep(0.02)
+        super().process_records(data)
+
+
+def _worker(
+    name: str, tables: InMemoryTables, kinesis: InMemoryKinesis, journal: Journal, prefetch: int
+) -> Worker:
+    factory: Callable[[], SlowProcessor] = lambda: SlowProcessor(journal, name)  # noqa: E731
+    config = WorkerConfig(
+        application="app",
+        lease_table="leases",
+        checkpoint_table="checkpoints",
+        worker_id=name,
+        streams=(StreamSpec("s", factory),),
+        lease=FAST_LEASES,
+        retrieval=RetrievalConfig(idle_time_between_reads=0.0, max_records=5, prefetch_batches=prefetch),
+    )
+    return Worker(
+        config,
+        InMemoryLeaseRepository(tables),
+        InMemoryCheckpointStore(tables),
+        kinesis,
+        metrics=InMemoryMetrics(),
+    )
+
+
+@pytest.mark.parametrize("prefetch", [1, 4])
+def test_a_handoff_with_batches_fetched_ahead_delivers_each_record_once_in_order(prefetch: int) -> None:
+    tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
+    kinesis.create_stream("s", 2)
+    shards = [f"shardId-{i:012d}" for i in range(2)]
+    put = {s: [kinesis.put("s", s, f"{s}-{i}".encode()) for i in range(150)] for s in shards}
+    a = _worker("a", tables, kinesis, journal, prefetch)
+    ta = start(a)
+    wait_until(lambda: len(journal.deliveries) >= 40, what="a to be reading both shards")
+    b = _worker("b", tables, kinesis, journal, prefetch)  # b asks a for one shard mid-backlog
+    tb = start(b)
+    wait_until(lambda: any(d[0] == "b" for d in journal.deliveries), what="a hand-off to b")
+    wait_until(lambda: len(journal.deliveries) >= 300, timeout=30, what="the whole backlog")
+    for w, t in ((a, ta), (b, tb)):
+        w.request_shutdown()
+        t.join(10)
+    for shard in shards:
+        assert journal.sequences(shard) == put[shard]  # nothing twice, nothing skipped, in order
+        epochs = [d[4] for d in journal.deliveries if d[1] == shard]
+        assert epochs == sorted(epochs)  # the old owner delivered nothing after the new one started
