@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-faults bench-pipeline synth dist clean
+.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath synth dist clean
 
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
 
@@ -76,6 +76,10 @@ bench-faults: setup
 ## bench-pipeline: the Spark vs DuckDB pipeline benchmark
 bench-pipeline: setup
 	$(PY) -m bench.pipeline
+
+## bench-datapath: the worker vs a bare GetRecords loop (kinesis-local and in-memory; JSON + table in reports/bench)
+bench-datapath: setup
+	$(PY) -m bench.datapath
 
 ## synth: synthesize every environment offline into cdk.out
 synth: setup
