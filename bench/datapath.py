@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -74,11 +75,11 @@ def _fill(kinesis: Any, stream: str, sc: Scenario) -> None:
             chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
 
 
-def _run_trial(spec: dict[str, Any], env: dict[str, str], timeout: float) -> dict[str, Any]:
+def _run_trial(spec: dict[str, Any], env: dict[str, str], timeout: float, cwd: Path = REPO) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.datapath_trial", json.dumps(spec)],
         env=env,
-        cwd=REPO,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -115,25 +116,47 @@ def _worker_env(
 
 
 def _run_cli_worker(
-    ddb: Any, env: dict[str, str], result: Path, timeout: float, wrap: list[str] | None = None
+    ddb: Any,
+    env: dict[str, str],
+    result: Path,
+    timeout: float,
+    profile: list[str] | None = None,
+    cwd: Path = REPO,
 ) -> dict[str, Any]:
-    """``python -m consumer run`` until it has processed the backlog (its processor writes the result)."""
+    """``python -m consumer run`` until it has processed the backlog (its processor writes the result);
+    ``profile``: a py-spy command line that attaches to it (``--pid`` is appended) for the whole run."""
     create_tables(ddb, env["CONSUMER_LEASE_TABLE"], env["CONSUMER_CHECKPOINT_TABLE"])
     result.unlink(missing_ok=True)
-    cmd = [*(wrap or []), sys.executable, "-m", "consumer", "run"]
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "consumer", "run"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    spy = (
+        None
+        if profile is None
+        else subprocess.Popen(
+            [*profile, "--pid", str(proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    )
     deadline = time.monotonic() + timeout
     try:
         while not result.exists() or not result.read_text():
             if proc.poll() is not None:
-                raise RuntimeError(f"worker exited {proc.returncode}: {proc.stderr.read()[-2000:]!r}")  # type: ignore[union-attr]
+                err = proc.stderr.read() if proc.stderr else b""
+                raise RuntimeError(f"worker exited {proc.returncode}: {err[-2000:]!r}")
             if time.monotonic() > deadline:
                 raise RuntimeError("worker did not process the backlog in time")
             time.sleep(0.05)
         out: dict[str, Any] = json.loads(result.read_text())
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile and detaches
+            spy.wait(60)
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT if wrap else signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -181,10 +204,10 @@ class Bench:
         began = time.monotonic()
         _fill(kinesis, stream, sc)
         print(f"  backlog of {sc.records} records put in {time.monotonic() - began:.0f}s", flush=True)
-        rows: dict[str, list[dict[str, Any]]] = {"bare": [], "worker": []}
+        rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.kinds()}
         result = self.workdir / "worker.json"
         for rep in range(self.args.repeats):
-            for kind in ("bare", "worker") if rep % 2 == 0 else ("worker", "bare"):
+            for kind in self.order(rep):
                 if kind == "bare":
                     spec = {
                         "kind": "bare-local",
@@ -197,7 +220,8 @@ class Bench:
                     row = _run_trial(spec, self.env, self.args.timeout)
                 else:
                     env = _worker_env(self.env, stream, sc, result, {})
-                    row = _run_cli_worker(ddb, env, result, self.args.timeout)
+                    code = self.code(kind == "before")
+                    row = _run_cli_worker(ddb, env, result, self.args.timeout, cwd=code)
                 rows[kind].append(row)
                 print(
                     f"  {kind:6s} {row['records_per_s']:>10,.0f} rec/s  {row['cpu_s_per_100k']:.2f} CPU-s/100k  "
@@ -209,7 +233,7 @@ class Bench:
         return rows
 
     def run_memory(self, sc: Scenario) -> dict[str, list[dict[str, Any]]]:
-        rows: dict[str, list[dict[str, Any]]] = {"bare": [], "worker": []}
+        rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.kinds()}
         base = {
             "records": sc.records,
             "shards": sc.shards,
@@ -220,8 +244,9 @@ class Bench:
             "cpu": self.args.cpu,
         }
         for rep in range(self.args.repeats):
-            for kind in ("bare", "worker") if rep % 2 == 0 else ("worker", "bare"):
-                row = _run_trial({**base, "kind": f"{kind}-memory"}, self.env, self.args.timeout)
+            for kind in self.order(rep):
+                spec = {**base, "kind": "bare-memory" if kind == "bare" else "worker-memory"}
+                row = _run_trial(spec, self.env, self.args.timeout, self.code(kind == "before"))
                 rows[kind].append(row)
                 print(
                     f"  {kind:6s} {row['records_per_s']:>10,.0f} rec/s  {row['cpu_s_per_100k']:.3f} CPU-s/100k  "
@@ -232,6 +257,14 @@ class Bench:
             self.profile_memory(base)
         return rows
 
+    def kinds(self) -> tuple[str, ...]:
+        """The bare loop, the worker, and with ``--before`` the worker of that commit."""
+        return ("bare", "worker", "before") if self.args.before else ("bare", "worker")
+
+    def order(self, rep: int) -> tuple[str, ...]:
+        kinds = self.kinds()
+        return kinds if rep % 2 == 0 else tuple(reversed(kinds))
+
     # -- py-spy profiles of the worker ------------------------------------------------------------
     def _pyspy(self, name: str) -> list[str]:
         out = REPO / "reports" / "bench" / "profiles" / f"{name}.txt"
@@ -239,77 +272,132 @@ class Bench:
         return [
             str(Path(sys.executable).parent / "py-spy"),
             "record",
-            "--subprocesses",
             "-r",
             "250",
             "-f",
             "raw",
             "-o",
             str(out),
-            "--",
         ]
 
-    def _code_env(self, before: bool) -> dict[str, str]:
+    def code(self, before: bool) -> Path:
+        """Where trials run from: the repository, or a tree with ``--before``'s consumer package (and this
+        benchmark's own trial modules, which only use what both versions have)."""
         if not before:
-            return {}
-        return {"PYTHONPATH": f"{self.before_tree()}{os.pathsep}{REPO}"}
-
-    def before_tree(self) -> Path:
+            return REPO
         tree = self.workdir / "before"
         if not tree.exists():
-            tree.mkdir()
+            (tree / "bench").mkdir(parents=True)
             archive = subprocess.run(
                 ["git", "archive", self.args.before, "consumer"], cwd=REPO, check=True, capture_output=True
             ).stdout
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+            for name in ("__init__.py", "datapath_trial.py", "datapath_processor.py"):
+                shutil.copy(REPO / "bench" / name, tree / "bench" / name)
         return tree
 
     def profile_local(self, ddb: Any, stream: str, sc: Scenario) -> None:
         tag = "kpl" if sc.kpl else "plain"
         for before in (False, True) if self.args.before else (False,):
             name = f"worker-local-{tag}-{'before' if before else 'after'}"
-            env = _worker_env(self.env, stream, sc, self.workdir / "profile.json", self._code_env(before))
-            _run_cli_worker(
-                ddb, env, self.workdir / "profile.json", self.args.timeout, wrap=self._pyspy(name)
-            )
+            env = _worker_env(self.env, stream, sc, self.workdir / "profile.json", {})
+            path = self.workdir / "profile.json"
+            _run_cli_worker(ddb, env, path, self.args.timeout, self._pyspy(name), self.code(before))
             print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
 
     def profile_memory(self, base: dict[str, Any]) -> None:
         for before in (False, True) if self.args.before else (False,):
             name = f"worker-memory-plain-{'before' if before else 'after'}"
             spec = json.dumps({**base, "kind": "worker-memory"})
-            env = {**self.env, **self._code_env(before)}
-            cmd = [*self._pyspy(name), sys.executable, "-m", "bench.datapath_trial", spec]
-            subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, timeout=self.args.timeout, check=True)
+            cmd = [*self._pyspy(name), "--", sys.executable, "-m", "bench.datapath_trial", spec]
+            subprocess.run(
+                cmd,
+                env=self.env,
+                cwd=self.code(before),
+                capture_output=True,
+                timeout=self.args.timeout,
+                check=True,
+            )
             print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
+
+
+LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before"}
 
 
 def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     lines = [
-        "| scenario | loop | records/s | CPU-s per 100k records | peak RSS (MB) | records/s vs bare | CPU vs bare | RSS vs bare |",
+        "| scenario | loop | records/s | CPU-s per 100k records | peak RSS (MB) | records/s vs bare | CPU vs bare "
+        "| RSS vs bare |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        bare, worker = r["bare"], r["worker"]
-        lines.append(
-            f"| {r['scenario']} | bare loop | {bare['records_per_s']:,.0f} | {bare['cpu_s_per_100k']:.3f} | "
-            f"{bare['peak_rss_mb']:.0f} | 1.00x | 1.00x | 1.00x |"
-        )
-        lines.append(
-            f"| {r['scenario']} | worker | {worker['records_per_s']:,.0f} | {worker['cpu_s_per_100k']:.3f} | "
-            f"{worker['peak_rss_mb']:.0f} | {r['ratio_records_per_s']:.2f}x | {r['ratio_cpu']:.2f}x | "
-            f"{r['ratio_rss']:.2f}x |"
-        )
+        for kind, m in r["loops"].items():
+            ratio = r["ratios"][kind]
+            label = LABELS[kind] + (f" ({settings['before']})" if kind == "before" else "")
+            lines.append(
+                f"| {r['scenario']} | {label} | {m['records_per_s']:,.0f} | {m['cpu_s_per_100k']:.3f} | "
+                f"{m['peak_rss_mb']:.0f} | {ratio['records_per_s']:.2f}x | {ratio['cpu_s_per_100k']:.2f}x | "
+                f"{ratio['peak_rss_mb']:.2f}x |"
+            )
     lines.append("")
     lines.append(
-        f"Medians of {settings['repeats']} interleaved repeats, each trial its own process, measured from its first "
-        f"record to its last. kinesis-local: GetRecords Limit {settings['limit']}, one call per shard at most every "
-        f"{settings['idle_time_s']} s for both loops (CONSUMER_IDLE_TIME_SECONDS default), worker = `python -m "
-        f"consumer run` with DynamoDB on moto, auto checkpoints after every batch, CONSUMER_PREFETCH_BATCHES="
-        f"{settings['prefetch_batches']}. In-memory: idle time 0, pinned to one core. KPL: "
-        f"{settings['per_aggregate']} user records per aggregate; the bare loop de-aggregates with aws-kinesis-agg."
+        f"Medians of {settings['repeats']} interleaved repeats, each trial its own process, measured from its "
+        f"first record to its last. kinesis-local: GetRecords Limit {settings['limit']}, one call per shard at "
+        f"most every {settings['idle_time_s']} s for the bare loop and the worker (CONSUMER_IDLE_TIME_SECONDS "
+        f"default; the worker before read a backlog without pausing), worker = `python -m consumer run` with "
+        f"DynamoDB on moto, auto checkpoints after every batch, CONSUMER_PREFETCH_BATCHES="
+        f"{settings['prefetch_batches']}. In-memory: idle time 0, pinned to one core, the bare loop builds the "
+        f"same `Record` objects. KPL: {settings['per_aggregate']} user records per aggregate; the bare loop "
+        f"de-aggregates with aws-kinesis-agg."
     )
     return "\n".join(lines)
+
+
+WATCHED = {
+    "records built (to_records / _to_record / replace)": (
+        "to_records (",
+        "_to_record (",
+        "to_record (",
+        "replace (",
+    ),
+    "KPL de-aggregation (deaggregate / aws-kinesis-agg)": ("deaggregate (", "iter_deaggregate_records ("),
+    "timestamp parsing (botocore parse_timestamp / ours)": ("parse_timestamp (", "utc_timestamp ("),
+    "new connections (create_connection)": ("create_connection (",),
+    "botocore response parsing": ("ResponseParser.parse (",),
+    "thread wake-ups (Condition.notify / Event.set)": ("Condition.notify", "Event.set ("),
+}
+WAITS = ("Condition.wait (", "Event.wait (", "sleep (", "Thread.join (", "_wait_for_tstate_lock (")
+
+
+def profile_summary(path: Path) -> dict[str, Any]:
+    """Shares of the worker's samples (its shard and fetch threads) in what the issue named, and the top
+    frames by own time, from a py-spy raw (collapsed stacks) profile."""
+    stacks: list[tuple[str, int]] = []
+    waiting = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if "shard_consumer.py" not in stack and "FetchAhead._run" not in stack:
+            continue
+        if stack.rsplit(";", 1)[-1].startswith(WAITS):
+            waiting += int(count)  # a thread parked on a lock or an event: not work
+        else:
+            stacks.append((stack, int(count)))
+    total = sum(c for _, c in stacks) or 1
+    shares = {
+        name: round(100 * sum(c for s, c in stacks if any(m in s for m in marks)) / total, 1)
+        for name, marks in WATCHED.items()
+    }
+    own: dict[str, int] = {}
+    for stack, n in stacks:
+        leaf = stack.rsplit(";", 1)[-1].split(" (")[0]
+        own[leaf] = own.get(leaf, 0) + n
+    top = sorted(own.items(), key=lambda kv: -kv[1])[:8]
+    return {
+        "samples": total,
+        "waiting_samples": waiting,
+        "shares_pct": shares,
+        "top_own_pct": {k: round(100 * v / total, 1) for k, v in top},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "per_aggregate": Scenario("", "", 0, 0, False, 0).per_aggregate,
         "cpus": os.cpu_count(),
+        "before": args.before,
     }
     results = []
     with tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
@@ -340,24 +429,33 @@ def main(argv: list[str] | None = None) -> int:
             for sc in scenarios(args):
                 print(f"{sc.name}: {sc.records:,} records over {sc.shards} shards", flush=True)
                 rows = bench.run_local(sc) if sc.backend == "local" else bench.run_memory(sc)
-                bare, worker = _summary(rows["bare"]), _summary(rows["worker"])
+                loops = {kind: _summary(r) for kind, r in rows.items()}
+                ratios = {kind: {k: m[k] / loops["bare"][k] for k in m} for kind, m in loops.items()}
                 results.append(
                     {
                         "scenario": sc.name,
                         "settings": asdict(sc),
-                        "bare": bare,
-                        "worker": worker,
-                        "ratio_records_per_s": worker["records_per_s"] / bare["records_per_s"],
-                        "ratio_cpu": worker["cpu_s_per_100k"] / bare["cpu_s_per_100k"],
-                        "ratio_rss": worker["peak_rss_mb"] / bare["peak_rss_mb"],
+                        "loops": loops,
+                        "ratios": ratios,
                         "trials": rows,
                     }
                 )
         finally:
             bench.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"settings": settings, "results": results}, indent=2))
+    profiles_dir = REPO / "reports" / "bench" / "profiles"
+    profiles = (
+        {p.stem: profile_summary(p) for p in sorted(profiles_dir.glob("*.txt"))} if args.profile else {}
+    )
+    args.out.write_text(
+        json.dumps({"settings": settings, "results": results, "profiles": profiles}, indent=2)
+    )
     md = table(results, settings)
+    for name, summary in profiles.items():
+        md += (
+            f"\n\nProfile `{name}` ({summary['samples']} working samples of the shard and fetch threads): "
+            + ", ".join(f"{k} {v}%" for k, v in summary["shares_pct"].items())
+        )
     args.out.with_suffix(".md").write_text(md + "\n")
     print(md)
     return 0

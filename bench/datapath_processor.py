@@ -1,5 +1,5 @@
 """What the data-path benchmark measures inside the consumer process: a processor that only counts, and the
-window from the first record to the last (wall time, CPU time of the whole process, peak RSS)."""
+window from the first read to the last record (wall time, CPU time of the whole process, peak RSS)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
+from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
 
 __all__ = ["WINDOW", "CountingProcessor", "Window"]
 
@@ -29,12 +29,17 @@ class Window:
         self.done = threading.Event()
         self.result: dict[str, Any] = {}
 
+    def begin(self) -> None:
+        """The first shard is about to be read (idempotent): the window opens here."""
+        with self._lock:
+            if not self._wall0:
+                self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
+
     def add(self, n: int) -> None:
         if n <= 0:
             return
+        self.begin()
         with self._lock:
-            if self.count == 0:
-                self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
             self.count += n
             if self.count < self.target or self.done.is_set():
                 return
@@ -56,7 +61,11 @@ WINDOW = Window()
 
 
 class CountingProcessor(BaseProcessor):
-    """Counts the records of each batch (no work per record: the benchmark measures the consumer itself)."""
+    """Counts the records of each batch (no work per record: the benchmark measures the consumer itself).
+    The window opens when the first shard is initialized, just before its first GetShardIterator."""
+
+    def initialize(self, data: InitializationInput) -> None:
+        WINDOW.begin()
 
     def process_records(self, data: ProcessRecordsInput) -> None:
         WINDOW.add(len(data.records))

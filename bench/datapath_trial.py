@@ -68,6 +68,7 @@ def bare_kinesis_local(spec: dict[str, Any]) -> None:
     shards = [s["ShardId"] for s in client.list_shards(StreamName=spec["stream"])["Shards"]]
 
     def run(shard: str) -> None:
+        WINDOW.begin()
         it = client.get_shard_iterator(
             StreamName=spec["stream"], ShardId=shard, ShardIteratorType="TRIM_HORIZON"
         )
@@ -106,6 +107,7 @@ def bare_memory(spec: dict[str, Any]) -> None:
     kpl = spec["kpl"]
 
     def run(shard: str) -> None:
+        WINDOW.begin()
         iterator: str | None = kinesis.get_shard_iterator(STREAM, shard, "TRIM_HORIZON")
         next_call = 0.0
         while iterator is not None and not WINDOW.done.is_set():
@@ -157,11 +159,7 @@ def worker_memory(spec: dict[str, Any]) -> None:
         worker_id="w1",
         streams=(StreamSpec(STREAM, CountingProcessor),),
         lease=LeaseConfig(scan_interval=0.1),
-        retrieval=RetrievalConfig(
-            idle_time_between_reads=spec["idle"],
-            max_records=spec["limit"],
-            prefetch_batches=spec.get("prefetch", 1),
-        ),
+        retrieval=RetrievalConfig(idle_time_between_reads=spec["idle"], max_records=spec["limit"]),
     )
     worker = Worker(
         config,

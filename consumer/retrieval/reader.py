@@ -114,6 +114,8 @@ class FetchAhead:
         self._wanted = True  # false after a failure, until the loop asks again
         self._ended = False  # the shard's end was fetched: nothing follows it
         self._stopped = False
+        self._loop_waits = False  # each side parks only on the condition, and says so
+        self._helper_waits = False
         self._thread: threading.Thread | None = None
 
     def fetch(self) -> Fetch | None:
@@ -127,16 +129,22 @@ class FetchAhead:
                 if self._ended:
                     return None
                 self._wanted = True
-                self._cond.notify_all()
+                self._wake_helper()
                 while not self._ready and not self._stopped:
+                    self._loop_waits = True
                     self._cond.wait()
+                self._loop_waits = False
                 if self._stopped:
                     return None
             item = self._ready.popleft()
-            self._cond.notify_all()  # room for the next fetch
+            self._wake_helper()  # room for the next fetch
         if isinstance(item, BaseException):
             raise item
         return item
+
+    def _wake_helper(self) -> None:
+        if self._helper_waits:  # a notify costs a thread switch: only when someone is parked
+            self._cond.notify_all()
 
     def interrupt(self) -> None:
         with self._cond:
@@ -162,7 +170,9 @@ class FetchAhead:
         while True:
             with self._cond:
                 while not self._stopped and (not self._wanted or len(self._ready) >= self._depth):
+                    self._helper_waits = True
                     self._cond.wait()
+                self._helper_waits = False
                 if self._stopped:
                     return
             item: _Ready
@@ -178,4 +188,5 @@ class FetchAhead:
                     self._wanted = False
                 elif item is not None and item.shard_end:
                     self._wanted, self._ended = False, True
-                self._cond.notify_all()
+                if self._loop_waits:
+                    self._cond.notify_all()
