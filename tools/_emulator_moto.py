@@ -1,6 +1,7 @@
 """Child-process entry point for the moto server used by :mod:`tools.emulators`.
 
-Run as a script (``python -P tools/_emulator_moto.py --port N --parent-pid P``), never imported by tests.
+Run as a script (``python -P tools/_emulator_moto.py --port N --parent-pid P``); tests import it only to
+check :class:`SerializedApp` directly.
 It always binds 127.0.0.1, keeps werkzeug's per-request log quiet unless ``--verbose``, and exits by itself
 when its parent process dies, so a killed test run cannot leave an orphaned server behind.
 

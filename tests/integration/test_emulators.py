@@ -5,14 +5,19 @@ If one of these fails, the emulators are broken or misconfigured, not the consum
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import threading
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from tools._emulator_moto import SerializedApp, parse_services, signing_service
 from tools.emulators import (
     EmulatorError,
     Emulators,
@@ -110,6 +115,54 @@ def test_stop_leaves_no_processes(tmp_path):
             os.killpg(pid, 0)  # the whole process group is gone, not just its leader
         assert name
     assert list(tmp_path.iterdir()) == [], "the run directory was not removed"
+
+
+def test_moto_serializes_each_service_but_not_across_services():
+    """The lock of tools/_emulator_moto.py: DynamoDB requests one at a time, SQS ones side by side, bodies read
+    before the lock (the isolation itself, on the running emulator: tests/integration/test_emulator_isolation.py)."""
+    in_flight: dict[str, int] = {"dynamodb": 0, "sqs": 0}
+    most: dict[str, int] = {"dynamodb": 0, "sqs": 0}
+    both_sqs_inside = threading.Barrier(2)
+    dynamodb_overlap = threading.Event()
+    guard = threading.Lock()
+    bodies: list[bytes] = []
+
+    def inner(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        service = str(signing_service(environ))
+        with guard:
+            in_flight[service] += 1
+            most[service] = max(most[service], in_flight[service])
+            if service == "dynamodb" and in_flight[service] > 1:
+                dynamodb_overlap.set()
+            bodies.append(environ["wsgi.input"].read())
+        if service == "sqs":
+            both_sqs_inside.wait(timeout=10)  # only returns when a second SQS request is inside too
+        else:
+            dynamodb_overlap.wait(0.1)  # a window for a second DynamoDB request to (wrongly) come in
+        with guard:
+            in_flight[service] -= 1
+        start_response("200 OK", [])
+        return [b"o", b"k"]
+
+    app = SerializedApp(inner, parse_services("dynamodb,s3"))
+
+    def call(service: str) -> bytes:
+        body = f"body-{service}".encode()
+        environ = {
+            "HTTP_AUTHORIZATION": f"AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, "
+            "SignedHeaders=host, Signature=0",
+            "CONTENT_LENGTH": str(len(body)),
+            "wsgi.input": io.BytesIO(body),
+        }
+        return b"".join(app(environ, lambda status, headers, exc_info=None: None))
+
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(call, ["dynamodb"] * 4 + ["sqs"] * 2))
+    assert replies == [b"ok"] * 6
+    assert most == {"dynamodb": 1, "sqs": 2}
+    assert sorted(set(bodies)) == [b"body-dynamodb", b"body-sqs"]
+    assert parse_services("none") == () and parse_services("") == ()
+    assert signing_service({"HTTP_AUTHORIZATION": ""}) is None
 
 
 # ------------------------------------------------------------------------------------------------ Kinesis
