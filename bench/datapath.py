@@ -228,7 +228,7 @@ class Bench:
                     f"{row['peak_rss_mb']:.0f} MB",
                     flush=True,
                 )
-        if self.args.profile:
+        if self.args.profile and sc.shards == 4:  # the 16-shard run is there for memory
             self.profile_local(ddb, stream, sc)
         return rows
 
