@@ -366,7 +366,14 @@ WATCHED = {
     "botocore response parsing": ("ResponseParser.parse (",),
     "thread wake-ups (Condition.notify / Event.set)": ("Condition.notify", "Event.set ("),
 }
-WAITS = ("Condition.wait (", "Event.wait (", "sleep (", "Thread.join (", "_wait_for_tstate_lock (")
+WAITS = (  # a thread parked on a lock, an event or a socket: not work of this process
+    "Condition.wait (",
+    "Event.wait (",
+    "sleep (",
+    "Thread.join (",
+    "_wait_for_tstate_lock (",
+    "SocketIO.readinto (",
+)
 
 
 def profile_summary(path: Path) -> dict[str, Any]:
@@ -379,7 +386,7 @@ def profile_summary(path: Path) -> dict[str, Any]:
         if "shard_consumer.py" not in stack and "FetchAhead._run" not in stack:
             continue
         if stack.rsplit(";", 1)[-1].startswith(WAITS):
-            waiting += int(count)  # a thread parked on a lock or an event: not work
+            waiting += int(count)
         else:
             stacks.append((stack, int(count)))
     total = sum(c for _, c in stacks) or 1

@@ -49,9 +49,13 @@ def aggregate(first: int, count: int) -> bytes:
 
 
 def _count_user_records(records: list[dict[str, Any]], kpl: bool) -> int:
+    """Plain records are usable as botocore returns them; aggregates are split by aws-kinesis-agg, whose
+    sub-records carry base64 text that a user decodes to get the payload."""
     if not kpl:
         return len(records)
-    return sum(1 for _ in iter_deaggregate_records(records, data_format="Boto3"))
+    return len(
+        [b64decode(u["kinesis"]["data"]) for u in iter_deaggregate_records(records, data_format="Boto3")]
+    )
 
 
 def _pace(next_call: float) -> None:

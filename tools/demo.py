@@ -2,7 +2,7 @@
 
     python -m tools.demo [--quick] [--env dev] [--out reports/demo] [--lease-duration S]
 
-1. starts kinesis-local and moto server on 127.0.0.1 (tools/emulators.py);
+1. starts kinesis-local and moto server on 127.0.0.1 (tools/emulators/);
 2. creates the stream(s), the lease and checkpoint tables, the dead-letter queue and the raw and curated
    buckets, named and sized after the ``dev`` environment in ``cdk.json``;
 3. starts a producer, and one worker running the raw S3 sink (``tools.demo_processor``);

@@ -1,4 +1,4 @@
-"""Smoke tests of the local emulator harness (tools/emulators.py).
+"""Smoke tests of the local emulator harness (the tools/emulators package).
 
 If one of these fails, the emulators are broken or misconfigured, not the consumer: fix the harness first.
 """
@@ -21,7 +21,7 @@ from tools._emulator_moto import SerializedApp, parse_services, signing_service
 from tools.emulators import (
     EmulatorError,
     Emulators,
-    _http_ok,
+    http_ok,
     listening_addresses,
     loopback_main_js,
 )
@@ -77,8 +77,8 @@ def test_emulators_listen_on_loopback_only(emulators):
         assert all(a in {"127.0.0.1", "::ffff:127.0.0.1"} for a in addresses), (
             f"{name} listens on {addresses}"
         )
-    assert _http_ok(emulators.kinesis_endpoint + "/healthcheck"), "kinesis-local /healthcheck does not answer"
-    assert _http_ok(emulators.aws_endpoint + "/moto-api/"), "moto server does not answer"
+    assert http_ok(emulators.kinesis_endpoint + "/healthcheck"), "kinesis-local /healthcheck does not answer"
+    assert http_ok(emulators.aws_endpoint + "/moto-api/"), "moto server does not answer"
 
 
 def test_bind_address_patch_is_checked():

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from base64 import b64decode
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aws_kinesis_agg.aggregator import AggRecord
+from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
 from consumer.config import ConfigError, RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.errors import TransientError
@@ -57,6 +59,23 @@ def test_plain_records_are_built_once_from_the_wire_and_only_aggregates_are_spli
     assert [r.partition_key for r in records[1:4]] == ["sub-0", "sub-1", "sub-2"]
     assert records[0].json() == {"a": 1} and records[0].approximate_arrival == NOW
     assert {(r.stream, r.shard_id) for r in records} == {("s", SHARD)}
+
+
+def test_aggregates_split_as_aws_kinesis_agg_splits_them() -> None:
+    agg, hash_keys = AggRecord(), []
+    for i in range(50):
+        hash_keys.append(str(2**127 + i) if i % 3 == 0 else None)
+        agg.add_user_record(f"pk-{i % 7}", bytes([i]) * (i + 1), hash_keys[-1])
+    w = wire(9, bytes(agg.get_contents()[2]))
+    ours = to_records("s", SHARD, [w])
+    theirs = [u["kinesis"] for u in iter_deaggregate_records(w, data_format="Boto3")]
+    assert len(ours) == len(theirs) == 50
+    assert [(r.sequence_number, r.sub_sequence_number, r.partition_key, r.data) for r in ours] == [
+        (k["sequenceNumber"], k["subSequenceNumber"], k["partitionKey"], b64decode(k["data"])) for k in theirs
+    ]
+    # The explicit hash keys as put: the library gives records put without one the table's first key
+    # (it reads the unset protobuf index as 0).
+    assert [r.explicit_hash_key for r in ours] == hash_keys
 
 
 def test_a_record_with_the_magic_but_a_broken_digest_is_delivered_as_it_is() -> None:
