@@ -378,3 +378,12 @@ def test_gave_up_shard_goes_straight_to_another_live_worker() -> None:
     c.step(T0 + 0.5, WALL, [TableRead(TableSnapshot((mine,), (worker("a"), worker("b"))))])
     acts = c.step(T0 + 1, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.GAVE_UP, detail="refused")])
     assert [(w.lease.key, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(mine.key, "b")]
+
+
+def test_a_worker_whose_item_was_forgotten_reconciles_at_its_next_inbox_read() -> None:
+    c = coordinator()
+    alive(c)
+    assert of(c.step(T0 + 1, WALL, [InboxRead(None)]), Reconcile)
+    other = coordinator()
+    alive(other)
+    assert not of(other.step(T0 + 1, WALL, [InboxRead(None, error="refused")]), Reconcile)  # a failed read
