@@ -387,3 +387,23 @@ def test_a_worker_whose_item_was_forgotten_reconciles_at_its_next_inbox_read() -
     other = coordinator()
     alive(other)
     assert not of(other.step(T0 + 1, WALL, [InboxRead(None, error="refused")]), Reconcile)  # a failed read
+
+
+def test_a_lease_received_while_shutting_down_is_handed_straight_on_never_started() -> None:
+    c = coordinator()
+    alive(c)
+    mine = owning(c, Lease("s", "sh1"))  # still draining when the other lease arrives
+    c.step(
+        T0 + 0.5,
+        WALL,
+        [TableRead(TableSnapshot((mine,), (worker("a"), worker("b"), worker("c", draining=True))))],
+    )
+    c.step(T0 + 1, WALL, [ShutdownRequested()])
+    assert not of(c.step(T0 + 1.5, WALL, []), ReadTable)  # no planning rounds while shutting down
+    acts = c.step(T0 + 2, WALL, [InboxRead(WorkerItem("a", inbox=1))])  # somebody gave us something
+    [read] = of(acts, ReadTable)
+    given = Lease("s", "sh0", owner="a", epoch=3)
+    acts = c.step(T0 + 2.1, WALL, [TableRead(TableSnapshot((given,), (worker("a"), worker("b"))))])
+    assert not of(acts, Start)
+    assert [(w.lease, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(given, "b")]
+    assert read == ReadTable()
