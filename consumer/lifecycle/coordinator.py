@@ -229,9 +229,10 @@ class Coordinator:
         if ev.result is not Result.OK:  # read the table again: soon after a conflict, later after a failure
             self._next_scan = min(self._next_scan, self._now + (0.0 if ev.result is Result.CONFLICT else 0.5))
             return []
-        if ev.kind is WriteKind.TAKE and ev.new is not None and not self.shutting_down:
+        if ev.kind is WriteKind.TAKE and ev.new is not None:
             log_event(logger, "lease_taken", worker=self.id, lease=ev.new.key, epoch=ev.new.epoch)
-            return self._own(ev.new)
+            # A take that lands after our shutdown began is ours all the same: hand it on, never start it.
+            return self._pass_on(ev.new) if self.shutting_down else self._own(ev.new)
         if ev.kind is WriteKind.REQUEST:
             return [Metric("HandoffsRequested", 1, ev.lease.stream, ev.lease.shard_id)]
         return []

@@ -407,3 +407,18 @@ def test_a_lease_received_while_shutting_down_is_handed_straight_on_never_starte
     assert not of(acts, Start)
     assert [(w.lease, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(given, "b")]
     assert read == ReadTable()
+
+
+def test_a_take_that_lands_after_the_shutdown_began_is_handed_on_not_dropped() -> None:
+    c = coordinator()
+    alive(c)
+    mine = owning(c, Lease("s", "sh1"))
+    acts = c.step(
+        T0 + 1, WALL, [TableRead(TableSnapshot((mine, Lease("s", "sh0")), (worker("a"), worker("b"))))]
+    )
+    [take] = writes(acts, WriteKind.TAKE)
+    c.step(T0 + 1.1, WALL, [ShutdownRequested()])
+    taken = Lease("s", "sh0", owner="a", epoch=1)
+    acts = c.step(T0 + 1.2, WALL, [ActionResult(WriteKind.TAKE, take.lease, Result.OK, new=taken)])
+    assert not of(acts, Start)
+    assert [(w.lease, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(taken, "b")]
