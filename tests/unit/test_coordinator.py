@@ -413,12 +413,10 @@ def test_a_take_that_lands_after_the_shutdown_began_is_handed_on_not_dropped() -
     c = coordinator()
     alive(c)
     mine = owning(c, Lease("s", "sh1"))
-    acts = c.step(
-        T0 + 1, WALL, [TableRead(TableSnapshot((mine, Lease("s", "sh0")), (worker("a"), worker("b"))))]
-    )
+    acts = c.step(T0 + 1, WALL, [TableRead(TableSnapshot((mine, Lease("s", "sh0")), (worker("a"),)))])
     [take] = writes(acts, WriteKind.TAKE)
     c.step(T0 + 1.1, WALL, [ShutdownRequested()])
     taken = Lease("s", "sh0", owner="a", epoch=1)
     acts = c.step(T0 + 1.2, WALL, [ActionResult(WriteKind.TAKE, take.lease, Result.OK, new=taken)])
     assert not of(acts, Start)
-    assert [(w.lease, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(taken, "b")]
+    assert [w.lease for w in writes(acts, WriteKind.RELEASE)] == [taken]  # nobody else alive: released
