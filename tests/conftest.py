@@ -1,6 +1,6 @@
 """Shared pytest fixtures.
 
-Local AWS emulators (see ``tools/emulators.py``) for integration tests:
+Local AWS emulators (see the ``tools/emulators`` package) for integration tests:
 
 * ``emulators`` (session): :class:`tools.emulators.AwsEndpoints` of kinesis-local + moto server. They start
   on first use only, so unit tests never pay for them, and stop at the end of the session. To reuse emulators

@@ -259,14 +259,21 @@ class DynamoDBLeaseRepository:
             }
         }
 
-    def _wake(self, worker_id: str) -> dict[str, Any]:
+    def _wake(self, worker_id: str, *, taking: bool = False) -> dict[str, Any]:
+        """Bump a worker's inbox; ``taking``: only if it is registered and not draining (it will start what
+        it is given)."""
+        values: dict[str, Any] = {":one": 1}
+        condition = "attribute_exists(lease_key)"  # the worker is registered
+        if taking:
+            condition += " AND draining = :false"  # and not shutting down: it would not start the lease
+            values[":false"] = False
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": to_item({"lease_key": worker_key(worker_id)}),
                 "UpdateExpression": "SET inbox = inbox + :one",
-                "ConditionExpression": "attribute_exists(lease_key)",  # the worker is registered
-                "ExpressionAttributeValues": to_item({":one": 1}),
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": to_item(values),
             }
         }
 
@@ -302,7 +309,7 @@ class DynamoDBLeaseRepository:
         return self._ownership_change(lease, new_owner, extra)
 
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
-        return self._ownership_change(lease, to_worker, [self._wake(to_worker)])
+        return self._ownership_change(lease, to_worker, [self._wake(to_worker, taking=True)])
 
     def release(self, lease: Lease) -> Lease:
         return self._ownership_change(lease, None, [])

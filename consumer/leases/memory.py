@@ -163,8 +163,8 @@ class InMemoryLeaseRepository:
             self.t.calls["TransactWriteItems"] += 1
             cur = self._movable(lease)
             target = self.t.workers.get(to_worker)
-            if target is None:
-                raise LeaseConflictError(f"successor {to_worker} is not registered")
+            if target is None or target.draining:
+                raise LeaseConflictError(f"successor {to_worker} is not registered, or is draining")
             self.t.workers[to_worker] = replace(target, inbox=target.inbox + 1)
             return self._move(cur, to_worker)
 

@@ -59,7 +59,8 @@ class LeaseRepository(Protocol):
         ...
 
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
-        """Hand an owned lease to ``to_worker`` in one write that bumps the epoch, and wake the successor."""
+        """Hand an owned lease to ``to_worker`` in one write that bumps the epoch, and wake the successor
+        (a conflict if the successor is not registered or is draining)."""
         ...
 
     def release(self, lease: Lease) -> Lease:

@@ -97,8 +97,8 @@ class Coordinator:
         if self.done:
             return actions
         actions += self.membership.due(now, len(self.owned))
-        if not self.shutting_down and now >= self._next_scan:
-            self._next_scan = now + self._lc.scan_interval
+        if now >= self._next_scan:  # while shutting down, only when the inbox says something came
+            self._next_scan = float("inf") if self.shutting_down else now + self._lc.scan_interval
             actions.append(ReadTable())
         if not self.shutting_down and now >= self._next_discovery:
             self._next_discovery = now + self._lc.discovery_interval
@@ -113,11 +113,8 @@ class Coordinator:
 
     def next_due(self) -> float:
         due = [self.membership.next_due(), *(o.retry_at for o in self.owned.values() if o.write())]
-        if self.shutting_down:
-            due.append(self._deadline)
-        else:
-            due += [self._next_scan, self._next_discovery]
-        return min(due)
+        due.append(self._deadline if self.shutting_down else self._next_discovery)
+        return min([*due, self._next_scan])
 
     # -- membership and table events --------------------------------------------------------------
     def _on_inbox(self, ev: InboxRead) -> list[Action]:
@@ -160,13 +157,19 @@ class Coordinator:
                 actions += self._apply(key, own.lose(o))
             elif o.phase is own.Phase.RUNNING:
                 self.owned[key] = replace(o, lease=lease)  # hand-off request fields
-        if self.shutting_down:
-            return actions
         for lease in snap.leases:
             if lease.owner == self.id and lease.key not in self.owned and not lease.ended:
                 log_event(logger, "lease_received", worker=self.id, lease=lease.key, epoch=lease.epoch)
-                actions += self._own(lease)
+                actions += self._pass_on(lease) if self.shutting_down else self._own(lease)
+        if self.shutting_down:
+            return actions
         return actions + [Forget(w) for w in self.fleet.to_forget(self._now)]
+
+    def _pass_on(self, lease: Lease) -> list[Action]:
+        """Given a lease while shutting down (the giver had not seen us draining yet): hand it on unread."""
+        to = self.fleet.hand_to((lease.key,), self._now, self._wall_ms)[lease.key]
+        self.owned[lease.key] = own.passing_on(lease, to)
+        return []
 
     def _own(self, lease: Lease) -> list[Action]:
         self.owned[lease.key] = Ownership(lease)
@@ -226,9 +229,10 @@ class Coordinator:
         if ev.result is not Result.OK:  # read the table again: soon after a conflict, later after a failure
             self._next_scan = min(self._next_scan, self._now + (0.0 if ev.result is Result.CONFLICT else 0.5))
             return []
-        if ev.kind is WriteKind.TAKE and ev.new is not None and not self.shutting_down:
+        if ev.kind is WriteKind.TAKE and ev.new is not None:
             log_event(logger, "lease_taken", worker=self.id, lease=ev.new.key, epoch=ev.new.epoch)
-            return self._own(ev.new)
+            # A take that lands after our shutdown began is ours all the same: hand it on, never start it.
+            return self._pass_on(ev.new) if self.shutting_down else self._own(ev.new)
         if ev.kind is WriteKind.REQUEST:
             return [Metric("HandoffsRequested", 1, ev.lease.stream, ev.lease.shard_id)]
         return []
@@ -238,6 +242,7 @@ class Coordinator:
         """Stop taking, drain every shard, hand each lease to the least-loaded live worker (or release
         it), deregister — all inside the shutdown deadline."""
         self.shutting_down = True
+        self._next_scan = float("inf")  # no more planning; a read only when the inbox says something came
         self.membership.draining = True
         self.membership.heartbeat_now(self._now)  # tells the fleet we are draining: nobody hands us anything
         self._deadline = self._now + self._cfg.shutdown.deadline

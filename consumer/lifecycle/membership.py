@@ -105,6 +105,8 @@ class Membership:
         if ev.worker is None:
             if ev.error:
                 log_event(logger, "inbox_poll_failed", logging.WARNING, error=ev.error)
+            else:  # our item is gone (a live worker forgot us after a long silence): join again
+                self._fence(now)
             return out
         if ev.worker.generation != self.generation:
             self._fence(now)

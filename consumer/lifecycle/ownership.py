@@ -6,6 +6,7 @@
        ├──HALTED──▶ HALTED (kept on purpose, marked for operators) ──give / shutdown──▶ TRANSFERRING
        ├──GAVE_UP / FAILED────────▶ TRANSFERRING to another live worker (none: RELEASING) ─ok─▶ gone
        └──LOST (any phase: the table shows another owner or epoch, or a fenced write) ──▶ gone
+    (received while shutting down) ──▶ TRANSFERRING to a live worker (none: RELEASING), never started
 
 A write that fails for a transient reason stays in its phase and is retried at ``retry_at``; one that loses
 its condition means the lease moved on, so the ownership ends.
@@ -32,7 +33,7 @@ from consumer.lifecycle.messages import (
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.records import Position
 
-__all__ = ["HANDED_ON", "Ownership", "Phase", "finished", "give", "lose", "written"]
+__all__ = ["HANDED_ON", "Ownership", "Phase", "finished", "give", "lose", "passing_on", "written"]
 
 
 class Phase(enum.Enum):
@@ -89,6 +90,11 @@ def give(o: Ownership, to: str | None, now: float) -> Step:
     if o.phase is Phase.HALTED:  # nothing to drain: the successor resumes before the failing record
         return _moving(replace(o, stop_asked_at=now), to), []
     return o, []  # already on its way out
+
+
+def passing_on(lease: Lease, to: str | None) -> Ownership:
+    """A lease received while shutting down: never started, handed straight on (or released)."""
+    return _moving(Ownership(lease), to)
 
 
 def lose(o: Ownership) -> Step:

@@ -113,12 +113,14 @@ class ShardConsumer:
             )
             detail = repr(exc)
         finally:
-            if self._reader is not None:
-                self._reader.close()
             self._log("shard_stopped", outcome=outcome.value)
+            # Report first: the hand-off need not wait for a fetch still in flight (its result is dropped).
             self._ctx.report(
                 ShardFinished(self.lease.key, self.lease.epoch, outcome, self._halted_at, detail)
             )
+            if self._reader is not None:
+                self._reader.interrupt()
+                self._reader.close()
 
     def _setup(self) -> Started | Outcome:
         started = start_shard(self.lease, self._spec, self._ctx, self.guard)

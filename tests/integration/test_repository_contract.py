@@ -239,6 +239,14 @@ def test_transfer_to_an_unregistered_successor_is_refused(b: Backend) -> None:
     assert b.repo.get_worker("nobody") is None
 
 
+def test_transfer_to_a_draining_successor_is_refused(b: Backend) -> None:
+    """A worker that is shutting down would not start what it is given: the lease would wait for expiry."""
+    lease = b.owned("sh", "w1")
+    b.repo.register_worker(WorkerItem("w2"))
+    b.repo.heartbeat("w2", 0, 0, True)
+    refused(b, lambda: b.repo.transfer(lease, "w2"), lease)
+
+
 def test_release_gives_the_lease_up_and_keeps_the_position(b: Backend) -> None:
     lease = b.owned("sh", "w1")
     b.repo.register_worker(WorkerItem("w2"))

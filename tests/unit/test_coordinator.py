@@ -378,3 +378,45 @@ def test_gave_up_shard_goes_straight_to_another_live_worker() -> None:
     c.step(T0 + 0.5, WALL, [TableRead(TableSnapshot((mine,), (worker("a"), worker("b"))))])
     acts = c.step(T0 + 1, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.GAVE_UP, detail="refused")])
     assert [(w.lease.key, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(mine.key, "b")]
+
+
+def test_a_worker_whose_item_was_forgotten_reconciles_at_its_next_inbox_read() -> None:
+    c = coordinator()
+    alive(c)
+    assert of(c.step(T0 + 1, WALL, [InboxRead(None)]), Reconcile)
+    other = coordinator()
+    alive(other)
+    assert not of(other.step(T0 + 1, WALL, [InboxRead(None, error="refused")]), Reconcile)  # a failed read
+
+
+def test_a_lease_received_while_shutting_down_is_handed_straight_on_never_started() -> None:
+    c = coordinator()
+    alive(c)
+    mine = owning(c, Lease("s", "sh1"))  # still draining when the other lease arrives
+    c.step(
+        T0 + 0.5,
+        WALL,
+        [TableRead(TableSnapshot((mine,), (worker("a"), worker("b"), worker("c", draining=True))))],
+    )
+    c.step(T0 + 1, WALL, [ShutdownRequested()])
+    assert not of(c.step(T0 + 1.5, WALL, []), ReadTable)  # no planning rounds while shutting down
+    acts = c.step(T0 + 2, WALL, [InboxRead(WorkerItem("a", inbox=1))])  # somebody gave us something
+    [read] = of(acts, ReadTable)
+    given = Lease("s", "sh0", owner="a", epoch=3)
+    acts = c.step(T0 + 2.1, WALL, [TableRead(TableSnapshot((given,), (worker("a"), worker("b"))))])
+    assert not of(acts, Start)
+    assert [(w.lease, w.to) for w in writes(acts, WriteKind.TRANSFER)] == [(given, "b")]
+    assert read == ReadTable()
+
+
+def test_a_take_that_lands_after_the_shutdown_began_is_handed_on_not_dropped() -> None:
+    c = coordinator()
+    alive(c)
+    mine = owning(c, Lease("s", "sh1"))
+    acts = c.step(T0 + 1, WALL, [TableRead(TableSnapshot((mine, Lease("s", "sh0")), (worker("a"),)))])
+    [take] = writes(acts, WriteKind.TAKE)
+    c.step(T0 + 1.1, WALL, [ShutdownRequested()])
+    taken = Lease("s", "sh0", owner="a", epoch=1)
+    acts = c.step(T0 + 1.2, WALL, [ActionResult(WriteKind.TAKE, take.lease, Result.OK, new=taken)])
+    assert not of(acts, Start)
+    assert [w.lease for w in writes(acts, WriteKind.RELEASE)] == [taken]  # nobody else alive: released
