@@ -48,7 +48,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_GIVE_UP_AFTER_SECONDS",
         "lease.give_up_after",
-        "a shard failing transiently this long is released for another worker",
+        "a shard failing transiently this long is handed to another live worker (or released)",
         default="lease duration",
     ),
     EnvVar(
@@ -63,7 +63,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_IDLE_TIME_SECONDS",
         "retrieval.idle_time_between_reads",
-        "wait between reads of an idle shard (>= 0.2 keeps under 5 GetRecords/s)",
+        "minimum time between GetRecords calls on a shard, backlog or not (>= 0.2 keeps under 5 a second)",
     ),
     EnvVar(
         "CONSUMER_PREFETCH_BATCHES",
