@@ -13,10 +13,11 @@ import gzip
 import io
 import json
 import logging
+import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
@@ -80,6 +81,20 @@ class _Buffer:
     born: float = field(default_factory=time.monotonic)
 
 
+def _setting(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive finite number from ``name``, or a ``ConfigError`` naming it (checked when constructed)."""
+    raw = env.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(name, f"must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(name, f"must be a positive number, got {raw!r}")
+    return value
+
+
 class RawS3Sink:
     """Record processor (one per shard). Settings: ``CONSUMER_RAW_BUCKET`` (required),
     ``CONSUMER_RAW_PREFIX`` (``raw``), ``RAW_MAX_BYTES`` (5 MiB), ``RAW_MAX_RECORDS`` (10,000),
@@ -102,9 +117,9 @@ class RawS3Sink:
             raise ConfigError("CONSUMER_RAW_BUCKET", "the raw sink needs a bucket")
         self.bucket = bucket
         self.prefix = prefix or env.get("CONSUMER_RAW_PREFIX", "raw")
-        self.max_bytes = max_bytes or int(env.get("RAW_MAX_BYTES", str(5 * 1024 * 1024)))
-        self.max_records = max_records or int(env.get("RAW_MAX_RECORDS", "10000"))
-        self.max_age = max_age or float(env.get("RAW_MAX_AGE_SECONDS", "60"))
+        self.max_bytes = max_bytes or int(_setting(env, "RAW_MAX_BYTES", 5 * 1024 * 1024))
+        self.max_records = max_records or int(_setting(env, "RAW_MAX_RECORDS", 10000))
+        self.max_age = max_age or _setting(env, "RAW_MAX_AGE_SECONDS", 60)
         self._client = client or shared_client("s3")
         self._buffers: dict[tuple[str, str], _Buffer] = {}
         self._lock = threading.Lock()
