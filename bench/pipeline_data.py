@@ -1,9 +1,12 @@
 """Generate raw sink objects (see docs/data-format.md) with duplicates, retries and malformed lines.
 
-The generator writes exactly what the raw S3 sink writes: gzip-compressed JSON lines under
+The generator writes what the raw S3 sink writes (format 2; ``tests/unit/test_raw_format.py`` checks the lines
+byte for byte against the sink's encoder): gzip-compressed JSON lines under
 ``stream=<s>/date=YYYY-MM-DD/hour=HH/<shard>_<first_seq>_<first_sub>_<last_seq>_<last_sub>.jsonl.gz``.
-It is used by the pipeline benchmark and by the Spark end-to-end tests, and reports what a correct
-compaction must produce so both can check the result.
+Besides plain JSON payloads it writes binary ones and, at ``exotic_rate``, the payloads a re-serializing sink
+would change (40-digit integers, 20-digit decimals, ``1e400``, duplicate keys, escapes, CR-LF whitespace, a
+byte-order mark, ``NaN``), and a few valid lines ending in CR-LF. It is used by the pipeline benchmark and by
+the Spark end-to-end tests, and reports what a correct compaction must produce so both can check the result.
 """
 
 from __future__ import annotations
@@ -19,13 +22,36 @@ from pathlib import Path
 __all__ = ["GeneratedRaw", "RawSpec", "generate_raw"]
 
 _SEQ_BASE = 496 * 10**53  # 56 digits, like real Kinesis sequence numbers
+_GOOD = (
+    '"v":2,"stream":"orders","shard_id":"shardId-000000000000","sequence_number":"1",'
+    '"sub_sequence_number":0,"arrival_time":"2026-11-21T00:00:00.000Z","epoch":1'
+)
 _MALFORMED_LINES = (
     "this is not json",
     '{"stream": "orders", "shard_id": "shardId-000000000000"',
     '["an", "array"]',
-    '{"stream": "orders", "shard_id": "shardId-000000000000", "sequence_number": "12x",'
-    ' "sub_sequence_number": 0, "partition_key": "pk", "arrival_time": "2026-11-21T00:00:00.000Z",'
-    ' "epoch": 1, "payload": 1}',
+    '{"v":2,"stream":"orders","shard_id":"shardId-000000000000","sequence_number":"12x",'
+    '"sub_sequence_number":0,"partition_key":"pk","arrival_time":"2026-11-21T00:00:00.000Z",'
+    '"epoch":1,"data":"1"}',
+    "{" + _GOOD + ',"partition_key":{"an":"object"},"data":"1"}',
+    "{" + _GOOD + ',"partition_key":"pk","data_base64":"YWJ"}',
+    "{" + _GOOD + ',"partition_key":"pk","data":"1","epoch":1}',  # a duplicate key
+    "{" + _GOOD + ',"partition_key":"pk\r","data":"1"}',  # a raw CR inside a string
+)
+#: Payloads a sink that parses and re-serializes would change: (text or bytes, is a JSON text).
+_EXOTIC: tuple[tuple[bytes, bool], ...] = (
+    (
+        b'{"event_id": "ev-{n}", "big": 1234567890123456789012345678901234567890,'
+        b' "pi": 3.141592653589793238462643383279502884197}',
+        True,
+    ),
+    (b'{"event_id":"ev-{n}","amount":0.12345678901234567890,"huge":1e400,"neg":-0}', True),
+    (b'{"event_id":"ev-{n}","a":1,"a":2}', False),  # duplicate keys: kept as bytes
+    (b'{"event_id":"ev-{n}","name":"caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\\\ /"}', True),
+    ('{"event_id":"ev-{n}","name":"café 😀 \u2028"}'.encode(), True),
+    (b'\r\n {\r\n\t"event_id" : "ev-{n}" ,\r\n "n" : [ 1 , -0 , 1E+2 ]\r\n}\r\n ', True),
+    (b'{"event_id": "ev-{n}", "x": NaN}', False),
+    (b'\xef\xbb\xbf{"event_id": "ev-{n}"}', False),
 )
 
 
@@ -43,6 +69,8 @@ class RawSpec:
     stream: str = "orders"
     batch_size: int = 5_000
     base64_rate: float = 0.01
+    exotic_rate: float = 0.01
+    crlf_rate: float = 0.001
     aggregated_rate: float = 0.05
     seed: int = 7
 
@@ -57,6 +85,14 @@ class GeneratedRaw:
     distinct_events: int
     malformed: int
     objects: int
+
+
+def _text_field(text: str) -> str:
+    return '"data":' + json.dumps(text, ensure_ascii=False)
+
+
+def _base64_field(data: bytes) -> str:
+    return '"data_base64":"' + base64.b64encode(data).decode("ascii") + '"'
 
 
 def _seq(shard: int, index: int) -> str:
@@ -113,7 +149,7 @@ def generate_raw(root: Path, spec: RawSpec) -> GeneratedRaw:
                 # A redelivery after a failover: the tail of the batch again, from the next epoch,
                 # in its own object (different first bounds, same hour partition).
                 tail = max(1, round(len(rows) * spec.duplicate_rate))
-                redelivered = [(s, b, ln.replace('"epoch": 1,', '"epoch": 2,')) for s, b, ln in rows[-tail:]]
+                redelivered = [(s, b, ln.replace('"epoch":1,', '"epoch":2,', 1)) for s, b, ln in rows[-tail:]]
                 flush(redelivered, hour, epoch_dupes=False)
 
         for i in range(count):
@@ -136,21 +172,31 @@ def generate_raw(root: Path, spec: RawSpec) -> GeneratedRaw:
                 event = event_counter
                 event_counter += 1
             amount = rng.randrange(1, 100_000)
-            payload = f'{{"event_id": "ev-{event}", "amount": {amount}, "sku": "sku-{amount % 97}"}}'
-            if rng.random() < spec.base64_rate:
-                binary_records += 1  # no event id can be read from a binary payload
-                blob = base64.b64encode(b"\x00\xff" + payload.encode()).decode()
-                payload_field = f'"payload_base64": {json.dumps(blob)}'
+            roll = rng.random()
+            if roll < spec.base64_rate:
+                blob = b"\x00\xff" + f'{{"event_id": "ev-{event}", "amount": {amount}}}'.encode()
+                data_field, is_json = _base64_field(blob), False
+            elif roll < spec.base64_rate + spec.exotic_rate:
+                raw, is_json = _EXOTIC[rng.randrange(len(_EXOTIC))]
+                raw = raw.replace(b"{n}", str(event).encode())
+                data_field = _text_field(raw.decode()) if is_json else _base64_field(raw)
             else:
-                payload_field = f'"payload": {payload}'
+                payload = f'{{"event_id": "ev-{event}", "amount": {amount}, "sku": "sku-{amount % 97}"}}'
+                data_field, is_json = '"data":"' + payload.replace('"', '\\"') + '"', True
+            if is_json:
                 if spec.retry_rate > 0:
                     json_events.add((hour, event))
+            else:
+                binary_records += 1  # no event id can be read from a binary payload
+            seq = _seq(shard, seq_index)
             line = (
-                f'{{"stream": "{spec.stream}", "shard_id": "{shard_id}", "sequence_number": "{_seq(shard, seq_index)}",'
-                f' "sub_sequence_number": {sub}, "partition_key": "pk-{amount % 1000}",'
-                f' "arrival_time": "{_iso(arrival)}", "epoch": 1, {payload_field}}}'
+                f'{{"v":2,"stream":"{spec.stream}","shard_id":"{shard_id}","sequence_number":"{seq}",'
+                f'"sub_sequence_number":{sub},"partition_key":"pk-{amount % 1000}",'
+                f'"arrival_time":"{_iso(arrival)}","epoch":1,{data_field}}}'
             )
-            batch.append((_seq(shard, seq_index), sub, line))
+            if rng.random() < spec.crlf_rate:
+                line += "\r"  # a valid line ending in CR-LF (hand-written, not by the sink)
+            batch.append((seq, sub, line))
         if batch and batch_hour is not None:
             flush(batch, batch_hour, epoch_dupes=True)
     return GeneratedRaw(

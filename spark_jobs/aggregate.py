@@ -3,8 +3,9 @@
     spark-submit --py-files spark_jobs.zip aggregate.py \\
         --input s3://bucket/curated --output s3://bucket/metrics --start 2026-11-21T00 --end 2026-11-21T23
 
-Writes ``<output>/per_minute`` and ``<output>/per_hour`` as Parquet partitioned by date and hour with
-dynamic partition overwrite, so re-running a range after a re-compaction replaces exactly those hours.
+Writes ``<output>/per_minute`` and ``<output>/per_hour`` as Parquet partitioned by date and hour; both are
+staged and committed together, each hour replacing the old one whole, so re-running a range after a
+re-compaction replaces exactly those hours and a run that fails changes nothing.
 """
 
 from __future__ import annotations
@@ -74,12 +75,17 @@ def run(spark: SparkSession, options: AggregateOptions) -> dict[str, int]:
         log.warning("no curated partitions in %s for %s..%s", options.input, options.start, options.end)
         return {"hours": 0}
     curated = read_curated(spark, options.input, paths)
-    storage.write_partitioned(
-        minute_metrics(curated).coalesce(1), storage.join(options.output, "per_minute"), "parquet"
-    )
-    storage.write_partitioned(
-        hour_metrics(curated).coalesce(1), storage.join(options.output, "per_hour"), "parquet"
-    )
+    tables = {"per_minute": minute_metrics(curated), "per_hour": hour_metrics(curated)}
+    roots = {name: storage.join(options.output, name) for name in tables}
+    staging = storage.Staging(spark, roots.values())
+    try:
+        for name, table in tables.items():
+            storage.write_partitioned(table.coalesce(1), staging.path(roots[name]), "parquet")
+    except Exception:
+        staging.abort()
+        raise
+    for root in roots.values():
+        staging.commit(root)
     return {"hours": len(paths)}
 
 

@@ -2,13 +2,16 @@
 
     spark-submit --py-files spark_jobs.zip compact.py \\
         --input s3://bucket/raw --output s3://bucket/curated --quarantine s3://bucket/quarantine \\
-        --start 2026-11-21T00 --end 2026-11-21T23 [--event-id-field event_id]
+        --start 2026-11-21T00 --end 2026-11-21T23 [--event-id-field event_id] \\
+        [--payload-columns "amount DECIMAL(38,18), sku STRING"]
 
-Each hour partition of the output is a function of that hour's raw objects only, and is replaced as a whole
-(dynamic partition overwrite): re-running an hour picks up late objects and gives the same row set, and
-partitions outside the range are never touched. Hours with no valid line are left as they are.
-Malformed lines never fail the job: they are counted (logged and returned) and written with their reason to
-the quarantine path, partitioned the same way.
+Each hour partition of the output is a function of that hour's raw objects only, and is replaced as a whole:
+re-running an hour picks up late objects and gives the same row set, and partitions outside the range are
+never touched. Hours with no valid line are left as they are. Malformed lines never fail the job: they are
+counted (logged and returned) and written with their reason to the quarantine path, partitioned the same way;
+an object that cannot be read (a truncated or corrupt gzip) is quarantined whole and named in the summary,
+and the rest of the range is compacted. Both outputs are staged and committed together at the end, so a run
+that fails changes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -31,8 +35,10 @@ from spark_jobs.transforms import (
     event_id_path,
     parse_raw_lines,
     quarantined,
+    quarantined_objects,
     valid_records,
     with_event_id,
+    with_payload_columns,
 )
 
 __all__ = ["CompactOptions", "main", "parse_args", "raw_patterns", "read_raw", "run"]
@@ -50,6 +56,7 @@ class CompactOptions:
     start: str
     end: str
     event_id_field: str | None = None
+    payload_columns: str | None = None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> CompactOptions:
@@ -61,8 +68,15 @@ def parse_args(argv: Sequence[str] | None = None) -> CompactOptions:
     parser.add_argument("--start", required=True, help="first hour, YYYY-MM-DDTHH (UTC)")
     parser.add_argument("--end", required=True, help="last hour, inclusive, YYYY-MM-DDTHH (UTC)")
     parser.add_argument("--event-id-field", default=None, help="payload field that also identifies a record")
+    parser.add_argument(
+        "--payload-columns",
+        default=None,
+        help="typed columns parsed from the payload text, e.g. 'amount DECIMAL(38,18), sku STRING'",
+    )
     ns = parser.parse_args(argv)
-    options = CompactOptions(ns.input, ns.output, ns.quarantine, ns.start, ns.end, ns.event_id_field)
+    options = CompactOptions(
+        ns.input, ns.output, ns.quarantine, ns.start, ns.end, ns.event_id_field, ns.payload_columns
+    )
     try:
         hour_range(options.start, options.end)
         if options.event_id_field is not None:
@@ -80,29 +94,100 @@ def raw_patterns(root: str, start: str, end: str) -> list[str]:
     ]
 
 
-def read_raw(spark: SparkSession, patterns: list[str]) -> DataFrame:
-    """Raw lines with the URI of their object (``value``, ``source_object``); gzip is decoded by extension."""
-    return spark.read.text(patterns).select("value", F.col("_metadata.file_path").alias("source_object"))
+def read_raw(
+    spark: SparkSession, root: str, patterns: list[str], only: Sequence[str] = (), skip: Sequence[str] = ()
+) -> DataFrame:
+    """Raw lines with their object (``value``, ``source_object``, ``path_stream``, ``date``, ``hour``).
+
+    gzip is decoded by extension; lines end at ``\\n`` only (a CR is part of its line). ``path_stream``,
+    ``date`` and ``hour`` are the object's ``stream=``/``date=``/``hour=`` directories (read as partition
+    values under ``root``: once per object, not per line). ``only``/``skip`` select objects by
+    ``source_object``, the URI in ``_metadata.file_path`` (URL-encoded); Spark prunes the other objects before
+    reading them.
+    """
+    lines = (
+        spark.read.schema("value string, stream string, date string, hour string")
+        .option("basePath", root)
+        .option("lineSep", "\n")
+        .text(patterns)
+    )
+    path = F.col("_metadata.file_path")
+    if only:
+        lines = lines.where(path.isin(list(only)))
+    if skip:
+        lines = lines.where(~path.isin(list(skip)))
+    return lines.select(
+        "value", path.alias("source_object"), F.col("stream").alias("path_stream"), "date", "hour"
+    )
 
 
-def run(spark: SparkSession, options: CompactOptions) -> dict[str, int]:
-    """Compact the range; returns counts: lines, valid, curated, duplicates and one entry per quarantine reason."""
+def _hours(patterns: list[str]) -> list[tuple[str, str]]:
+    """(date, hour) of each hour pattern."""
+    return [(p.split("/date=")[1][:10], p.split("/hour=")[1][:2]) for p in patterns]
+
+
+def _is_read_failure(exc: BaseException) -> bool:
+    return "FAILED_READ_FILE" in str(exc)
+
+
+def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
+    """Compact the range; returns counts (lines, valid, curated, duplicates, malformed, one per quarantine
+    reason) and ``corrupt_objects``: the URIs of the objects that could not be read."""
     storage.configure(spark)
     patterns = storage.existing(spark, raw_patterns(options.input, options.start, options.end))
-    counts = {
+    counts: dict[str, Any] = {
         "lines": 0,
         "valid": 0,
         "curated": 0,
         "duplicates": 0,
         "malformed": 0,
         **dict.fromkeys(REASONS, 0),
+        "corrupt_objects": [],
     }
     if not patterns:
         log.warning(
             "no raw objects in %s for %s..%s; nothing to do", options.input, options.start, options.end
         )
         return counts
-    parsed = read_raw(spark, patterns).transform(parse_raw_lines)
+    unreadable: dict[str, str] = {}
+    while True:
+        staging = storage.Staging(spark, [options.output, options.quarantine])
+        try:
+            _compact(spark, options, patterns, unreadable, staging, counts)
+            break
+        except Exception as exc:
+            staging.abort()
+            if unreadable or not _is_read_failure(exc):
+                raise
+            # Some object could not be read: find every such object, then compact the rest without them.
+            unreadable = storage.unreadable_objects(spark, patterns)
+            if not unreadable:
+                raise
+            log.warning("%d raw objects cannot be read; compacting without them", len(unreadable))
+    staging.commit(options.output)
+    staging.commit(options.quarantine, drop=_hours(patterns))
+    counts["corrupt_objects"] = sorted(unreadable)
+    if counts["malformed"] or unreadable:
+        log.warning(
+            "quarantined %d lines and %d objects to %s",
+            counts["malformed"],
+            len(unreadable),
+            options.quarantine,
+        )
+    log.info("compacted %s..%s: %s", options.start, options.end, json.dumps(counts, sort_keys=True))
+    return counts
+
+
+def _compact(
+    spark: SparkSession,
+    options: CompactOptions,
+    patterns: list[str],
+    unreadable: dict[str, str],
+    staging: storage.Staging,
+    counts: dict[str, Any],
+) -> None:
+    """Write the curated rows and the quarantine of the range to ``staging`` and fill in ``counts``."""
+    parsed = read_raw(spark, options.input, patterns, skip=sorted(unreadable)).transform(parse_raw_lines)
     seen = Observation("raw_lines")
     kept = Observation("curated_rows")
     observed = parsed.observe(
@@ -116,24 +201,32 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, int]:
         observed.transform(with_event_id(options.event_id_field))
         .transform(valid_records)
         .transform(deduplicate)
+        .transform(with_payload_columns(options.payload_columns))
         .observe(kept, F.count(F.lit(1)).alias("curated"))
     )
-    storage.write_partitioned(curated, options.output, "parquet")
+    storage.write_partitioned(curated, staging.path(options.output), "parquet")
     metrics = seen.get
     bad_objects = sorted(metrics.pop("bad_objects"))
     counts.update({k: int(v) for k, v in metrics.items()})
     counts["curated"] = int(kept.get["curated"])
     counts["duplicates"] = counts["valid"] - counts["curated"]
     counts["malformed"] = counts["lines"] - counts["valid"]
-    if counts["malformed"] > 0:
+    quarantine = []
+    if bad_objects:
         # A second, small pass: only the objects that hold a malformed line are read again.
-        bad = read_raw(spark, bad_objects).transform(parse_raw_lines).transform(quarantined)
-        storage.write_partitioned(bad.coalesce(1), options.quarantine, "json", compression="gzip")
-        log.warning(
-            "quarantined %d malformed lines to %s: %s", counts["malformed"], options.quarantine, counts
+        quarantine.append(
+            read_raw(spark, options.input, patterns, only=bad_objects)
+            .transform(parse_raw_lines)
+            .transform(quarantined)
         )
-    log.info("compacted %s..%s: %s", options.start, options.end, json.dumps(counts, sort_keys=True))
-    return counts
+    if unreadable:
+        objects = spark.createDataFrame(sorted(unreadable.items()), "source_object string, detail string")
+        quarantine.append(objects.transform(quarantined_objects))
+    if quarantine:
+        rows = quarantine[0] if len(quarantine) == 1 else quarantine[0].unionByName(quarantine[1])
+        storage.write_partitioned(
+            rows.coalesce(1), staging.path(options.quarantine), "json", compression="gzip"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

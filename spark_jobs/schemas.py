@@ -9,6 +9,7 @@ __all__ = [
     "HOUR_METRICS_SCHEMA",
     "MINUTE_METRICS_SCHEMA",
     "QUARANTINE_SCHEMA",
+    "RAW_FORMAT",
     "RAW_LINE_SCHEMA",
     "RAW_RECORD_SCHEMA",
     "REASONS",
@@ -24,10 +25,13 @@ RAW_LINE_SCHEMA = T.StructType(
     ]
 )
 
-#: The JSON object on one raw line. ``payload`` is a VARIANT so that any JSON value (including a JSON
-#: string, ``null`` or a number) survives exactly; ``_corrupt`` receives the line when it does not parse.
+#: The JSON object on one raw line, format 2 (``v``, ``data``/``data_base64``) and format 1 (no ``v``,
+#: ``payload``/``payload_base64``). Format 1's ``payload`` is a VARIANT so that any JSON value survives;
+#: ``_corrupt`` receives the line when it does not parse or an integer field holds something else. The format-2
+#: fields come first, in the order the sink writes them: a line the sink wrote is ``to_json`` of its parse.
 RAW_RECORD_SCHEMA = T.StructType(
     [
+        T.StructField("v", T.LongType(), True),
         T.StructField("stream", T.StringType(), True),
         T.StructField("shard_id", T.StringType(), True),
         T.StructField("sequence_number", T.StringType(), True),
@@ -35,11 +39,16 @@ RAW_RECORD_SCHEMA = T.StructType(
         T.StructField("partition_key", T.StringType(), True),
         T.StructField("arrival_time", T.StringType(), True),
         T.StructField("epoch", T.LongType(), True),
+        T.StructField("data", T.StringType(), True),
+        T.StructField("data_base64", T.StringType(), True),
         T.StructField("payload", T.VariantType(), True),
         T.StructField("payload_base64", T.StringType(), True),
         T.StructField("_corrupt", T.StringType(), True),
     ]
 )
+
+#: The raw line format the sink writes (``"v": 2``); lines without ``v`` are format 1 and still read.
+RAW_FORMAT = 2
 
 #: The curated table: one row per distinct record, partitioned by ``date`` and ``hour`` (strings, as in the path).
 CURATED_SCHEMA = T.StructType(
@@ -59,12 +68,13 @@ CURATED_SCHEMA = T.StructType(
     ]
 )
 
-#: Lines that could not be curated, with why; partitioned like the curated table.
+#: Lines (or whole objects, ``line`` null) that could not be curated, with why; partitioned like the curated table.
 QUARANTINE_SCHEMA = T.StructType(
     [
         T.StructField("source_object", T.StringType(), False),
         T.StructField("line", T.StringType(), True),
         T.StructField("reason", T.StringType(), False),
+        T.StructField("detail", T.StringType(), True),
         T.StructField("date", T.StringType(), False),
         T.StructField("hour", T.StringType(), False),
     ]
@@ -103,21 +113,26 @@ HOUR_METRICS_SCHEMA = T.StructType(
 
 
 class Reason:
-    """Why a raw line went to quarantine (the first rule a line breaks, in this order)."""
+    """Why a raw line went to quarantine (the first rule a line breaks, in this order), or its whole object."""
 
-    UNPARSEABLE = "unparseable"  # not a JSON object, or a field of the wrong JSON type
+    UNPARSEABLE = "unparseable"  # not one strict JSON object (RFC 8259, unique keys, nothing after it)
+    WRONG_TYPE = "wrong_type"  # a field of the wrong JSON type (e.g. a partition_key that is an object)
+    UNSUPPORTED_VERSION = "unsupported_version"  # a format version ("v") this job does not know
     MISSING_FIELD = "missing_field"  # a required field is absent or null
     BAD_SEQUENCE_NUMBER = "bad_sequence_number"  # not 1 to 56 decimal digits
     BAD_SUB_SEQUENCE_NUMBER = "bad_sub_sequence_number"  # negative
     BAD_EPOCH = "bad_epoch"  # negative
-    BAD_ARRIVAL_TIME = "bad_arrival_time"  # not an ISO-8601 UTC timestamp
-    BAD_PAYLOAD = "bad_payload"  # not exactly one of payload / payload_base64, or invalid base64
+    BAD_ARRIVAL_TIME = "bad_arrival_time"  # not an ISO-8601 timestamp with a zone
+    BAD_PAYLOAD = "bad_payload"  # not exactly one of data / data_base64, invalid base64, data not JSON text
     WRONG_PARTITION = "wrong_partition"  # stream or arrival hour differs from the object's path
+    CORRUPT_OBJECT = "corrupt_object"  # the object cannot be read (truncated or corrupt gzip): all of it
 
 
-#: Every reason, in the order the rules are checked.
+#: Every line reason, in the order the rules are checked.
 REASONS: tuple[str, ...] = (
     Reason.UNPARSEABLE,
+    Reason.WRONG_TYPE,
+    Reason.UNSUPPORTED_VERSION,
     Reason.MISSING_FIELD,
     Reason.BAD_SEQUENCE_NUMBER,
     Reason.BAD_SUB_SEQUENCE_NUMBER,
@@ -127,14 +142,21 @@ REASONS: tuple[str, ...] = (
     Reason.WRONG_PARTITION,
 )
 
-#: A sentence per reason, written beside it in the quarantine.
+#: A sentence per reason, written beside it in the quarantine (``missing_field`` and ``wrong_type`` name the
+#: field instead, ``corrupt_object`` the read error).
 REASON_DETAILS: dict[str, str] = {
-    Reason.UNPARSEABLE: "not a JSON object with the documented field types",
+    Reason.UNPARSEABLE: "not one strict JSON object (RFC 8259, unique keys, nothing after it)",
+    Reason.WRONG_TYPE: "a field has the wrong JSON type",
+    Reason.UNSUPPORTED_VERSION: "v is not a raw format version this job reads (1 or 2)",
     Reason.MISSING_FIELD: "a required field is absent or null",
     Reason.BAD_SEQUENCE_NUMBER: "sequence_number is not 1 to 56 decimal digits",
     Reason.BAD_SUB_SEQUENCE_NUMBER: "sub_sequence_number is negative",
     Reason.BAD_EPOCH: "epoch is negative",
     Reason.BAD_ARRIVAL_TIME: "arrival_time is not an ISO-8601 timestamp with a zone",
-    Reason.BAD_PAYLOAD: "not exactly one of payload and payload_base64, or payload_base64 is not base64",
+    Reason.BAD_PAYLOAD: (
+        "not exactly one of data and data_base64 (payload and payload_base64 in format 1), "
+        "base64 that is not strict base64, or data that is not one JSON text"
+    ),
     Reason.WRONG_PARTITION: "stream or arrival hour differs from the object's stream=/date=/hour= path",
+    Reason.CORRUPT_OBJECT: "the object could not be read",
 }

@@ -1,17 +1,36 @@
-"""Spark I/O shared by the job entry files: the session, listing hour partitions, partitioned writes.
+"""Spark I/O shared by the job entry files: the session, listing hour partitions, staged partitioned writes.
 
 Paths are Hadoop URIs, so the same code reads ``file://`` (or plain local paths) on a laptop and
 ``s3://`` on EMR.
+
+A job writes every output to a staging folder first (``<root>/_staging-<run>``, hidden from readers by its
+``_``) and only when all of them are written moves the partitions into place (:func:`commit`); so a job that
+fails leaves every output as it was, and one that succeeds replaces each partition it wrote whole.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import logging
+import uuid
+import zlib
+from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["JOB_SQL_CONF", "configure", "existing", "get_session", "join", "write_partitioned"]
+__all__ = [
+    "JOB_SQL_CONF",
+    "Staging",
+    "configure",
+    "existing",
+    "get_session",
+    "gzip_error",
+    "join",
+    "unreadable_objects",
+    "write_partitioned",
+]
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +39,7 @@ JOB_SQL_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.variant.allowDuplicateKeys": "false",  # strict JSON: an object with a repeated key is refused
 }
 
 
@@ -40,17 +60,115 @@ def join(root: str, *parts: str) -> str:
     return "/".join([root.rstrip("/"), *parts])
 
 
+def _fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    """(Hadoop file system, Hadoop path) of ``uri``."""
+    jvm: Any = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
 def existing(spark: SparkSession, patterns: list[str]) -> list[str]:
     """The glob patterns that match at least one path, asking the Hadoop file system of each pattern."""
-    jvm: Any = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
     found = []
     for pattern in patterns:
-        path = jvm.org.apache.hadoop.fs.Path(pattern)
-        statuses = path.getFileSystem(conf).globStatus(path)
+        fs, path = _fs(spark, pattern)
+        statuses = fs.globStatus(path)
         if statuses is not None and len(statuses) > 0:
             found.append(pattern)
     return found
+
+
+def gzip_error(content: bytes) -> str | None:
+    """Why ``content`` is not complete gzip data (members back to back, CRC and length checked), or None."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(content)) as stream:
+            while stream.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def unreadable_objects(spark: SparkSession, patterns: list[str]) -> dict[str, str]:
+    """Objects matched by ``patterns`` that are not complete gzip data: {URI as in ``_metadata.file_path``:
+    the error}. Reads every object once more; the jobs call it only after a read failed."""
+    context = spark.sparkContext
+    files = context.union([context.binaryFiles(pattern) for pattern in patterns])
+    checked = files.map(lambda item: (item[0], gzip_error(item[1]) or ""))
+    jvm: Any = context._jvm
+    return {
+        str(jvm.org.apache.hadoop.fs.Path(path).toUri().toString()): error
+        for path, error in checked.filter(lambda item: item[1] != "").collect()
+    }
+
+
+class Staging:
+    """Outputs of one run, written under ``<root>/_staging-<run>`` and then committed together.
+
+    :meth:`commit` moves each staged ``date=/hour=`` partition into its root: the partition in place, if
+    any, is first moved to ``<root>/_trash-<run>``, so at every moment a partition is either the old one,
+    the new one, or (for the instant between two renames) in the trash, from where :meth:`recover` - run
+    at the start of every job - puts it back. One job at a time per output root.
+    """
+
+    def __init__(self, spark: SparkSession, roots: Iterable[str]) -> None:
+        self.spark = spark
+        self.run = uuid.uuid4().hex[:12]
+        self.roots = list(roots)
+        for root in self.roots:
+            self.recover(root)
+
+    def path(self, root: str) -> str:
+        """Where the run writes ``root``'s new partitions."""
+        return join(root, f"_staging-{self.run}")
+
+    def recover(self, root: str) -> None:
+        """Put back partitions a crashed commit left in the trash; drop leftover staging and trash."""
+        fs, base = _fs(self.spark, root)
+        jvm: Any = self.spark.sparkContext._jvm
+        for trash in fs.globStatus(jvm.org.apache.hadoop.fs.Path(base, "_trash-*")) or []:
+            for part in fs.globStatus(jvm.org.apache.hadoop.fs.Path(trash.getPath(), "date=*/hour=*")) or []:
+                relative = f"{part.getPath().getParent().getName()}/{part.getPath().getName()}"
+                target = jvm.org.apache.hadoop.fs.Path(base, relative)
+                if not fs.exists(target):
+                    log.warning("restoring %s from %s", relative, trash.getPath())
+                    self._move(fs, part.getPath(), target)
+            fs.delete(trash.getPath(), True)
+        for staged in fs.globStatus(jvm.org.apache.hadoop.fs.Path(base, "_staging-*")) or []:
+            fs.delete(staged.getPath(), True)
+
+    def _move(self, fs: Any, source: Any, target: Any) -> None:
+        fs.mkdirs(target.getParent())
+        if not fs.rename(source, target):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def commit(self, root: str, drop: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+        """Replace ``root``'s partitions with the staged ones, and remove the ``drop`` (date, hour)
+        partitions that have nothing staged; returns the (date, hour) partitions written."""
+        fs, base = _fs(self.spark, root)
+        jvm: Any = self.spark.sparkContext._jvm
+        staged = jvm.org.apache.hadoop.fs.Path(self.path(root))
+        trash = jvm.org.apache.hadoop.fs.Path(base, f"_trash-{self.run}")
+        parts = {}
+        for status in fs.globStatus(jvm.org.apache.hadoop.fs.Path(staged, "date=*/hour=*")) or []:
+            path = status.getPath()
+            parts[(path.getParent().getName()[5:], path.getName()[5:])] = path
+        for date, hour in sorted(set(parts) | set(drop)):
+            relative = f"date={date}/hour={hour}"
+            target = jvm.org.apache.hadoop.fs.Path(base, relative)
+            if fs.exists(target):
+                self._move(fs, target, jvm.org.apache.hadoop.fs.Path(trash, relative))
+            if (date, hour) in parts:
+                self._move(fs, parts[(date, hour)], target)
+        fs.delete(trash, True)
+        fs.delete(staged, True)
+        return sorted(parts)
+
+    def abort(self) -> None:
+        """Drop whatever the run staged (the outputs stay as they were)."""
+        for root in self.roots:
+            fs, _ = _fs(self.spark, root)
+            fs.delete(_fs(self.spark, self.path(root))[1], True)
 
 
 def write_partitioned(df: DataFrame, path: str, fmt: str, **options: str) -> None:

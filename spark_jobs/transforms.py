@@ -7,20 +7,23 @@ The chain used by the compaction job::
          .transform(valid_records)              # curated columns, valid lines only
          .transform(deduplicate)                # one deterministic copy per record (and per event id)
 
-and ``parsed.transform(quarantined)`` for the lines that could not be curated. ``minute_metrics`` and
-``hour_metrics`` feed the aggregation job. Every transform assumes ``spark.sql.session.timeZone=UTC``
-(the jobs set it): date and hour partitions are UTC.
+and ``parsed.transform(quarantined)`` for the lines that could not be curated. ``with_payload_columns``
+derives typed columns from the curated payload text on request. ``minute_metrics`` and ``hour_metrics`` feed
+the aggregation job. Every transform assumes the jobs' SQL settings (:data:`spark_jobs.storage.JOB_SQL_CONF`):
+a UTC session (date and hour partitions are UTC) and no duplicate keys in ``parse_json``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from spark_jobs.schemas import RAW_RECORD_SCHEMA, REASON_DETAILS, Reason
+from spark_jobs.schemas import RAW_FORMAT, RAW_RECORD_SCHEMA, REASON_DETAILS, Reason
 
 __all__ = [
     "CURATED_COLUMNS",
@@ -31,9 +34,11 @@ __all__ = [
     "minute_metrics",
     "parse_raw_lines",
     "quarantined",
+    "quarantined_objects",
     "sequence_order",
     "valid_records",
     "with_event_id",
+    "with_payload_columns",
 ]
 
 #: Columns of the curated table, in order (``date`` and ``hour`` are its partition columns).
@@ -61,9 +66,34 @@ _REQUIRED = (
     "arrival_time",
     "epoch",
 )
+#: Fields and their JSON types (format 1's ``payload`` may be any JSON value).
+_STRINGS = (
+    "stream",
+    "shard_id",
+    "sequence_number",
+    "partition_key",
+    "arrival_time",
+    "data",
+    "data_base64",
+    "payload_base64",
+)
+_INTEGERS = ("v", "sub_sequence_number", "epoch")
 _SEQUENCE = r"^[0-9]{1,56}$"
 _ISO_UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
+# Strict base64 (RFC 4648, padded, no whitespace); only character classes, so no regex recursion on long values.
+_BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
 _FIELD = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
+#: Strict parsing (RFC 8259): Spark's JSON reader accepts NaN/Infinity and single quotes unless told not to.
+_JSON_OPTIONS = {
+    "columnNameOfCorruptRecord": "_corrupt",
+    "allowNonNumericNumbers": "false",
+    "allowSingleQuotes": "false",
+    "allowComments": "false",
+    "allowUnquotedFieldNames": "false",
+    "allowNumericLeadingZeros": "false",
+    "allowUnquotedControlChars": "false",
+    "allowBackslashEscapingAnyCharacter": "false",
+}
 
 
 class MissingColumnsError(ValueError):
@@ -95,25 +125,85 @@ def _path_part(path: Column, from_end: int, name: str) -> Column:
     return F.when(segment.startswith(f"{name}="), F.substring(segment, len(name) + 2, 1 << 20)).otherwise("")
 
 
+def _wrapped(text: Column) -> Column:
+    """``[text]`` parsed as a VARIANT (null when it is not strict JSON); see :func:`_one_json_text`."""
+    return F.try_parse_json(F.concat(F.lit("["), text, F.lit("]")))
+
+
+def _one_json_text(text: Column, wrapped: Column) -> Column:
+    """Whether ``text`` is exactly one strict JSON text, given ``wrapped = _wrapped(text)``.
+
+    ``parse_json`` is strict (no NaN, single quotes, comments, trailing commas, control characters, duplicate
+    keys or lone surrogates) but stops after the first value. Wrapped in ``[...]``, anything after that value
+    makes the array invalid or longer than one element, except text that starts with ``]``; so text holding a
+    ``]`` is parsed once more as ``{"k": text}``, where a ``]`` after the value is invalid.
+    """
+    one = (
+        F.try_variant_get(wrapped, "$[0]", "variant").isNotNull()
+        & F.try_variant_get(wrapped, "$[1]", "variant").isNull()
+        & (
+            (F.instr(text, "]") == 0)
+            | F.try_parse_json(F.concat(F.lit('{"k":'), text, F.lit("}"))).isNotNull()
+        )
+    )
+    return F.coalesce(one, F.lit(False))
+
+
+def _first(conditions: Iterable[tuple[Column, str]]) -> Column:
+    """The value of the first condition that holds (null when none does)."""
+    out: Column = F.lit(None).cast("string")
+    for condition, value in reversed(list(conditions)):
+        out = F.when(condition, F.lit(value)).otherwise(out)
+    return out
+
+
 def parse_raw_lines(lines: DataFrame) -> DataFrame:
     """Parse raw lines (``value``, ``source_object``) into typed fields plus a quarantine ``reason``.
 
-    Output columns: ``source_object``, ``line``, ``path_stream``, ``date``, ``hour`` (from the object's
-    ``stream=/date=/hour=`` path), the record fields (``arrival_time`` as a timestamp, ``payload`` as a
-    VARIANT), ``reason`` (a :class:`~spark_jobs.schemas.Reason`, null when the line is valid) and
-    ``missing`` (the first required field that is absent or null).
+    Output columns: ``source_object``, ``line``, ``path_stream``, ``date``, ``hour`` (the object's
+    ``stream=/date=/hour=`` directories: taken from the input when it has these columns, as
+    :func:`spark_jobs.compact.read_raw` gives them, else from ``source_object``), ``v`` (the format: 1 or 2), the record fields (``arrival_time`` as a
+    timestamp), ``data``/``data_base64`` (format 2) or ``payload``/``payload_base64`` (format 1),
+    ``data_json`` (``[data]`` as a VARIANT, for :func:`with_event_id`), ``reason`` (a
+    :class:`~spark_jobs.schemas.Reason`, null when the line is valid) and ``field`` (the field a
+    ``missing_field`` or ``wrong_type`` reason is about).
+
+    A line exactly as the sink writes it (its fields re-serialized give the line back) is checked by that
+    comparison; any other line is parsed once more, strictly, to check its syntax and each field's JSON type.
     """
     _require(lines, "parse_raw_lines", ["value", "source_object"])
-    j = F.from_json(F.col("value"), RAW_RECORD_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt"})
     path = F.col("source_object")
+    parts = [(4, "stream", "path_stream"), (3, "date", "date"), (2, "hour", "hour")]
+    given = {"path_stream", "date", "hour"} <= set(lines.columns)
     parsed = lines.select(
         path.alias("source_object"),
         F.col("value").alias("line"),
-        _path_part(path, 4, "stream").alias("path_stream"),
-        _path_part(path, 3, "date").alias("date"),
-        _path_part(path, 2, "hour").alias("hour"),
-        j.alias("j"),
+        *[F.col(column) if given else _path_part(path, up, name).alias(column) for up, name, column in parts],
+        F.from_json(F.col("value"), RAW_RECORD_SCHEMA, _JSON_OPTIONS).alias("j"),
     )
+    # The schema lists the format-2 fields in the sink's order, and to_json leaves out null fields.
+    canonical = (F.col("j.v") == RAW_FORMAT) & (F.col("line") == F.to_json("j"))
+    parsed = parsed.withColumn("_canonical", F.coalesce(canonical, F.lit(False)))
+    an_object = F.col("line").rlike(r"^[ \t\r\n]*\{")
+    parsed = parsed.withColumn("_strict", F.when(~F.col("_canonical"), _wrapped(F.col("line")))).withColumn(
+        "_syntax_ok",
+        F.col("_canonical")
+        | F.when(~F.col("_canonical"), _one_json_text(F.col("line"), F.col("_strict")) & an_object),
+    )
+
+    # The JSON type of each field, for lines not in the sink's layout only. A lambda over the object's fields
+    # (evaluated, not generated code) keeps the generated code small enough for the JVM to compile.
+    def wrong(field: Column) -> Column:
+        value = field.getField("value")
+        not_string = F.try_variant_get(value, "$", "binary").isNull()  # only a JSON string casts to binary
+        not_integer = ~F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+        name = field.getField("key")
+        return ~F.is_variant_null(value) & (
+            (name.isin(*_STRINGS) & not_string) | (name.isin(*_INTEGERS) & not_integer)
+        )
+
+    fields = F.map_entries(F.try_variant_get(F.col("_strict"), "$[0]", "map<string,variant>"))
+    wrong_type = F.try_element_at(F.filter(fields, wrong), F.lit(1)).getField("key")
     text = F.col("j.arrival_time")
     parsed = parsed.select(
         "source_object",
@@ -121,43 +211,60 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         "path_stream",
         "date",
         "hour",
-        (F.col("j").isNull() | F.col("j._corrupt").isNotNull()).alias("_unparseable"),
+        (F.col("j").isNull() | ~F.col("_syntax_ok")).alias("_unparseable"),
+        F.when(F.col("_syntax_ok") & ~F.col("_canonical"), wrong_type).alias("_wrong_type"),
+        F.col("j._corrupt").isNotNull().alias("_corrupt"),
+        F.coalesce(F.col("j.v"), F.lit(1)).alias("v"),
         *[F.col(f"j.{name}").alias(name) for name in _REQUIRED if name != "arrival_time"],
         text.alias("_arrival_text"),
         F.when(text.rlike(_ISO_UTC), F.try_to_timestamp(text)).alias("arrival_time"),
+        F.col("j.data").alias("data"),
+        F.col("j.data_base64").alias("data_base64"),
         F.col("j.payload").alias("payload"),
         F.col("j.payload_base64").alias("payload_base64"),
     )
+    parsed = parsed.withColumn("data_json", F.when(F.col("data").isNotNull(), _wrapped(F.col("data"))))
+    data_ok = _one_json_text(F.col("data"), F.col("data_json"))
     text_of = {name: "_arrival_text" if name == "arrival_time" else name for name in _REQUIRED}
-    parsed = parsed.withColumn(
-        "missing",
-        F.when(
-            ~F.col("_unparseable"),
-            F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED]),
-        ),
+    missing = F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED])
+    any_missing = reduce(Column.__or__, [F.col(text_of[name]).isNull() for name in _REQUIRED])
+    v2 = F.col("v") == RAW_FORMAT
+    text_payload = F.when(v2, F.col("data")).otherwise(F.col("payload"))
+    base64 = F.when(v2, F.col("data_base64")).otherwise(F.col("payload_base64"))
+    bad_base64 = base64.isNotNull() & ((F.length(base64) % 4 != 0) | ~base64.rlike(_BASE64))
+    bad_data = (
+        v2
+        & F.col("data").isNotNull()
+        & ~F.coalesce(F.when(F.col("data_json").isNotNull(), data_ok), F.lit(False))
     )
-    has_payload = F.col("payload").isNotNull()
-    has_base64 = F.col("payload_base64").isNotNull()
     arrival_text = F.col("_arrival_text")
     # "2026-11-21T05..." written in UTC ("...Z") is checked as text; other offsets are converted first.
     arrival_hour = F.when(
         arrival_text.endswith("Z"), F.substring(arrival_text, 1, 13) == F.concat_ws("T", "date", "hour")
     ).otherwise(F.date_format("arrival_time", "yyyy-MM-dd HH") == F.concat_ws(" ", "date", "hour"))
-    rules: list[tuple[Column, str]] = [
-        (F.col("_unparseable"), Reason.UNPARSEABLE),
-        (F.col("missing").isNotNull(), Reason.MISSING_FIELD),
-        (~F.col("sequence_number").rlike(_SEQUENCE), Reason.BAD_SEQUENCE_NUMBER),
-        (F.col("sub_sequence_number") < 0, Reason.BAD_SUB_SEQUENCE_NUMBER),
-        (F.col("epoch") < 0, Reason.BAD_EPOCH),
-        (F.col("arrival_time").isNull(), Reason.BAD_ARRIVAL_TIME),
-        (has_payload == has_base64, Reason.BAD_PAYLOAD),
-        (has_base64 & F.try_to_binary(F.col("payload_base64"), F.lit("base64")).isNull(), Reason.BAD_PAYLOAD),
-        ((F.col("stream") != F.col("path_stream")) | ~arrival_hour, Reason.WRONG_PARTITION),
-    ]
-    reason: Column = F.lit(None).cast("string")
-    for condition, code in reversed(rules):
-        reason = F.when(condition, F.lit(code)).otherwise(reason)
-    return parsed.withColumn("reason", reason).drop("_unparseable", "_arrival_text")
+    reason = _first(
+        [
+            (F.col("_unparseable"), Reason.UNPARSEABLE),
+            (F.col("_wrong_type").isNotNull() | F.col("_corrupt"), Reason.WRONG_TYPE),
+            (~F.col("v").isin(1, RAW_FORMAT), Reason.UNSUPPORTED_VERSION),
+            (any_missing, Reason.MISSING_FIELD),
+            (~F.col("sequence_number").rlike(_SEQUENCE), Reason.BAD_SEQUENCE_NUMBER),
+            (F.col("sub_sequence_number") < 0, Reason.BAD_SUB_SEQUENCE_NUMBER),
+            (F.col("epoch") < 0, Reason.BAD_EPOCH),
+            (F.col("arrival_time").isNull(), Reason.BAD_ARRIVAL_TIME),
+            (text_payload.isNotNull() == base64.isNotNull(), Reason.BAD_PAYLOAD),
+            (bad_base64 | bad_data, Reason.BAD_PAYLOAD),
+            ((F.col("stream") != F.col("path_stream")) | ~arrival_hour, Reason.WRONG_PARTITION),
+        ]
+    )
+    field = F.when(reason == Reason.MISSING_FIELD, missing).when(
+        reason == Reason.WRONG_TYPE, F.col("_wrong_type")
+    )
+    return (
+        parsed.withColumn("reason", reason)
+        .withColumn("field", field)
+        .drop("_unparseable", "_wrong_type", "_corrupt", "_arrival_text")
+    )
 
 
 def event_id_path(field: str) -> str:
@@ -171,21 +278,59 @@ def with_event_id(field: str | None) -> Callable[[DataFrame], DataFrame]:
     """Add ``event_id``: the payload's ``field`` as a string (null without a field, or for binary payloads)."""
 
     def transform(parsed: DataFrame) -> DataFrame:
-        _require(parsed, "with_event_id", ["payload"])
+        _require(parsed, "with_event_id", ["data_json", "payload"])
         if field is None:
             return parsed.withColumn("event_id", F.lit(None).cast("string"))
+        path = event_id_path(field)
         return parsed.withColumn(
-            "event_id", F.try_variant_get(F.col("payload"), event_id_path(field), "string")
+            "event_id",
+            F.coalesce(
+                F.try_variant_get(F.col("data_json"), "$[0]" + path[1:], "string"),
+                F.try_variant_get(F.col("payload"), path, "string"),
+            ),
         )
 
     return transform
 
 
 def valid_records(parsed: DataFrame) -> DataFrame:
-    """Valid lines only, as curated columns (``payload`` as canonical JSON text: keys sorted, compact)."""
-    _require(parsed, "valid_records", ["reason", *CURATED_COLUMNS])
-    columns = [F.to_json("payload").alias("payload") if c == "payload" else F.col(c) for c in CURATED_COLUMNS]
-    return parsed.where(F.col("reason").isNull()).select(*columns)
+    """Valid lines only, as curated columns.
+
+    ``payload`` is the record's exact text for format-2 lines (the ``data`` field as it is) and the payload
+    as canonical JSON text for format-1 lines (whose sink had already re-serialized it); ``payload_base64``
+    is ``data_base64`` or ``payload_base64``.
+    """
+    _require(parsed, "valid_records", ["reason", "data", "data_base64", *CURATED_COLUMNS])
+    columns = {
+        "payload": F.coalesce(F.col("data"), F.to_json("payload")).alias("payload"),
+        "payload_base64": F.coalesce(F.col("data_base64"), F.col("payload_base64")).alias("payload_base64"),
+    }
+    return parsed.where(F.col("reason").isNull()).select(*[columns.get(c, F.col(c)) for c in CURATED_COLUMNS])
+
+
+def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFrame], DataFrame]:
+    """Add typed columns parsed from each row's ``payload`` text (``"amount DECIMAL(38,18), sku STRING"``).
+
+    They are derived from the exact text, never from a double: a DECIMAL column holds the written digits
+    (null when they do not fit its precision and scale), an integer column null when the value is not an
+    integer that fits. Binary payloads, absent fields and values of another JSON type give null.
+    """
+
+    def transform(curated: DataFrame) -> DataFrame:
+        if schema is None:
+            return curated
+        _require(curated, "with_payload_columns", ["payload"])
+        struct = T._parse_datatype_string(schema) if isinstance(schema, str) else schema
+        if not isinstance(struct, T.StructType):
+            raise ValueError(f"payload columns must be a list of 'name TYPE', got {schema!r}")
+        clash = set(struct.fieldNames()) & set(curated.columns)
+        if clash:
+            raise ValueError(f"payload columns {sorted(clash)} clash with columns of the table")
+        options = {k: v for k, v in _JSON_OPTIONS.items() if k != "columnNameOfCorruptRecord"}
+        typed = F.from_json(F.col("payload"), struct, options)
+        return curated.select("*", *[typed.getField(name).alias(name) for name in struct.fieldNames()])
+
+    return transform
 
 
 def deduplicate(records: DataFrame) -> DataFrame:
@@ -232,13 +377,32 @@ def deduplicate(records: DataFrame) -> DataFrame:
 
 def quarantined(parsed: DataFrame) -> DataFrame:
     """Lines that could not be curated: ``source_object``, ``line``, ``reason``, ``detail``, ``date``, ``hour``."""
-    _require(parsed, "quarantined", ["reason", "missing", "source_object", "line", "date", "hour"])
+    _require(parsed, "quarantined", ["reason", "field", "source_object", "line", "date", "hour"])
     texts = F.create_map(*[F.lit(x) for pair in REASON_DETAILS.items() for x in pair])
-    detail = F.when(
-        F.col("reason") == Reason.MISSING_FIELD, F.concat(F.lit("missing or null: "), F.col("missing"))
-    ).otherwise(F.element_at(texts, F.col("reason")))
+    detail = (
+        F.when(F.col("reason") == Reason.MISSING_FIELD, F.concat(F.lit("missing or null: "), F.col("field")))
+        .when(
+            F.col("reason") == Reason.WRONG_TYPE,
+            F.concat(F.lit("wrong JSON type: "), F.coalesce(F.col("field"), F.lit("an integer field"))),
+        )
+        .otherwise(F.element_at(texts, F.col("reason")))
+    )
     return parsed.where(F.col("reason").isNotNull()).select(
         "source_object", "line", "reason", detail.alias("detail"), "date", "hour"
+    )
+
+
+def quarantined_objects(objects: DataFrame) -> DataFrame:
+    """Objects that could not be read (``source_object``, ``detail``: the error), as quarantine rows."""
+    _require(objects, "quarantined_objects", ["source_object", "detail"])
+    path = F.col("source_object")
+    return objects.select(
+        path.alias("source_object"),
+        F.lit(None).cast("string").alias("line"),
+        F.lit(Reason.CORRUPT_OBJECT).alias("reason"),
+        F.concat(F.lit(REASON_DETAILS[Reason.CORRUPT_OBJECT] + ": "), F.col("detail")).alias("detail"),
+        _path_part(path, 3, "date").alias("date"),
+        _path_part(path, 2, "hour").alias("hour"),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,11 +18,13 @@ from spark_jobs.transforms import (
     minute_metrics,
     parse_raw_lines,
     quarantined,
+    quarantined_objects,
     sequence_order,
     valid_records,
     with_event_id,
+    with_payload_columns,
 )
-from tests.spark.helpers import OBJ, SEQ, curated, raw_lines, record, ts
+from tests.spark.helpers import OBJ, SEQ, curated, line, raw_lines, record, record_v1, ts
 
 pytestmark = pytest.mark.spark
 
@@ -31,53 +35,169 @@ def _parsed(spark: Any, rows: list[tuple[Any, str]]) -> list[Any]:
 
 def test_parse_valid_line_types_fields_and_takes_partitions_from_the_path(spark):
     [row] = _parsed(spark, [(record(), OBJ)])
-    assert row.reason is None and row.missing is None
-    assert (row.path_stream, row.date, row.hour) == ("orders", "2026-11-21", "01")
+    assert row.reason is None and row.field is None
+    assert (row.path_stream, row.date, row.hour, row.v) == ("orders", "2026-11-21", "01", 2)
     assert row.sequence_number == SEQ and row.sub_sequence_number == 0 and row.epoch == 3
     assert row.arrival_time == ts("2026-11-21T01:02:03.456")
-    assert row.source_object == OBJ
+    assert row.source_object == OBJ and row.data == '{"event_id": "e-1", "amount": 5}'
+
+
+GOOD = line(record())
+OTHER_PATH = "file:/tmp/raw/orders/2026-11-21/01/x.jsonl.gz"
+#: (case, line, object, reason, field): one rule each, and lines that look odd but are valid.
+PARSE_CASES: list[tuple[str, Any, str, str | None, str | None]] = [
+    # not one strict JSON object
+    ("not JSON", "not json at all", OBJ, Reason.UNPARSEABLE, None),
+    ("an array", '["an", "array"]', OBJ, Reason.UNPARSEABLE, None),
+    ("an array holding the record", f"[{GOOD}]", OBJ, Reason.UNPARSEABLE, None),
+    ("cut short", '{"stream": "orders", "shard_id": ', OBJ, Reason.UNPARSEABLE, None),
+    ("empty line", "", OBJ, Reason.UNPARSEABLE, None),
+    ("text after the object", GOOD + " x", OBJ, Reason.UNPARSEABLE, None),
+    ("a bracket after the object", GOOD + "]", OBJ, Reason.UNPARSEABLE, None),
+    ("two records on one line", GOOD + GOOD, OBJ, Reason.UNPARSEABLE, None),
+    ("two records and a comma", GOOD + "," + GOOD, OBJ, Reason.UNPARSEABLE, None),
+    ("NaN in a field", GOOD[:-1] + ',"extra":NaN}', OBJ, Reason.UNPARSEABLE, None),
+    ("Infinity as epoch", GOOD.replace('"epoch":3', '"epoch":Infinity'), OBJ, Reason.UNPARSEABLE, None),
+    ("a duplicate key", GOOD[:-1] + ',"epoch":3}', OBJ, Reason.UNPARSEABLE, None),
+    ("a lone surrogate", GOOD.replace('"pk-1"', '"pk\\ud800"'), OBJ, Reason.UNPARSEABLE, None),
+    ("a raw CR inside a string", GOOD.replace('"pk-1"', '"pk\r1"'), OBJ, Reason.UNPARSEABLE, None),
+    ("a raw tab inside a string", GOOD.replace('"pk-1"', '"pk\t1"'), OBJ, Reason.UNPARSEABLE, None),
+    ("single quotes", GOOD.replace('"pk-1"', "'pk-1'"), OBJ, Reason.UNPARSEABLE, None),
+    ("a trailing comma", GOOD[:-1] + ",}", OBJ, Reason.UNPARSEABLE, None),
+    ("a comment", GOOD.replace('"epoch":3', '"epoch":/* three */3'), OBJ, Reason.UNPARSEABLE, None),
+    ("leading zeros", GOOD.replace('"epoch":3', '"epoch":03'), OBJ, Reason.UNPARSEABLE, None),
+    # each field's JSON type
+    ("partition_key an object", record(partition_key={"a": 1}), OBJ, Reason.WRONG_TYPE, "partition_key"),
+    ("partition_key an array", record(partition_key=["pk"]), OBJ, Reason.WRONG_TYPE, "partition_key"),
+    ("shard_id a boolean", record(shard_id=True), OBJ, Reason.WRONG_TYPE, "shard_id"),
+    ("stream a number", record(stream=5), OBJ, Reason.WRONG_TYPE, "stream"),
+    ("sequence_number a number", record(sequence_number=12), OBJ, Reason.WRONG_TYPE, "sequence_number"),
+    ("arrival_time a number", record(arrival_time=1), OBJ, Reason.WRONG_TYPE, "arrival_time"),
+    ("epoch a string", record(epoch="three"), OBJ, Reason.WRONG_TYPE, "epoch"),
+    ("epoch a numeric string", record(epoch="3"), OBJ, Reason.WRONG_TYPE, "epoch"),
+    ("epoch a fraction", record(epoch=3.5), OBJ, Reason.WRONG_TYPE, "epoch"),
+    ("epoch a boolean", record(epoch=True), OBJ, Reason.WRONG_TYPE, "epoch"),
+    (
+        "sub_sequence_number an object",
+        record(sub_sequence_number={}),
+        OBJ,
+        Reason.WRONG_TYPE,
+        "sub_sequence_number",
+    ),
+    ("v a string", record(v="2"), OBJ, Reason.WRONG_TYPE, "v"),
+    ("data an object", record(data={"a": 1}), OBJ, Reason.WRONG_TYPE, "data"),
+    ("data a number", record(data=5), OBJ, Reason.WRONG_TYPE, "data"),
+    ("data_base64 a number", record(data=..., data_base64=1234), OBJ, Reason.WRONG_TYPE, "data_base64"),
+    (
+        "payload_base64 an array",
+        record_v1(payload=..., payload_base64=["AP8="]),
+        OBJ,
+        Reason.WRONG_TYPE,
+        "payload_base64",
+    ),
+    # version, required fields, values
+    ("an unknown version", record(v=3), OBJ, Reason.UNSUPPORTED_VERSION, None),
+    ("no shard_id", record(shard_id=...), OBJ, Reason.MISSING_FIELD, "shard_id"),
+    ("arrival_time null", record(arrival_time=None), OBJ, Reason.MISSING_FIELD, "arrival_time"),
+    ("no epoch", record(epoch=...), OBJ, Reason.MISSING_FIELD, "epoch"),
+    ("a sequence with letters", record(sequence_number="12ab"), OBJ, Reason.BAD_SEQUENCE_NUMBER, None),
+    ("a 57-digit sequence", record(sequence_number="1" * 57), OBJ, Reason.BAD_SEQUENCE_NUMBER, None),
+    ("a negative sub-sequence", record(sub_sequence_number=-1), OBJ, Reason.BAD_SUB_SEQUENCE_NUMBER, None),
+    ("a negative epoch", record(epoch=-2), OBJ, Reason.BAD_EPOCH, None),
+    ("a date, no time", record(arrival_time="2026-11-21"), OBJ, Reason.BAD_ARRIVAL_TIME, None),
+    ("an impossible date", record(arrival_time="2026-13-45T01:02:03Z"), OBJ, Reason.BAD_ARRIVAL_TIME, None),
+    # the payload
+    ("neither data nor base64", record(data=...), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data and base64", record(data_base64="AAAA"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data null", record(data=None), OBJ, Reason.BAD_PAYLOAD, None),
+    ("base64 YWJ", record(data=..., data_base64="YWJ"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("base64 with a space", record(data=..., data_base64="YW Jj"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("base64 with a newline", record(data=..., data_base64="YWJj\n"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("base64 not at all", record(data=..., data_base64="not base64 !!"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("base64 padding inside", record(data=..., data_base64="YQ==YQ=="), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data not JSON", record(data="plain text"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data with text after it", record(data="[1] x"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data with a bracket after it", record(data="1] [2"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data two values", record(data="1 2"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data NaN", record(data="NaN"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data with duplicate keys", record(data='{"a":1,"a":2}'), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data empty", record(data=""), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data with a byte-order mark", record(data="\ufeff1"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data with a lone surrogate", record(data='"\\udc00"'), OBJ, Reason.BAD_PAYLOAD, None),
+    ("format 1 without payload", record_v1(payload=...), OBJ, Reason.BAD_PAYLOAD, None),
+    ("format 1 with both", record_v1(payload_base64="AAAA"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("format 1 bad base64", record_v1(payload=..., payload_base64="YWJ"), OBJ, Reason.BAD_PAYLOAD, None),
+    # the partition
+    ("another stream", record(stream="payments"), OBJ, Reason.WRONG_PARTITION, None),
+    ("another hour", record(arrival_time="2026-11-21T02:00:00.000Z"), OBJ, Reason.WRONG_PARTITION, None),
+    ("an offset, right hour", record(arrival_time="2026-11-21T03:02:03.456+02:00"), OBJ, None, None),
+    (
+        "an offset, wrong hour",
+        record(arrival_time="2026-11-21T01:02:03.456+02:00"),
+        OBJ,
+        Reason.WRONG_PARTITION,
+        None,
+    ),
+    ("no stream=/date=/hour= path", record(), OTHER_PATH, Reason.WRONG_PARTITION, None),
+    # valid, though not as the sink writes them
+    ("spaces after separators", record(), OBJ, None, None),
+    ("CR-LF at the end", GOOD + "\r", OBJ, None, None),
+    ("whitespace around", " \t" + GOOD + " \r", OBJ, None, None),
+    ("fields in another order", line(dict(reversed(list(record().items())))), OBJ, None, None),
+    ("an unknown extra field", record(extra={"epoch": 9}), OBJ, None, None),
+    ("escaped field names", GOOD.replace('"epoch"', '"\\u0065poch"'), OBJ, None, None),
+    ("a JSON null payload", record(data="null"), OBJ, None, None),
+    ("a payload holding ]", record(data='{"a": [1, {"b": []}]}'), OBJ, None, None),
+    ("empty bytes", record(data=..., data_base64=""), OBJ, None, None),
+    ("binary", record(data=..., data_base64="AP8="), OBJ, None, None),
+    ("format 1", record_v1(), OBJ, None, None),
+    ("format 1, payload null", record_v1(payload=None), OBJ, None, None),
+    ("format 1, binary", record_v1(payload=..., payload_base64="AP8="), OBJ, None, None),
+]
+
+
+@pytest.fixture(scope="module")
+def parse_results(spark) -> list[Any]:
+    """Every case in one Spark job (a job per case would cost seconds each)."""
+    rows = [
+        (json.dumps(value) if case.startswith("spaces") else value, obj)
+        for case, value, obj, _, _ in PARSE_CASES
+    ]
+    return _parsed(spark, rows)
 
 
 @pytest.mark.parametrize(
-    ("line", "obj", "reason", "missing"),
-    [
-        ("not json at all", OBJ, Reason.UNPARSEABLE, None),
-        ('["an", "array"]', OBJ, Reason.UNPARSEABLE, None),
-        ('{"stream": "orders", "shard_id": ', OBJ, Reason.UNPARSEABLE, None),
-        ("", OBJ, Reason.UNPARSEABLE, None),
-        (record(epoch="three"), OBJ, Reason.UNPARSEABLE, None),
-        (record(shard_id=...), OBJ, Reason.MISSING_FIELD, "shard_id"),
-        (record(arrival_time=None), OBJ, Reason.MISSING_FIELD, "arrival_time"),
-        (record(sequence_number="12ab"), OBJ, Reason.BAD_SEQUENCE_NUMBER, None),
-        (record(sequence_number="1" * 57), OBJ, Reason.BAD_SEQUENCE_NUMBER, None),
-        (record(sub_sequence_number=-1), OBJ, Reason.BAD_SUB_SEQUENCE_NUMBER, None),
-        (record(epoch=-2), OBJ, Reason.BAD_EPOCH, None),
-        (record(arrival_time="2026-11-21"), OBJ, Reason.BAD_ARRIVAL_TIME, None),
-        (record(arrival_time="2026-13-45T01:02:03Z"), OBJ, Reason.BAD_ARRIVAL_TIME, None),
-        (record(payload=...), OBJ, Reason.BAD_PAYLOAD, None),
-        (record(payload_base64="AAAA"), OBJ, Reason.BAD_PAYLOAD, None),
-        (record(payload=..., payload_base64="not base64 !!"), OBJ, Reason.BAD_PAYLOAD, None),
-        (record(stream="payments"), OBJ, Reason.WRONG_PARTITION, None),
-        (record(arrival_time="2026-11-21T02:00:00.000Z"), OBJ, Reason.WRONG_PARTITION, None),
-        (record(arrival_time="2026-11-21T03:02:03.456+02:00"), OBJ, None, None),  # 01:02 UTC: right hour
-        (record(arrival_time="2026-11-21T01:02:03.456+02:00"), OBJ, Reason.WRONG_PARTITION, None),
-        (record(), "file:/tmp/raw/orders/2026-11-21/01/x.jsonl.gz", Reason.WRONG_PARTITION, None),
-        (record(payload=None), OBJ, None, None),  # a JSON null payload is a payload
-        (record(payload=..., payload_base64="AP8="), OBJ, None, None),
-    ],
+    ("index", "case"), list(enumerate(c[0] for c in PARSE_CASES)), ids=[c[0] for c in PARSE_CASES]
 )
-def test_parse_names_the_first_broken_rule(spark, line, obj, reason, missing):
-    [row] = _parsed(spark, [(line, obj)])
-    assert (row.reason, row.missing) == (reason, missing)
+def test_parse_names_the_first_broken_rule(parse_results, index, case):
+    *_, reason, field = PARSE_CASES[index]
+    row = parse_results[index]
+    assert (row.reason, row.field) == (reason, field), row.line
 
 
-def test_valid_records_keeps_valid_lines_and_payload_as_exact_json(spark):
-    lines = [
-        (record(sequence_number="1", payload={"z": 1, "a": [1, 2.5]}), OBJ),
-        (record(sequence_number="2", payload="5"), OBJ),
-        (record(sequence_number="3", payload=5), OBJ),
-        (record(sequence_number="4", payload=None), OBJ),
-        (record(sequence_number="5", payload=..., payload_base64="AP8="), OBJ),
+#: (case, record data as written, the curated payload text) - the exact text, never re-serialized.
+EXACT = [
+    ("40-digit integer", "1234567890123456789012345678901234567890"),
+    ("pi to 40 digits", '{"pi": 3.141592653589793238462643383279502884197}'),
+    ("20-digit decimal", "0.12345678901234567890"),
+    ("1e400", "1e400"),
+    ("minus zero and exponents", "[-0, 1E+2, 1e-7]"),
+    ("key order and spacing", '{"z": 1, "a": [1, 2.5]}'),
+    ("escapes", '{"name":"caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\\\ \\/"}'),
+    ("raw unicode", '{"name":"café 😀 \u2028"}'),
+    ("CR-LF whitespace", '\r\n {\r\n\t"a" : 1\r\n}\r\n '),
+    ("a JSON string", '"5"'),
+    ("a number", "5"),
+    ("null", "null"),
+]
+
+
+def test_valid_records_keep_the_exact_text_of_each_payload(spark):
+    lines = [(record(sequence_number=str(i), data=text), OBJ) for i, (_, text) in enumerate(EXACT)]
+    lines += [
+        (record(sequence_number="100", data=..., data_base64="AP8="), OBJ),
+        (record_v1(sequence_number="101", payload={"z": 1, "a": [1, 2.5]}), OBJ),
+        (record_v1(sequence_number="102", payload=..., payload_base64="AP8="), OBJ),
         ("garbage", OBJ),
     ]
     out = (
@@ -89,25 +209,54 @@ def test_valid_records_keeps_valid_lines_and_payload_as_exact_json(spark):
     assert tuple(out.columns) == CURATED_COLUMNS
     got = {r.sequence_number: (r.payload, r.payload_base64) for r in out.collect()}
     assert got == {
-        "1": ('{"a":[1,2.5],"z":1}', None),
-        "2": ('"5"', None),
-        "3": ("5", None),
-        "4": ("null", None),
-        "5": (None, "AP8="),
+        **{str(i): (text, None) for i, (_, text) in enumerate(EXACT)},
+        "100": (None, "AP8="),
+        "101": ('{"a":[1,2.5],"z":1}', None),  # format 1: its sink had re-serialized it already
+        "102": (None, "AP8="),
     }
 
 
 def test_with_event_id_reads_nested_and_numeric_fields(spark):
     lines = [
-        (record(sequence_number="1", payload={"meta": {"id": "a-1"}}), OBJ),
-        (record(sequence_number="2", payload={"meta": {"id": 42}}), OBJ),
-        (record(sequence_number="3", payload={"other": 1}), OBJ),
-        (record(sequence_number="4", payload=..., payload_base64="AP8="), OBJ),
+        (record(sequence_number="1", data='{"meta": {"id": "a-1"}}'), OBJ),
+        (record(sequence_number="2", data='{"meta": {"id": 42}}'), OBJ),
+        (record(sequence_number="3", data='{"other": 1}'), OBJ),
+        (record(sequence_number="4", data=..., data_base64="AP8="), OBJ),
+        (record_v1(sequence_number="5", payload={"meta": {"id": "b-2"}}), OBJ),
+        (record(sequence_number="6", data='[{"meta": {"id": 1}}]'), OBJ),
     ]
     parsed = raw_lines(spark, lines).transform(parse_raw_lines)
     got = {r.sequence_number: r.event_id for r in parsed.transform(with_event_id("meta.id")).collect()}
-    assert got == {"1": "a-1", "2": "42", "3": None, "4": None}
+    assert got == {"1": "a-1", "2": "42", "3": None, "4": None, "5": "b-2", "6": None}
     assert {r.event_id for r in parsed.transform(with_event_id(None)).collect()} == {None}
+
+
+def test_payload_columns_are_derived_from_the_exact_text(spark):
+    rows = [
+        {"sequence_number": "1", "payload": '{"amount": 0.12345678901234567890, "n": 12, "sku": "a"}'},
+        {"sequence_number": "2", "payload": '{"amount": 123456789012345678.5, "n": 3.5, "sku": 5}'},
+        {
+            "sequence_number": "3",
+            "payload": '{"amount": 1e400, "n": 1234567890123456789012345678901234567890}',
+        },
+        {"sequence_number": "4", "payload": None, "payload_base64": "AP8="},
+        {"sequence_number": "5", "payload": '"just a string"'},
+    ]
+    typed = curated(spark, rows).transform(
+        with_payload_columns("amount DECIMAL(38,20), n BIGINT, sku STRING")
+    )
+    assert typed.columns[-3:] == ["amount", "n", "sku"]
+    got = {r.sequence_number: (r.amount, r.n, r.sku) for r in typed.collect()}
+    assert got == {
+        "1": (Decimal("0.12345678901234567890"), 12, "a"),  # all 20 digits: no trip through a double
+        "2": (Decimal("123456789012345678.50000000000000000000"), None, "5"),
+        "3": (None, None, None),  # does not fit: null, not a rounded value
+        "4": (None, None, None),
+        "5": (None, None, None),
+    }
+    with pytest.raises(ValueError, match="clash"):
+        curated(spark, rows).transform(with_payload_columns("epoch BIGINT"))
+    assert curated(spark, rows).transform(with_payload_columns(None)).columns == list(CURATED_COLUMNS)
 
 
 @pytest.mark.parametrize("field", ["", "a..b", "x'] OR 1", "$.a"])
@@ -188,14 +337,41 @@ def test_sequence_order_is_numeric_for_strings_longer_than_decimal(spark):
 
 
 def test_quarantined_keeps_bad_lines_with_reason_and_detail(spark):
-    lines = [(record(), OBJ), ("oops", OBJ), (record(partition_key=None), OBJ)]
+    lines = [
+        (record(), OBJ),
+        ("oops", OBJ),
+        (record(partition_key=None), OBJ),
+        (record(partition_key={"a": 1}), OBJ),
+    ]
     out = raw_lines(spark, lines).transform(parse_raw_lines).transform(quarantined)
     assert out.columns == ["source_object", "line", "reason", "detail", "date", "hour"]
     got = sorted((r.line[:4], r.reason, r.detail, r.date, r.hour) for r in out.collect())
     assert got == [
-        ("oops", Reason.UNPARSEABLE, "not a JSON object with the documented field types", "2026-11-21", "01"),
-        ('{"st', Reason.MISSING_FIELD, "missing or null: partition_key", "2026-11-21", "01"),
+        (
+            "oops",
+            Reason.UNPARSEABLE,
+            "not one strict JSON object (RFC 8259, unique keys, nothing after it)",
+            "2026-11-21",
+            "01",
+        ),
+        ('{"v"', Reason.MISSING_FIELD, "missing or null: partition_key", "2026-11-21", "01"),
+        ('{"v"', Reason.WRONG_TYPE, "wrong JSON type: partition_key", "2026-11-21", "01"),
     ]
+    lines_out = {r.reason: r.line for r in out.collect()}
+    assert lines_out[Reason.WRONG_TYPE] == line(record(partition_key={"a": 1}))  # the line exactly as read
+
+
+def test_quarantined_objects_are_whole_objects_with_their_error(spark):
+    objects = spark.createDataFrame([(OBJ, "EOFError: cut short")], "source_object string, detail string")
+    [row] = objects.transform(quarantined_objects).collect()
+    assert row.asDict() == {
+        "source_object": OBJ,
+        "line": None,
+        "reason": Reason.CORRUPT_OBJECT,
+        "detail": "the object could not be read: EOFError: cut short",
+        "date": "2026-11-21",
+        "hour": "01",
+    }
 
 
 def test_minute_and_hour_metrics(spark):
