@@ -167,8 +167,8 @@ class Staging:
     def abort(self) -> None:
         """Drop whatever the run staged (the outputs stay as they were)."""
         for root in self.roots:
-            fs, _ = _fs(self.spark, root)
-            fs.delete(_fs(self.spark, self.path(root))[1], True)
+            fs, staged = _fs(self.spark, self.path(root))
+            fs.delete(staged, True)
 
 
 def write_partitioned(df: DataFrame, path: str, fmt: str, **options: str) -> None:

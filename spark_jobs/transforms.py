@@ -162,8 +162,9 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
 
     Output columns: ``source_object``, ``line``, ``path_stream``, ``date``, ``hour`` (the object's
     ``stream=/date=/hour=`` directories: taken from the input when it has these columns, as
-    :func:`spark_jobs.compact.read_raw` gives them, else from ``source_object``), ``v`` (the format: 1 or 2), the record fields (``arrival_time`` as a
-    timestamp), ``data``/``data_base64`` (format 2) or ``payload``/``payload_base64`` (format 1),
+    :func:`spark_jobs.compact.read_raw` gives them, else from ``source_object``), ``v`` (the format: 1 or
+    2), the record fields (``arrival_time`` as a timestamp), ``data``/``data_base64`` (format 2) or
+    ``payload``/``payload_base64`` (format 1),
     ``data_json`` (``[data]`` as a VARIANT, for :func:`with_event_id`), ``reason`` (a
     :class:`~spark_jobs.schemas.Reason`, null when the line is valid) and ``field`` (the field a
     ``missing_field`` or ``wrong_type`` reason is about).
