@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
+from consumer.clock import Clock, SystemClock
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
 from consumer.errors import LeaseConflictError, WorkerFencedError
 from consumer.leases.model import Lease, LeaseState, WorkerItem, lease_key, worker_key
@@ -58,8 +58,11 @@ def _owned_condition(lease: Lease) -> tuple[str, dict[str, Any]]:
 
 
 class DynamoDBLeaseRepository:
-    def __init__(self, client: Any, lease_table: str, checkpoint_table: str) -> None:
+    def __init__(
+        self, client: Any, lease_table: str, checkpoint_table: str, clock: Clock | None = None
+    ) -> None:
         self._c = client
+        self._clock = clock or SystemClock()  # stamps the operator-facing wall times only
         self.table = lease_table
         self.checkpoint_table = checkpoint_table
         self.calls = DynamoCalls()
@@ -131,7 +134,7 @@ class DynamoDBLeaseRepository:
                             ":n": lease_count,
                             ":d": draining,
                             ":g": generation,
-                            ":now": int(time.time() * 1000),
+                            ":now": self._clock.wall_ms(),
                         }
                     ),
                     ReturnValues="UPDATED_NEW",
@@ -243,7 +246,7 @@ class DynamoDBLeaseRepository:
                     ":seq": position.sequence,
                     ":sub": position.sub_sequence,
                     ":pk": position.sort_key(),
-                    ":now": int(time.time() * 1000),
+                    ":now": self._clock.wall_ms(),
                 }
             )
         return {
