@@ -42,7 +42,13 @@ __all__ = ["SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
 # Production-like timings scaled down so that a scenario takes seconds: a 4 s lease (validity 3 s), the
 # default give-up bound (one lease duration) and the default polling cadence (0.25 s: 4 GetRecords/s).
 LEASE = LeaseConfig(
-    lease_duration=4.0, safety_margin=1.0, scan_interval=0.25, inbox_poll_interval=0.1, discovery_interval=2.0
+    lease_duration=4.0,
+    safety_margin=1.0,
+    scan_interval=0.25,
+    inbox_poll_interval=0.1,
+    discovery_interval=2.0,
+    idle_poll_interval=0.4,
+    leader_check_interval=0.4,
 )
 PUT_EVERY = 0.05
 

@@ -60,8 +60,11 @@ class LeaseConfig:
     lease_duration: float = 10.0
     safety_margin: float = 2.0
     heartbeat_interval: float | None = None
-    scan_interval: float = 1.0
-    inbox_poll_interval: float = 0.2
+    scan_interval: float = 1.0  # the leader's read of the whole table
+    inbox_poll_interval: float = 0.2  # our own item, while something is under way
+    idle_poll_interval: float = 1.0  # our own item, when nothing is under way
+    leader_check_interval: float = 1.0  # the leader's heartbeat, watched by the other workers
+    max_moves_per_round: int = 100  # the leader's writes per plan (keeps a fleet start within throughput)
     discovery_interval: float = 10.0
     handoff_timeout: float | None = None
     max_leases_per_worker: int | None = None
@@ -93,13 +96,7 @@ class LeaseConfig:
                 f"must be > 0 and < lease.lease_duration - lease.safety_margin "
                 f"({self.lease_duration - self.safety_margin}); got {self.heartbeat_interval}",
             )
-        for name in ("scan_interval", "inbox_poll_interval", "discovery_interval"):
-            _positive(f"lease.{name}", getattr(self, name))
-        if self.scan_interval >= self.lease_duration:
-            raise ConfigError(
-                "lease.scan_interval",
-                f"must be shorter than lease.lease_duration ({self.lease_duration}); got {self.scan_interval}",
-            )
+        _check_cadence(self)
         if self.handoff_timeout is not None:
             _positive("lease.handoff_timeout", self.handoff_timeout)
         if self.max_leases_per_worker is not None and self.max_leases_per_worker < 1:
@@ -109,6 +106,11 @@ class LeaseConfig:
     def heartbeat_every(self) -> float:
         """Default: half the owner's window, so one failed heartbeat can be retried before it closes."""
         return self.heartbeat_interval or (self.lease_duration - self.safety_margin) / 2
+
+    @property
+    def idle_poll(self) -> float:
+        """The quiet-time poll of our own item (never faster than the busy one)."""
+        return max(self.idle_poll_interval, self.inbox_poll_interval)
 
     @property
     def owner_validity(self) -> float:
@@ -127,6 +129,30 @@ class LeaseConfig:
     @property
     def handoff_stall_after(self) -> float:
         return self.handoff_timeout or 2 * self.lease_duration
+
+
+def _check_cadence(c: LeaseConfig) -> None:
+    """The polling and planning intervals, against each other and the lease duration."""
+    for name in (
+        "scan_interval",
+        "inbox_poll_interval",
+        "idle_poll_interval",
+        "leader_check_interval",
+        "discovery_interval",
+    ):
+        _positive(f"lease.{name}", getattr(c, name))
+    if c.max_moves_per_round < 1:
+        raise ConfigError("lease.max_moves_per_round", f"must be >= 1; got {c.max_moves_per_round}")
+    if c.leader_check_interval >= c.lease_duration:
+        raise ConfigError(
+            "lease.leader_check_interval",
+            f"must be shorter than lease.lease_duration ({c.lease_duration}); got {c.leader_check_interval}",
+        )
+    if c.scan_interval >= c.lease_duration:
+        raise ConfigError(
+            "lease.scan_interval",
+            f"must be shorter than lease.lease_duration ({c.lease_duration}); got {c.scan_interval}",
+        )
 
 
 @dataclass(frozen=True)
@@ -411,6 +437,11 @@ def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorF
             safety_margin=env_float(env, "CONSUMER_SAFETY_MARGIN_SECONDS", lease_duration / 5),
             scan_interval=f("CONSUMER_SCAN_INTERVAL_SECONDS", "lease.scan_interval"),
             inbox_poll_interval=f("CONSUMER_INBOX_POLL_SECONDS", "lease.inbox_poll_interval"),
+            idle_poll_interval=f("CONSUMER_IDLE_POLL_SECONDS", "lease.idle_poll_interval"),
+            leader_check_interval=f("CONSUMER_LEADER_CHECK_SECONDS", "lease.leader_check_interval"),
+            max_moves_per_round=env_int(
+                env, "CONSUMER_MAX_MOVES_PER_ROUND", _default("lease.max_moves_per_round")
+            ),
             discovery_interval=f("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval"),
             give_up_after=env_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS", 0.0) or None,
             forget_workers_after=env_float(env, "CONSUMER_FORGET_WORKERS_AFTER_SECONDS", 0.0) or None,

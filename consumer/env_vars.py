@@ -42,8 +42,29 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "the owner stops delivering this much before its lease could be taken",
         default="lease duration / 5",
     ),
-    EnvVar("CONSUMER_SCAN_INTERVAL_SECONDS", "lease.scan_interval", "lease-table scan (liveness, planning)"),
-    EnvVar("CONSUMER_INBOX_POLL_SECONDS", "lease.inbox_poll_interval", "own worker item poll (hand-offs)"),
+    EnvVar(
+        "CONSUMER_SCAN_INTERVAL_SECONDS",
+        "lease.scan_interval",
+        "the leader's lease-table scan (liveness, planning)",
+    ),
+    EnvVar(
+        "CONSUMER_INBOX_POLL_SECONDS",
+        "lease.inbox_poll_interval",
+        "own worker item poll while a hand-off is under way",
+    ),
+    EnvVar(
+        "CONSUMER_IDLE_POLL_SECONDS", "lease.idle_poll_interval", "own worker item poll when all is quiet"
+    ),
+    EnvVar(
+        "CONSUMER_LEADER_CHECK_SECONDS",
+        "lease.leader_check_interval",
+        "how often followers check the leader's heartbeat",
+    ),
+    EnvVar(
+        "CONSUMER_MAX_MOVES_PER_ROUND",
+        "lease.max_moves_per_round",
+        "the leader's lease writes per planning round (throughput at fleet start)",
+    ),
     EnvVar("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval", "ListShards (resharding)"),
     EnvVar(
         "CONSUMER_GIVE_UP_AFTER_SECONDS",

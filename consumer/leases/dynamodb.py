@@ -8,53 +8,16 @@ from typing import Any
 from consumer.clock import Clock, SystemClock
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
 from consumer.errors import LeaseConflictError, WorkerFencedError
-from consumer.leases.model import Lease, LeaseState, WorkerItem, lease_key, worker_key
+from consumer.leases.dynamodb_items import fence_dead, lease_from, owned_condition, wake, worker_from
+from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_key, worker_key
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
 
 __all__ = ["DynamoDBLeaseRepository"]
 
-
-def _lease_from(d: dict[str, Any]) -> Lease:
-    return Lease(
-        stream=d["stream"],
-        shard_id=d["shard_id"],
-        owner=d.get("owner"),
-        epoch=int(d.get("epoch", 0)),
-        state=LeaseState(d.get("state", "ACTIVE")),
-        parents=tuple(d.get("parents", ())),
-        handoff_to=d.get("handoff_to"),
-        handoff_requested_ms=int(d["handoff_requested_ms"]) if "handoff_requested_ms" in d else None,
-        halted_at=d.get("halted_at"),
-        halted_since_ms=int(d["halted_since_ms"]) if "halted_since_ms" in d else None,
-    )
-
-
-def _worker_from(d: dict[str, Any]) -> WorkerItem:
-    return WorkerItem(
-        worker_id=d["worker_id"],
-        heartbeat=int(d.get("heartbeat", 0)),
-        generation=int(d.get("generation", 0)),
-        inbox=int(d.get("inbox", 0)),
-        draining=bool(d.get("draining", False)),
-        lease_count=int(d.get("lease_count", 0)),
-        started_ms=int(d.get("started_ms", 0)),
-        heartbeat_ms=int(d.get("heartbeat_ms", 0)),
-        drain_requested=bool(d.get("drain_requested", False)),
-    )
-
-
 # Attributes that describe one ownership and so go when the owner changes.
-_PER_OWNERSHIP = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
-
-
-def _owned_condition(lease: Lease) -> tuple[str, dict[str, Any]]:
-    """The lease is exactly as we last saw it: same epoch and same owner (or still no owner)."""
-    values: dict[str, Any] = {":epoch": lease.epoch}
-    if lease.owner is None:
-        return "epoch = :epoch AND attribute_not_exists(#owner)", values
-    values[":owner"] = lease.owner
-    return "epoch = :epoch AND #owner = :owner", values
+_PER_OWNER = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
+_PER_OWNERSHIP = f"{_PER_OWNER}, given_up_by"
 
 
 class DynamoDBLeaseRepository:
@@ -68,10 +31,10 @@ class DynamoDBLeaseRepository:
         self.calls = DynamoCalls()
 
     # -- reads -----------------------------------------------------------------------------------
-    def snapshot(self) -> TableSnapshot:
+    def snapshot(self, consistent: bool = True) -> TableSnapshot:
         leases: list[Lease] = []
         workers: list[WorkerItem] = []
-        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": consistent}
         with translate_errors(self.table, "scan"):
             while True:
                 self.calls.add("Scan")
@@ -79,21 +42,43 @@ class DynamoDBLeaseRepository:
                 for raw in page.get("Items", []):
                     d = from_item(raw)
                     if d.get("item_type") == "worker":
-                        workers.append(_worker_from(d))
+                        workers.append(worker_from(d))
                     elif d.get("item_type") == "lease":
-                        leases.append(_lease_from(d))
+                        leases.append(lease_from(d))
                 if "LastEvaluatedKey" not in page:
                     break
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return TableSnapshot(tuple(leases), tuple(workers))
 
-    def get_worker(self, worker_id: str) -> WorkerItem | None:
+    def _get(self, key: str, consistent: bool, what: str) -> dict[str, Any] | None:
         self.calls.add("GetItem")
-        with translate_errors(self.table, "get worker"):
+        with translate_errors(self.table, what):
             out = self._c.get_item(
-                TableName=self.table, Key=to_item({"lease_key": worker_key(worker_id)}), ConsistentRead=True
+                TableName=self.table, Key=to_item({"lease_key": key}), ConsistentRead=consistent
             )
-        return _worker_from(from_item(out["Item"])) if "Item" in out else None
+        return from_item(out["Item"]) if "Item" in out else None
+
+    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
+        d = self._get(worker_key(worker_id), consistent, f"get worker {worker_id}")
+        return worker_from(d) if d is not None else None
+
+    def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
+        out: list[Lease] = []
+        todo = [to_item({"lease_key": k}) for k in dict.fromkeys(keys)]
+        with translate_errors(self.table, "get leases"):
+            while todo:
+                batch, todo = todo[:100], todo[100:]
+                self.calls.add("BatchGetItem")
+                page = self._c.batch_get_item(
+                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
+                )
+                out += [lease_from(from_item(r)) for r in page.get("Responses", {}).get(self.table, [])]
+                todo = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []) + todo
+        return tuple(out)
+
+    def get_leader(self) -> Leader | None:
+        d = self._get(LEADER_KEY, False, "get leader")
+        return Leader(d.get("owner"), int(d.get("epoch", 0))) if d is not None else None
 
     # -- membership ------------------------------------------------------------------------------
     def register_worker(self, worker: WorkerItem) -> None:
@@ -108,6 +93,7 @@ class DynamoDBLeaseRepository:
             "draining": False,
             "lease_count": 0,
             "started_ms": worker.started_ms,
+            "streams": sorted(worker.streams),
         }
         with translate_errors(self.table, f"register {worker.worker_id}"):
             self._c.put_item(
@@ -188,16 +174,20 @@ class DynamoDBLeaseRepository:
         owner: str | None,
         extra: list[dict[str, Any]],
         checkpoint: Position | None = None,
+        given_up_by: str | None = None,
     ) -> Lease:
         """One transaction: lease owner+epoch move, checkpoint epoch follows, plus ``extra`` items.
 
         ``checkpoint`` (operator replay) also sets the checkpoint's position, with no forward-only
         condition: moving back is the point of a replay."""
-        cond, values = _owned_condition(lease)
+        cond, values = owned_condition(lease)
         new_epoch = lease.epoch + 1
         values[":new"] = new_epoch
         names = {"#owner": "owner"}
-        if owner is None:
+        if given_up_by is not None:  # kept until the next owner: the leader offers it to others first
+            update = f"SET epoch = :new, given_up_by = :by REMOVE #owner, {_PER_OWNER}"
+            values[":by"] = given_up_by
+        elif owner is None:
             update = f"SET epoch = :new REMOVE #owner, {_PER_OWNERSHIP}"
         else:
             update = f"SET epoch = :new, #owner = :to REMOVE {_PER_OWNERSHIP}"
@@ -227,6 +217,7 @@ class DynamoDBLeaseRepository:
             epoch=new_epoch,
             state=lease.state,
             parents=lease.parents,
+            given_up_by=given_up_by,
         )
 
     def _checkpoint_follows(self, lease: Lease, new_epoch: int, position: Position | None) -> dict[str, Any]:
@@ -262,64 +253,87 @@ class DynamoDBLeaseRepository:
             }
         }
 
-    def _wake(self, worker_id: str, *, taking: bool = False) -> dict[str, Any]:
-        """Bump a worker's inbox; ``taking``: only if it is registered and not draining (it will start what
-        it is given)."""
-        values: dict[str, Any] = {":one": 1}
-        condition = "attribute_exists(lease_key)"  # the worker is registered
-        if taking:
-            condition += " AND draining = :false"  # and not shutting down: it would not start the lease
-            values[":false"] = False
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": to_item({"lease_key": worker_key(worker_id)}),
-                "UpdateExpression": "SET inbox = inbox + :one",
-                "ConditionExpression": condition,
-                "ExpressionAttributeValues": to_item(values),
-            }
-        }
-
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
-        extra: list[dict[str, Any]] = []
-        if dead_owner is not None:
-            key = to_item({"lease_key": worker_key(dead_owner.worker_id)})
-            if dead_owner.heartbeat is None:
-                # Its worker item was gone for a whole lease duration; it must still be gone.
-                extra.append(
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table,
-                            "Key": key,
-                            "ConditionExpression": "attribute_not_exists(lease_key)",
-                        }
-                    }
-                )
-            else:
-                # Its heartbeat did not move for a whole lease duration and still has not; fence it
-                # by bumping its generation, so a heartbeat it sends late fails.
-                extra.append(
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": key,
-                            "UpdateExpression": "SET generation = generation + :one",
-                            "ConditionExpression": "heartbeat = :hb",
-                            "ExpressionAttributeValues": to_item({":one": 1, ":hb": dead_owner.heartbeat}),
-                        }
-                    }
-                )
+        extra = [fence_dead(self.table, dead_owner)] if dead_owner is not None else []
         return self._ownership_change(lease, new_owner, extra)
 
+    def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
+        extra = [fence_dead(self.table, dead_owner)] if dead_owner is not None else []
+        extra.append(wake(self.table, to_worker, taking=True, given=lease.key))
+        return self._ownership_change(lease, to_worker, extra)
+
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
-        return self._ownership_change(lease, to_worker, [self._wake(to_worker, taking=True)])
+        return self._ownership_change(
+            lease, to_worker, [wake(self.table, to_worker, taking=True, given=lease.key)]
+        )
 
-    def release(self, lease: Lease) -> Lease:
-        return self._ownership_change(lease, None, [])
+    def release(self, lease: Lease, given_up: bool = False) -> Lease:
+        return self._ownership_change(lease, None, [], given_up_by=lease.owner if given_up else None)
 
+    def wake(self, worker_id: str) -> None:
+        self.calls.add("UpdateItem")
+        with translate_errors(self.table, f"wake {worker_id}"):
+            self._c.update_item(**wake(self.table, worker_id)["Update"])
+
+    def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
+        self.calls.add("UpdateItem")
+        with translate_errors(self.table, f"ack given to {worker_id}"):
+            self._c.update_item(
+                TableName=self.table,
+                Key=to_item({"lease_key": worker_key(worker_id)}),
+                UpdateExpression="DELETE given :keys",
+                ConditionExpression="attribute_exists(lease_key)",  # never create a stray item
+                ExpressionAttributeValues=to_item({":keys": set(keys)}),
+            )
+
+    # -- leadership ------------------------------------------------------------------------------
+    def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
+        epoch = 0 if seen is None else seen.epoch
+        values: dict[str, Any] = {}
+        if seen is None:
+            cond = "attribute_not_exists(lease_key)"
+        elif seen.owner is None:
+            cond, values = "epoch = :e AND attribute_not_exists(#owner)", {":e": epoch}
+        else:
+            cond, values = "epoch = :e AND #owner = :old", {":e": epoch, ":old": seen.owner}
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": to_item(
+                        {"lease_key": LEADER_KEY, "item_type": "leader", "owner": me, "epoch": epoch + 1}
+                    ),
+                    "ConditionExpression": cond,
+                    **({"ExpressionAttributeNames": {"#owner": "owner"}} if seen is not None else {}),
+                    **({"ExpressionAttributeValues": to_item(values)} if values else {}),
+                }
+            }
+        ]
+        if dead is not None:
+            items.append(fence_dead(self.table, dead))
+        self.calls.add("TransactWriteItems")
+        with translate_errors(self.table, f"claim leadership for {me}"):
+            self._c.transact_write_items(TransactItems=items)
+        return Leader(me, epoch + 1)
+
+    def resign_leader(self, leader: Leader) -> None:
+        self.calls.add("UpdateItem")
+        with translate_errors(self.table, f"resign leadership of {leader.owner}"):
+            self._c.update_item(
+                TableName=self.table,
+                Key=to_item({"lease_key": LEADER_KEY}),
+                UpdateExpression="SET epoch = :new REMOVE #owner",
+                ConditionExpression="epoch = :e AND #owner = :me",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues=to_item(
+                    {":new": leader.epoch + 1, ":e": leader.epoch, ":me": leader.owner}
+                ),
+            )
+
+    # -- lease state -----------------------------------------------------------------------------
     def _update_owned(self, lease: Lease, update: str, values: dict[str, Any], what: str) -> Lease:
         """One conditional update of a lease we hold; returns the lease as stored after it."""
-        cond, cvalues = _owned_condition(lease)
+        cond, cvalues = owned_condition(lease)
         self.calls.add("UpdateItem")
         with translate_errors(self.table, what):
             out = self._c.update_item(
@@ -333,12 +347,12 @@ class DynamoDBLeaseRepository:
                 ExpressionAttributeValues=to_item({**cvalues, **values}),
                 ReturnValues="ALL_NEW",
             )
-        return _lease_from(from_item(out["Attributes"]))
+        return lease_from(from_item(out["Attributes"]))
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         if lease.owner is None:
             raise LeaseConflictError(f"{lease.key} has no owner to ask")
-        cond, values = _owned_condition(lease)
+        cond, values = owned_condition(lease)
         values.update({":req": requester, ":now": now_ms})
         items = [
             {
@@ -352,7 +366,8 @@ class DynamoDBLeaseRepository:
                     "ExpressionAttributeValues": to_item(values),
                 }
             },
-            self._wake(lease.owner),
+            wake(self.table, lease.owner),
+            wake(self.table, requester, taking=True),  # it polls fast from now on, ready for the lease
         ]
         self.calls.add("TransactWriteItems")
         with translate_errors(self.table, f"request hand-off of {lease.key}"):
@@ -400,4 +415,14 @@ class DynamoDBLeaseRepository:
             )
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
-        return self._ownership_change(lease, None, [], checkpoint=position)
+        new = self._ownership_change(lease, None, [], checkpoint=position)
+        if (
+            lease.owner is not None
+        ):  # wake the old owner so that it drops the lease now, not at its next write
+            self.calls.add("UpdateItem")
+            try:
+                with translate_errors(self.table, f"wake {lease.owner}"):
+                    self._c.update_item(**wake(self.table, lease.owner)["Update"])
+            except LeaseConflictError:
+                pass  # it is gone: nothing to wake
+        return new

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from consumer.checkpoint.store import CheckpointItem
 from consumer.clock import Clock, SystemClock
 from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
-from consumer.leases.model import Lease, LeaseState, WorkerItem
+from consumer.leases.model import Leader, Lease, LeaseState, WorkerItem
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
 
@@ -29,6 +29,7 @@ class InMemoryTables:
     leases: dict[tuple[str, str], Lease] = field(default_factory=dict)
     workers: dict[str, WorkerItem] = field(default_factory=dict)
     checkpoints: dict[tuple[str, str], CheckpointItem] = field(default_factory=dict)
+    leader: Leader | None = None
     calls: Counter[str] = field(default_factory=Counter)
     lock: threading.RLock = field(default_factory=threading.RLock)
     clock: Clock = field(default_factory=SystemClock)
@@ -73,6 +74,7 @@ class InMemoryLeaseRepository:
             handoff_requested_ms=None,
             halted_at=None,
             halted_since_ms=None,
+            given_up_by=None,
         )
         self.t.leases[(cur.stream, cur.shard_id)] = new
         key = (cur.stream, cur.shard_id)
@@ -87,15 +89,72 @@ class InMemoryLeaseRepository:
             self.t.checkpoints[key] = replace(old, epoch=new.epoch)
         return new
 
-    def snapshot(self) -> TableSnapshot:
+    def snapshot(self, consistent: bool = True) -> TableSnapshot:
         with self.t.lock:
             self.t.calls["Scan"] += 1
             return TableSnapshot(tuple(self.t.leases.values()), tuple(self.t.workers.values()))
 
-    def get_worker(self, worker_id: str) -> WorkerItem | None:
+    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
         with self.t.lock:
             self.t.calls["GetItem"] += 1
             return self.t.workers.get(worker_id)
+
+    def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
+        with self.t.lock:
+            self.t.calls["BatchGetItem"] += 1
+            wanted = set(keys)
+            return tuple(x for x in self.t.leases.values() if x.key in wanted)
+
+    def get_leader(self) -> Leader | None:
+        with self.t.lock:
+            self.t.calls["GetItem"] += 1
+            return self.t.leader
+
+    def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            if self.t.leader != seen:
+                raise LeaseConflictError(f"leadership moved on: {self.t.leader}")
+            if dead is not None:
+                self._fence_dead(dead)
+            self.t.leader = Leader(me, (seen.epoch if seen else 0) + 1)
+            return self.t.leader
+
+    def resign_leader(self, leader: Leader) -> None:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            if self.t.leader != leader:
+                raise LeaseConflictError(f"leadership moved on: {self.t.leader}")
+            self.t.leader = Leader(None, leader.epoch + 1)
+
+    def wake(self, worker_id: str) -> None:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            self._wake(worker_id)
+
+    def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
+        with self.t.lock:
+            self.t.calls["UpdateItem"] += 1
+            cur = self.t.workers.get(worker_id)
+            if cur is None:
+                raise LeaseConflictError(f"worker {worker_id} is not registered")
+            self.t.workers[worker_id] = replace(cur, given=cur.given - keys)
+
+    def _fence_dead(self, dead: OwnerObservation) -> None:
+        """Check that ``dead`` is still as observed, and fence its item (part of a transaction)."""
+        worker = self.t.workers.get(dead.worker_id)
+        seen = None if worker is None else worker.heartbeat
+        if seen != dead.heartbeat:
+            raise LeaseConflictError(f"owner {dead.worker_id} heartbeat moved")
+        if worker is not None:
+            self.t.workers[worker.worker_id] = replace(worker, generation=worker.generation + 1)
+
+    def _wake(self, worker_id: str, *, taking: bool = False, given: str | None = None) -> None:
+        target = self.t.workers.get(worker_id)
+        if target is None or (taking and target.draining):
+            raise LeaseConflictError(f"worker {worker_id} is not registered, or is draining")
+        extra = frozenset({given}) if given is not None else frozenset()
+        self.t.workers[worker_id] = replace(target, inbox=target.inbox + 1, given=target.given | extra)
 
     def create_lease(self, lease: Lease) -> bool:
         with self.t.lock:
@@ -114,7 +173,9 @@ class InMemoryLeaseRepository:
             if worker.worker_id in self.t.workers:
                 raise LeaseConflictError(f"worker {worker.worker_id} is already registered")
             # Counters and flags start at zero whatever the caller passed, like the DynamoDB item.
-            self.t.workers[worker.worker_id] = WorkerItem(worker.worker_id, started_ms=worker.started_ms)
+            self.t.workers[worker.worker_id] = WorkerItem(
+                worker.worker_id, started_ms=worker.started_ms, streams=worker.streams
+            )
 
     def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
         with self.t.lock:
@@ -148,30 +209,40 @@ class InMemoryLeaseRepository:
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            cur = self._movable(lease)
-            if dead_owner is not None:
-                worker = self.t.workers.get(dead_owner.worker_id)
-                seen = None if worker is None else worker.heartbeat
-                if seen != dead_owner.heartbeat:
-                    raise LeaseConflictError(f"owner {dead_owner.worker_id} heartbeat moved")
-                if worker is not None:
-                    self.t.workers[worker.worker_id] = replace(worker, generation=worker.generation + 1)
-            return self._move(cur, new_owner)
+            return self._take(lease, new_owner, dead_owner)
+
+    def _take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
+        cur = self._movable(lease)
+        if dead_owner is not None:
+            self._fence_dead(dead_owner)
+        return self._move(cur, new_owner)
+
+    def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            before = dict(self.t.workers)
+            self._movable(lease)
+            try:
+                self._wake(to_worker, taking=True, given=lease.key)
+                return self._take(lease, to_worker, dead_owner)
+            except LeaseConflictError:
+                self.t.workers = before  # all or nothing, like the transaction
+                raise
 
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
             cur = self._movable(lease)
-            target = self.t.workers.get(to_worker)
-            if target is None or target.draining:
-                raise LeaseConflictError(f"successor {to_worker} is not registered, or is draining")
-            self.t.workers[to_worker] = replace(target, inbox=target.inbox + 1)
+            self._wake(to_worker, taking=True, given=lease.key)
             return self._move(cur, to_worker)
 
-    def release(self, lease: Lease) -> Lease:
+    def release(self, lease: Lease, given_up: bool = False) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            return self._move(self._movable(lease), None)
+            cur = self._movable(lease)
+            new = replace(self._move(cur, None), given_up_by=cur.owner if given_up else None)
+            self.t.leases[(cur.stream, cur.shard_id)] = new
+            return new
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         with self.t.lock:
@@ -179,10 +250,13 @@ class InMemoryLeaseRepository:
             cur = self._expect_owned(lease)
             if cur.handoff_to is not None or cur.owner is None:
                 raise LeaseConflictError(f"lease {lease.key} already has a hand-off request or no owner")
-            owner = self.t.workers.get(cur.owner)
-            if owner is None:
-                raise LeaseConflictError(f"owner {cur.owner} is not registered")
-            self.t.workers[cur.owner] = replace(owner, inbox=owner.inbox + 1)
+            before = dict(self.t.workers)
+            try:
+                self._wake(cur.owner)
+                self._wake(requester, taking=True)
+            except LeaseConflictError:
+                self.t.workers = before
+                raise
             new = replace(cur, handoff_to=requester, handoff_requested_ms=now_ms)
             self.t.leases[(cur.stream, cur.shard_id)] = new
             return new
@@ -228,7 +302,10 @@ class InMemoryLeaseRepository:
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
-            return self._move(self._movable(lease), None, position)
+            new = self._move(self._movable(lease), None, position)
+            if lease.owner is not None and lease.owner in self.t.workers:
+                self._wake(lease.owner)  # so that it drops the lease now
+            return new
 
 
 class InMemoryCheckpointStore:

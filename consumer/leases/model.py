@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["Lease", "LeaseState", "WorkerItem", "lease_key", "worker_key"]
+__all__ = ["LEADER_KEY", "Leader", "Lease", "LeaseState", "WorkerItem", "lease_key", "worker_key"]
+
+#: The key of the one item that says which worker plans for the fleet (docs/protocol.md, "Leadership").
+LEADER_KEY = "leader"
 
 
 class LeaseState(enum.Enum):
@@ -37,6 +40,7 @@ class Lease:
         None  # the owner halted the shard before this position ("seq/sub"); operators only
     )
     halted_since_ms: int | None = None  # wall time the owner halted it; operators only
+    given_up_by: str | None = None  # the worker that last released it after giving up (others go first)
 
     @property
     def key(self) -> str:
@@ -64,8 +68,22 @@ class WorkerItem:
     started_ms: int = 0
     heartbeat_ms: int = 0  # wall time of the last heartbeat: for operators only, never for decisions
     drain_requested: bool = False  # set by the operator's drain command
+    given: frozenset[str] = frozenset()  # keys of leases given to this worker that it has not yet read
+    streams: frozenset[str] = frozenset()  # the streams it consumes (the leader gives it only these)
     tags: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> str:
         return worker_key(self.worker_id)
+
+
+@dataclass(frozen=True)
+class Leader:
+    """The leadership item: ``owner`` plans for the fleet while its worker heartbeat moves.
+
+    ``epoch`` increases whenever ``owner`` changes, as for a lease; a claim from a dead leader fences the
+    dead leader's worker item (its generation), exactly like a take of a dead owner's lease.
+    """
+
+    owner: str | None = None
+    epoch: int = 0

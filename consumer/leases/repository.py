@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.model import Leader, Lease, WorkerItem
 from consumer.records import Position
 
 __all__ = ["LeaseRepository", "OwnerObservation", "TableSnapshot"]
@@ -32,11 +32,36 @@ class LeaseRepository(Protocol):
     write by the previous owner fails from that instant on.
     """
 
-    def snapshot(self) -> TableSnapshot:
-        """Every lease and worker item (strongly consistent)."""
+    def snapshot(self, consistent: bool = True) -> TableSnapshot:
+        """Every lease and worker item (only the leader reads the whole table, eventually consistent)."""
         ...
 
-    def get_worker(self, worker_id: str) -> WorkerItem | None: ...
+    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None: ...
+
+    def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
+        """The leases with these keys that exist (strongly consistent)."""
+        ...
+
+    def get_leader(self) -> Leader | None:
+        """The leadership item, eventually consistent (None: nobody ever led)."""
+        ...
+
+    def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
+        """Lead if the item is still as ``seen`` (absent, unowned, or owned by ``dead.worker_id`` whose
+        heartbeat is still ``dead.heartbeat``, which this write then fences)."""
+        ...
+
+    def resign_leader(self, leader: Leader) -> None:
+        """Stop leading (owner removed, epoch bumped) if the item is still ``leader``."""
+        ...
+
+    def wake(self, worker_id: str) -> None:
+        """Bump a registered worker's inbox (a conflict if it is not registered)."""
+        ...
+
+    def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
+        """Remove ``keys`` from our ``given`` set once we have read those leases."""
+        ...
 
     def create_lease(self, lease: Lease) -> bool:
         """Create the lease if absent; return whether this call created it."""
@@ -58,17 +83,24 @@ class LeaseRepository(Protocol):
         """Own an unowned lease, or a dead owner's (its heartbeat still as observed; its generation bumped)."""
         ...
 
-    def transfer(self, lease: Lease, to_worker: str) -> Lease:
-        """Hand an owned lease to ``to_worker`` in one write that bumps the epoch, and wake the successor
-        (a conflict if the successor is not registered or is draining)."""
+    def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
+        """The leader gives an unowned (or dead owner's) lease to ``to_worker``: a take on its behalf that
+        also adds the key to its ``given`` set and wakes it (a conflict if it is gone or draining)."""
         ...
 
-    def release(self, lease: Lease) -> Lease:
-        """Give up an owned lease (owner removed, epoch bumped)."""
+    def transfer(self, lease: Lease, to_worker: str) -> Lease:
+        """Hand an owned lease to ``to_worker`` in one write that bumps the epoch, and wake the successor
+        with the key in its ``given`` set (a conflict if it is not registered or is draining)."""
+        ...
+
+    def release(self, lease: Lease, given_up: bool = False) -> Lease:
+        """Give up an owned lease (owner removed, epoch bumped); ``given_up``: note that its owner failed on it,
+        so that the leader offers it to another worker first."""
         ...
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
-        """Ask the living owner for the lease, and wake it."""
+        """Ask the living owner to hand the lease to ``requester``; wake both (the requester then polls fast,
+        so that it starts the lease as soon as it arrives)."""
         ...
 
     def clear_handoff(self, lease: Lease) -> Lease:

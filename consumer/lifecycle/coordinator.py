@@ -1,8 +1,10 @@
 """The worker's decisions as a pure step: ``step(now, wall_ms, events) -> actions``. No I/O, no threads.
 
-It holds membership, what it knows of the fleet and the ownerships; asks the pure planner (through
-``FleetView``) what to take, give and request; and turns every result the shell feeds back into the next
-actions. ``next_due`` says when it wants to be stepped again even if nothing happens.
+Every worker is a member: it heartbeats, polls its own item (its inbox), reads its own leases when the inbox
+says something changed, starts the leases given to it, hands a lease on when the leader asks, and drains at
+shutdown. One worker at a time also leads (``Leadership``): it reads the whole table and plans for the fleet
+(``LeaderDuties``). So the table is read in full once per scan interval, not once per worker, and a member's
+reads cost the same whatever the size of the fleet. ``next_due`` says when to step again if nothing happens.
 """
 
 from __future__ import annotations
@@ -15,25 +17,26 @@ from typing import Any
 
 from consumer.config import WorkerConfig
 from consumer.leases.model import Lease
-from consumer.leases.planner import Plan
-from consumer.leases.repository import TableSnapshot
 from consumer.lifecycle import ownership as own
-from consumer.lifecycle.fleet_view import FleetView
+from consumer.lifecycle.leader_duties import LeaderDuties
+from consumer.lifecycle.leadership import Leadership
 from consumer.lifecycle.membership import Membership
 from consumer.lifecycle.messages import (
+    AckGiven,
     Action,
     ActionResult,
     Deregister,
-    Discover,
     Discovered,
     Event,
-    Forget,
     HeartbeatResult,
     InboxRead,
-    LeaseWrite,
+    LeaderRead,
+    LeadershipResult,
+    LeaderWatched,
     Metric,
     Outcome,
-    ReadTable,
+    OwnRead,
+    ReadOwn,
     Reconciled,
     Result,
     ShardFinished,
@@ -42,9 +45,10 @@ from consumer.lifecycle.messages import (
     Stop,
     TableRead,
     Tick,
+    Wake,
     WriteKind,
 )
-from consumer.lifecycle.ownership import Ownership
+from consumer.lifecycle.ownership import Ownership, Phase
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.logs import log_event
 
@@ -52,7 +56,8 @@ __all__ = ["Coordinator", "backoff"]
 
 logger = logging.getLogger(__name__)
 
-_NOT_OWNED = frozenset({WriteKind.TAKE, WriteKind.REQUEST, WriteKind.DECLINE})
+_LEADERS_WRITES = frozenset({WriteKind.ASSIGN, WriteKind.REQUEST, WriteKind.DECLINE})
+_OWN_READ_RETRY = 0.5
 
 
 def backoff(failures: int) -> float:
@@ -66,23 +71,27 @@ class Coordinator:
         self._cfg = config
         self._lc = config.lease
         self.membership = Membership(self.id, config.lease, now)
-        self.fleet = FleetView(self.id, frozenset(s.name for s in config.streams), config.lease)
+        self.leadership = Leadership(self.id, config.lease, now)
+        self.duties = LeaderDuties(self.id, frozenset(s.name for s in config.streams), config.lease)
         self.owned: dict[str, Ownership] = {}
-        self._next_scan = now
-        self._next_discovery = now + config.lease.discovery_interval
-        self._stall_reported: set[str] = set()
-        self._avoid: dict[str, float] = {}  # leases we gave up on: others get the first chance to retry
+        self._gives: dict[str, tuple[str, float]] = {}  # asked by the leader: key -> (to, not before)
+        self._read_own_at = float("inf")  # when to read our leases (and those given to us)
+        self._woke_leader: str | None = None
         self.shutting_down = False
-        self._deadline = float("inf")
+        self._deadline = self._release_at = float("inf")
         self.done = False
         self._now, self._wall_ms = now, 0
         self._handlers: dict[type, Callable[[Any], list[Action]]] = {
             Tick: lambda _ev: [],
-            HeartbeatResult: lambda ev: self.membership.on_heartbeat(ev, self._now),
+            HeartbeatResult: self._on_heartbeat,
             InboxRead: self._on_inbox,
+            OwnRead: lambda ev: self._on_own(ev.asked, ev.leases, ev.error),
             Reconciled: self._on_reconciled,
+            LeaderRead: self._on_leader_read,
+            LeaderWatched: lambda ev: self.leadership.on_watched(ev, self._now),
+            LeadershipResult: self._on_claimed,
             TableRead: self._on_table,
-            Discovered: self._on_discovered,
+            Discovered: lambda ev: self.duties.on_discovered(ev, self._now),
             ShardFinished: self._finished,
             ActionResult: self._written,
             ShutdownRequested: lambda _ev: [] if self.shutting_down else self._start_shutdown(),
@@ -96,107 +105,150 @@ class Coordinator:
             actions += self._handlers[type(ev)](ev)
         if self.done:
             return actions
-        actions += self.membership.due(now, len(self.owned))
-        if now >= self._next_scan:  # while shutting down, only when the inbox says something came
-            self._next_scan = float("inf") if self.shutting_down else now + self._lc.scan_interval
-            actions.append(ReadTable())
-        if not self.shutting_down and now >= self._next_discovery:
-            self._next_discovery = now + self._lc.discovery_interval
-            actions.append(Discover(self.fleet.snapshot.leases))
+        actions += self.membership.due(now, tuple(self.owned), self._busy())
+        if not self.shutting_down:
+            actions += self.leadership.due(now)
+        actions += self.duties.due(now)
+        if now >= self._read_own_at:
+            self._read_own_at = float("inf")  # until its result
+            actions.append(ReadOwn(tuple(sorted({*self.owned, *self.membership.given}))))
+        actions += self._due_gives(now)
         for o in list(self.owned.values()):
             if (write := o.write()) is not None and now >= o.retry_at:
                 self.owned[o.key] = replace(o, retry_at=float("inf"))  # in flight until its result
                 actions.append(write)
-        if self.shutting_down and (not self.owned or now >= self._deadline):
-            actions += self._finish_shutdown()
+        if self.shutting_down:
+            actions += self._shutdown_due(now)
         return actions
 
     def next_due(self) -> float:
-        due = [self.membership.next_due(), *(o.retry_at for o in self.owned.values() if o.write())]
-        due.append(self._deadline if self.shutting_down else self._next_discovery)
-        return min([*due, self._next_scan])
+        due = [
+            self.membership.next_due(),
+            self.leadership.next_due() if not self.shutting_down else float("inf"),
+            self.duties.next_due(),
+            self._read_own_at,
+            *(at for _, at in self._gives.values()),
+            *(o.retry_at for o in self.owned.values() if o.write()),
+        ]
+        if self.shutting_down:
+            due += [self._deadline, self._release_at]
+        return min(due)
 
-    # -- membership and table events --------------------------------------------------------------
+    def _busy(self) -> bool:
+        """Poll our item fast: we lead, shut down, or a lease of ours is on the move."""
+        moving = any(o.phase not in (Phase.RUNNING, Phase.HALTED) for o in self.owned.values())
+        return self.leadership.leading or self.shutting_down or bool(self._gives) or moving
+
+    # -- membership -------------------------------------------------------------------------------
+    def _on_heartbeat(self, ev: HeartbeatResult) -> list[Action]:
+        if ev.fenced:  # somebody took a lease of ours, or leadership, after we were silent too long
+            self.leadership.fenced(self._now)
+            self.duties.end()
+        return self.membership.on_heartbeat(ev, self._now)
+
     def _on_inbox(self, ev: InboxRead) -> list[Action]:
         signals = self.membership.on_inbox(ev, self._now)
         if signals.scan_now:
-            self._next_scan = self._now
+            self.duties.scan_soon(self._now)
+        if signals.read_own:
+            self._read_own_at = min(self._read_own_at, self._now)
         if signals.drain_requested and not self.shutting_down:
             log_event(logger, "drain_requested", worker=self.id)
             return self._start_shutdown()
         return []
 
     def _on_reconciled(self, ev: Reconciled) -> list[Action]:
-        if self.membership.on_reconciled(ev, self._now) and ev.snapshot is not None:
-            return self._observe(ev.snapshot, "fenced")
+        if self.membership.on_reconciled(ev, self._now):
+            return self._on_own(ev.asked, ev.leases, "")
+        return []
+
+    def _on_own(self, asked: tuple[str, ...], leases: tuple[Lease, ...] | None, error: str) -> list[Action]:
+        """Our leases as stored: drop those that moved on, note hand-off requests, start what we were given."""
+        if leases is None:
+            log_event(logger, "own_read_failed", logging.WARNING, error=error)
+            self._read_own_at = min(self._read_own_at, self._now + _OWN_READ_RETRY)
+            return []
+        current = {lease.key: lease for lease in leases}
+        actions: list[Action] = []
+        for key in set(asked) & set(self.owned):
+            o, lease = self.owned[key], current.get(key)
+            if lease is None or lease.owner != self.id or lease.epoch != o.lease.epoch:
+                log_event(logger, "lease_lost", logging.WARNING, worker=self.id, lease=key)
+                self._gives.pop(key, None)
+                actions += self._apply(key, own.lose(o))
+            elif o.phase in (Phase.RUNNING, Phase.HALTED):
+                self.owned[key] = replace(o, lease=lease)
+                if lease.handoff_to not in (None, self.id) and key not in self._gives:
+                    # The leader woke the requester when it asked; give it one idle poll to be listening.
+                    self._gives[key] = (lease.handoff_to or "", self._now + self._lc.idle_poll)
+        for key in sorted(set(asked) - set(self.owned)):
+            lease = current.get(key)
+            if lease is not None and lease.owner == self.id and not lease.ended:
+                log_event(logger, "lease_received", worker=self.id, lease=key, epoch=lease.epoch)
+                actions += self._pass_on(lease) if self.shutting_down else self._own(lease)
+        read_given = frozenset(asked) & self.membership.given
+        return actions + ([AckGiven(read_given)] if read_given else [])
+
+    # -- leadership -------------------------------------------------------------------------------
+    def _on_leader_read(self, ev: LeaderRead) -> list[Action]:
+        was_leading = self.leadership.leading
+        actions = self.leadership.on_read(ev, self._now)
+        if self.leadership.leading and not was_leading:  # still ours after a fence: lead on
+            self.duties.begin(self._now, None)
+        leader = self.leadership.leader_id
+        if leader not in (None, self.id) and self._woke_leader is None and not self.shutting_down:
+            self._woke_leader = leader  # a new worker: the leader plans for us at once
+            actions.append(Wake(leader))
+        return actions
+
+    def _on_claimed(self, ev: LeadershipResult) -> list[Action]:
+        if self.leadership.on_claimed(ev, self._now):
+            self.duties.begin(self._now, ev.claim.dead)
         return []
 
     def _on_table(self, ev: TableRead) -> list[Action]:
         if ev.snapshot is None:
             log_event(logger, "scan_failed", logging.WARNING, error=ev.error)
             return []
-        actions = self._observe(ev.snapshot, "moved")
-        if self.shutting_down or not self.membership.valid(self._now):
-            return actions
-        return actions + self._execute(self.fleet.plan(self._now, self._wall_ms))
+        if not self.duties.active:
+            return []
+        p = self.duties.on_table(ev.snapshot, self._now, self._wall_ms, self.shutting_down)
+        if not self.membership.valid(self._now):  # our heartbeat is not current: plan nothing
+            return []
+        actions = self.duties.write(p, self._now)
+        for lease in p.stranded:  # our own, with nobody to take them: release
+            if (o := self.owned.get(lease.key)) is not None:
+                actions += self._apply(lease.key, own.give(o, None, self._now))
+        return actions
 
-    def _on_discovered(self, ev: Discovered) -> list[Action]:
-        if ev.changed:
-            self._next_scan = self._now
-        return []
-
-    def _observe(self, snap: TableSnapshot, why: str) -> list[Action]:
-        """Take in a fresh read: drop ownerships that moved, start leases given to us, forget the dead."""
-        snap = self.fleet.observe(snap, self._now)
-        actions: list[Action] = []
-        current = {lease.key: lease for lease in snap.leases}
-        for key, o in list(self.owned.items()):
-            lease = current.get(key)
-            if lease is None or lease.owner != self.id or lease.epoch != o.lease.epoch:
-                log_event(logger, "lease_lost", logging.WARNING, worker=self.id, lease=key, why=why)
-                actions += self._apply(key, own.lose(o))
-            elif o.phase is own.Phase.RUNNING:
-                self.owned[key] = replace(o, lease=lease)  # hand-off request fields
-        for lease in snap.leases:
-            if lease.owner == self.id and lease.key not in self.owned and not lease.ended:
-                log_event(logger, "lease_received", worker=self.id, lease=lease.key, epoch=lease.epoch)
-                actions += self._pass_on(lease) if self.shutting_down else self._own(lease)
-        if self.shutting_down:
-            return actions
-        return actions + [Forget(w) for w in self.fleet.to_forget(self._now)]
-
-    def _pass_on(self, lease: Lease) -> list[Action]:
-        """Given a lease while shutting down (the giver had not seen us draining yet): hand it on unread."""
-        to = self.fleet.hand_to((lease.key,), self._now, self._wall_ms)[lease.key]
-        self.owned[lease.key] = own.passing_on(lease, to)
-        return []
-
+    # -- our leases -------------------------------------------------------------------------------
     def _own(self, lease: Lease) -> list[Action]:
         self.owned[lease.key] = Ownership(lease)
         return [Start(lease), Metric("LeasesTaken", 1, lease.stream, lease.shard_id)]
 
-    def _execute(self, p: Plan) -> list[Action]:
+    def _successor(self, key: str) -> str | None:
+        """Whom to hand a lease on to without being asked: the leader knows; anyone else releases it and
+        the leader reassigns it."""
+        if not self.duties.active:
+            return None
+        return self.duties.fleet.hand_to((key,), self._now, self._wall_ms)[key]
+
+    def _pass_on(self, lease: Lease) -> list[Action]:
+        """Given a lease while shutting down (the giver had not seen us draining yet): hand it on unread."""
+        self.owned[lease.key] = own.passing_on(lease, self._successor(lease.key))
+        return []
+
+    def _due_gives(self, now: float) -> list[Action]:
         actions: list[Action] = []
-        for lease, to in p.give:
-            if (o := self.owned.get(lease.key)) is not None:
-                log_event(logger, "handoff_started", worker=self.id, lease=lease.key, to=to)
-                actions += self._apply(lease.key, own.give(o, to, self._now))
-        actions += [LeaseWrite(WriteKind.DECLINE, lease) for lease in p.decline]
-        self._avoid = {k: t for k, t in self._avoid.items() if t > self._now}
-        actions += [LeaseWrite(WriteKind.TAKE, lease) for lease in p.take if lease.key not in self._avoid]
-        for lease, obs in p.steal:
-            log_event(logger, "lease_expired", logging.WARNING, lease=lease.key, dead_owner=obs.worker_id)
-            actions.append(LeaseWrite(WriteKind.TAKE, lease, dead_owner=obs))
-        actions += [LeaseWrite(WriteKind.REQUEST, lease) for lease in p.request]
-        for lease in p.stalled:
-            if lease.key not in self._stall_reported:
-                self._stall_reported.add(lease.key)
-                log_event(logger, "handoff_stalled", logging.WARNING, lease=lease.key, owner=lease.owner)
-                actions.append(Metric("HandoffsStalled", 1, lease.stream, lease.shard_id))
-        self._stall_reported &= {x.key for x in self.fleet.snapshot.leases if x.handoff_to == self.id}
+        for key, (to, at) in list(self._gives.items()):
+            if now < at:
+                continue
+            del self._gives[key]
+            if (o := self.owned.get(key)) is not None:
+                log_event(logger, "handoff_started", worker=self.id, lease=key, to=to)
+                actions += self._apply(key, own.give(o, to, now))
         return actions
 
-    # -- results ----------------------------------------------------------------------------------
     def _apply(self, key: str, result: own.Step) -> list[Action]:
         new, actions = result
         if new is None:
@@ -211,45 +263,53 @@ class Coordinator:
             return []
         log_event(logger, "shard_finished", worker=self.id, lease=ev.key, outcome=ev.outcome.value)
         if ev.outcome in (Outcome.GAVE_UP, Outcome.FAILED):
-            self._avoid[ev.key] = self._now + self._lc.give_up_seconds
             log_event(logger, "shard_given_up", logging.WARNING, lease=ev.key, why=ev.detail)
-        successor = None
-        if ev.outcome in own.HANDED_ON:
-            successor = self.fleet.hand_to((ev.key,), self._now, self._wall_ms)[ev.key]
+        successor = self._successor(ev.key) if ev.outcome in own.HANDED_ON else None
         return self._apply(ev.key, own.finished(o, ev, successor))
 
     def _written(self, ev: ActionResult) -> list[Action]:
-        o = self.owned.get(ev.lease.key)
-        if o is not None and ev.lease.epoch == o.lease.epoch and ev.kind not in _NOT_OWNED:
-            actions = self._apply(o.key, own.written(o, ev, self._now, backoff))
-            if ev.kind is WriteKind.TRANSFER and ev.result is Result.OK and o.stop_asked_at is not None:
-                ms = (self._now - o.stop_asked_at) * 1000
-                actions.append(Metric("HandoffLatencyMs", ms, o.lease.stream, o.lease.shard_id))
+        if ev.kind in _LEADERS_WRITES:
+            actions = self.duties.on_written(ev, self._now)
+            mine = ev.kind is WriteKind.ASSIGN and ev.to == self.id and ev.lease.key not in self.owned
+            if mine and ev.new is not None:  # we planned it for ourselves
+                actions += self._pass_on(ev.new) if self.shutting_down else self._own(ev.new)
             return actions
-        if ev.result is not Result.OK:  # read the table again: soon after a conflict, later after a failure
-            self._next_scan = min(self._next_scan, self._now + (0.0 if ev.result is Result.CONFLICT else 0.5))
+        o = self.owned.get(ev.lease.key)
+        if o is None or ev.lease.epoch != o.lease.epoch:
             return []
-        if ev.kind is WriteKind.TAKE and ev.new is not None:
-            log_event(logger, "lease_taken", worker=self.id, lease=ev.new.key, epoch=ev.new.epoch)
-            # A take that lands after our shutdown began is ours all the same: hand it on, never start it.
-            return self._pass_on(ev.new) if self.shutting_down else self._own(ev.new)
-        if ev.kind is WriteKind.REQUEST:
-            return [Metric("HandoffsRequested", 1, ev.lease.stream, ev.lease.shard_id)]
-        return []
+        actions = self._apply(o.key, own.written(o, ev, self._now, backoff))
+        if ev.kind is WriteKind.TRANSFER and ev.result is Result.OK and o.stop_asked_at is not None:
+            ms = (self._now - o.stop_asked_at) * 1000
+            actions.append(Metric("HandoffLatencyMs", ms, o.lease.stream, o.lease.shard_id))
+        return actions
 
     # -- shutdown ---------------------------------------------------------------------------------
     def _start_shutdown(self) -> list[Action]:
-        """Stop taking, drain every shard, hand each lease to the least-loaded live worker (or release
-        it), deregister — all inside the shutdown deadline."""
+        """Stop planning for ourselves, tell the fleet we are draining and wait for the leader to ask for each
+        lease (it picks the least-loaded live workers). Whatever nobody asks for in time is released."""
         self.shutting_down = True
-        self._next_scan = float("inf")  # no more planning; a read only when the inbox says something came
         self.membership.draining = True
         self.membership.heartbeat_now(self._now)  # tells the fleet we are draining: nobody hands us anything
         self._deadline = self._now + self._cfg.shutdown.deadline
+        self._release_at = self._now + min(self._lc.lease_duration, self._cfg.shutdown.deadline) / 2
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
+        leader = self.leadership.leader_id
+        if self.duties.active:
+            self.duties.scan_soon(self._now)
+        elif leader is not None and leader != self.id:
+            return [Wake(leader)]
+        return []
+
+    def _shutdown_due(self, now: float) -> list[Action]:
         actions: list[Action] = []
-        for key, to in self.fleet.hand_to(tuple(self.owned), self._now, self._wall_ms).items():
-            actions += self._apply(key, own.give(self.owned[key], to, self._now))
+        if now >= self._release_at:  # no leader asked in time: let the leader reassign them later
+            self._release_at = float("inf")
+            for key, o in sorted(self.owned.items()):
+                if o.phase in (Phase.RUNNING, Phase.HALTED) and key not in self._gives:
+                    log_event(logger, "shutdown_release", logging.WARNING, worker=self.id, lease=key)
+                    actions += self._apply(key, own.give(o, None, now))
+        if not self.owned or now >= self._deadline:
+            actions += self._finish_shutdown()
         return actions
 
     def _finish_shutdown(self) -> list[Action]:
@@ -260,4 +320,5 @@ class Coordinator:
         log_event(logger, "shutdown_complete", worker=self.id, left_to_expire=sorted(self.owned))
         self.owned.clear()
         self.done = True
-        return [*actions, Deregister()]
+        self.duties.end()
+        return [*actions, *self.leadership.retire(), Deregister()]

@@ -14,8 +14,10 @@ from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.messages import (
+    AckGiven,
     Action,
     ActionResult,
+    ClaimLeadership,
     Deregister,
     Discover,
     Discovered,
@@ -24,17 +26,26 @@ from consumer.lifecycle.messages import (
     Heartbeat,
     HeartbeatResult,
     InboxRead,
+    LeaderRead,
+    LeadershipResult,
+    LeaderWatched,
     LeaseWrite,
     Metric,
+    OwnRead,
     ReadInbox,
+    ReadLeader,
+    ReadOwn,
     ReadTable,
     Reconcile,
     Reconciled,
     Renew,
+    ResignLeadership,
     Result,
     Start,
     Stop,
     TableRead,
+    Wake,
+    WatchLeader,
     WriteKind,
 )
 from consumer.logs import log_event
@@ -82,14 +93,14 @@ class Effects:
         self._clock = clock
         self._run = self._dispatch()
         self._writes: dict[WriteKind, Callable[[LeaseWrite], Lease]] = {
-            WriteKind.TAKE: lambda a: repo.take(a.lease, worker_id, a.dead_owner),
+            WriteKind.ASSIGN: lambda a: repo.assign(a.lease, a.to or "", a.dead_owner),
             WriteKind.TRANSFER: lambda a: repo.transfer(a.lease, a.to or ""),
-            WriteKind.RELEASE: lambda a: repo.release(a.lease),
+            WriteKind.RELEASE: lambda a: repo.release(a.lease, a.given_up),
             WriteKind.END: lambda a: repo.mark_ended(a.lease),
             WriteKind.HALT: lambda a: repo.mark_halted(
                 a.lease, str(a.halted_at or "unknown"), clock.wall_ms()
             ),
-            WriteKind.REQUEST: lambda a: repo.request_handoff(a.lease, worker_id, clock.wall_ms()),
+            WriteKind.REQUEST: lambda a: repo.request_handoff(a.lease, a.to or "", clock.wall_ms()),
             WriteKind.DECLINE: lambda a: repo.clear_handoff(a.lease),
         }
 
@@ -101,9 +112,27 @@ class Effects:
         return {
             Heartbeat: self._heartbeat,
             Renew: lambda a: self._validity.extend(a.sent_at),
-            ReadInbox: lambda _a: self._guard(lambda: InboxRead(repo.get_worker(self._id)), InboxRead, None),
-            ReadTable: lambda _a: self._guard(lambda: TableRead(repo.snapshot()), TableRead, None),
-            Reconcile: lambda _a: self._guard(self._reconcile, Reconciled, None, None),
+            ReadInbox: lambda _a: self._guard(
+                lambda: InboxRead(repo.get_worker(self._id, consistent=False)), InboxRead, None
+            ),
+            ReadTable: lambda _a: self._guard(
+                lambda: TableRead(repo.snapshot(consistent=False)), TableRead, None
+            ),
+            Reconcile: lambda a: self._guard(lambda: self._reconcile(a.keys), Reconciled, None, None),
+            ReadOwn: lambda a: self._guard(
+                lambda: OwnRead(a.keys, repo.get_leases(a.keys)), OwnRead, a.keys, None
+            ),
+            AckGiven: lambda a: self._quietly(lambda: repo.ack_given(self._id, a.keys), "ack_failed"),
+            ReadLeader: lambda _a: self._guard(lambda: LeaderRead(repo.get_leader()), LeaderRead, None),
+            WatchLeader: lambda a: self._guard(
+                lambda: LeaderWatched(a.worker_id, repo.get_worker(a.worker_id, consistent=False)),
+                LeaderWatched,
+                a.worker_id,
+                None,
+            ),
+            ClaimLeadership: self._claim,
+            ResignLeadership: lambda a: self._quietly(lambda: repo.resign_leader(a.leader), "resign_failed"),
+            Wake: lambda a: self._quietly(lambda: repo.wake(a.worker_id), "wake_failed"),
             Discover: self._discover,
             Start: lambda a: runners.start(a.lease),
             Stop: runners.stop,
@@ -130,17 +159,36 @@ class Effects:
             return HeartbeatResult(sent, Result.FAILED, error=_describe(exc))
         return HeartbeatResult(sent, Result.OK)
 
-    def _reconcile(self) -> Event:
+    @staticmethod
+    def _quietly(call: Callable[[], None], event: str) -> None:
+        """A write whose failure only delays things (it is made again, or its effect comes another way)."""
+        try:
+            call()
+        except Exception as exc:
+            log_event(logger, event, logging.INFO, error=_describe(exc))
+
+    def _claim(self, a: ClaimLeadership) -> Event:
+        try:
+            leader = self._repo.claim_leader(a.seen, self._id, a.dead)
+        except Exception as exc:
+            result = Result.CONFLICT if isinstance(exc, LeaseConflictError) else Result.FAILED
+            return LeadershipResult(a, result, error=_describe(exc))
+        return LeadershipResult(a, Result.OK, leader)
+
+    def _reconcile(self, keys: tuple[str, ...]) -> Event:
         me = self._repo.get_worker(self._id)
         if me is None:  # a live worker forgot us after a long silence: join again, holding nothing new
             log_event(logger, "worker_reregistered", logging.WARNING, worker=self._id)
-            self._repo.register_worker(WorkerItem(self._id, started_ms=self._clock.wall_ms()))
+            self._repo.register_worker(
+                WorkerItem(self._id, started_ms=self._clock.wall_ms(), streams=frozenset(self._streams))
+            )
             me = self._repo.get_worker(self._id)
-        return Reconciled(me, self._repo.snapshot())  # read after re-registering: takes since are visible
+        asked = tuple(sorted({*keys, *(me.given if me is not None else ())}))
+        return Reconciled(me, self._repo.get_leases(asked), asked)  # read after re-registering
 
     def _discover(self, a: Discover) -> Event:
         changed = False
-        for stream in self._streams:
+        for stream in a.streams:
             try:
                 changed |= bool(sync_leases(self._kinesis, self._repo, stream, a.leases))
             except MissingResourceError:

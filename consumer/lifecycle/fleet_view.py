@@ -1,5 +1,5 @@
-"""What this worker knows of the fleet from its last read of the lease table, and the decisions that follow
-from it alone: who is alive, what the planner says, whom to hand a lease to, which dead items to forget.
+"""What the leader knows of the fleet from its last read of the lease table, and the decisions that follow
+from it alone: who is alive, what the fleet plan says, whom to hand a lease to, which dead items to forget.
 
 Pure: ``now`` (monotonic) and ``wall_ms`` come in; nothing here reads a clock or calls DynamoDB.
 """
@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 
 from consumer.config import LeaseConfig
+from consumer.leases.fleet_plan import FleetInput, FleetPlan, merge, plan_fleet
 from consumer.leases.liveness import LivenessTracker
 from consumer.leases.model import WorkerItem
-from consumer.leases.planner import Plan, PlanInput, plan, plan_shutdown
+from consumer.leases.planner import plan_shutdown
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.logs import log_event
 
@@ -28,15 +29,38 @@ class FleetView:
         self._liveness = LivenessTracker(config.lease_duration)
         self.snapshot = TableSnapshot((), ())
         self._forgetting: set[tuple[str, int]] = set()
+        self._known_dead: dict[str, OwnerObservation] = {}  # a leader we replaced, fenced by our claim
+
+    def known_dead(self, obs: OwnerObservation) -> None:
+        """A worker we proved dead ourselves (we claimed leadership from it): no need to watch it again."""
+        self._known_dead[obs.worker_id] = obs
+
+    def _still_dead(self, worker_id: str) -> OwnerObservation | None:
+        obs = self._known_dead.get(worker_id)
+        if obs is None:
+            return None
+        item = next((w for w in self.snapshot.workers if w.worker_id == worker_id), None)
+        if (None if item is None else item.heartbeat) != obs.heartbeat:
+            del self._known_dead[worker_id]  # it moved after all: watch it like anyone else
+            return None
+        return obs
 
     def observe(self, snap: TableSnapshot, now: float) -> TableSnapshot:
-        """Take in a fresh read (only the leases of our streams: during a deploy that adds a stream, workers
-        of the old version leave its leases to the new ones)."""
-        self.snapshot = TableSnapshot(
-            tuple(x for x in snap.leases if x.stream in self._streams), snap.workers
-        )
-        self._liveness.observe(snap.workers, self.snapshot.leases, now)
+        """Take in a fresh read of the whole table."""
+        self.snapshot = snap
+        self._liveness.observe(snap.workers, snap.leases, now)
         return self.snapshot
+
+    def streams(self) -> tuple[str, ...]:
+        """Every stream that we or a worker in the table consume (during a deploy that adds a stream, only
+        the workers of the new version get its leases)."""
+        return tuple(sorted(self._streams.union(*(w.streams for w in self.snapshot.workers))))
+
+    def _consumers(self, stream: str, live: frozenset[str]) -> frozenset[str]:
+        mine = {self.me} if stream in self._streams else set()
+        return frozenset(
+            w.worker_id for w in self.snapshot.workers if w.worker_id in live and stream in w.streams
+        ) | (mine & live)
 
     def live(self, now: float, wall_ms: int) -> frozenset[str]:
         """Workers to share leases with: heartbeat seen moving, and not long silent by its own wall time
@@ -47,6 +71,7 @@ class FleetView:
             w.worker_id
             for w in self.snapshot.workers
             if self._liveness.is_alive(w.worker_id, now)
+            and self._still_dead(w.worker_id) is None
             and wall_ms - max(w.heartbeat_ms, w.started_ms) < stale_ms
         ) | {self.me}
 
@@ -59,26 +84,37 @@ class FleetView:
         """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
         return plan_shutdown(self.me, self.snapshot.leases, self.successors(now, wall_ms), keys)
 
-    def plan(self, now: float, wall_ms: int) -> Plan:
+    def plan(self, now: float, wall_ms: int, leaving: bool = False) -> FleetPlan:
+        """The fleet plan, stream by stream among the workers that consume it; ``leaving``: we are shutting
+        down too (our leases go like a draining worker's)."""
         live = self.live(now, wall_ms)
         dead: dict[str, OwnerObservation] = {}
         for lease in self.snapshot.leases:
-            if lease.owner is not None and lease.owner not in live:
-                obs = self._liveness.dead_owner(lease.owner, now)
+            if lease.owner is not None and lease.owner not in live and lease.owner not in dead:
+                obs = self._still_dead(lease.owner) or self._liveness.dead_owner(lease.owner, now)
                 if obs is not None:
                     dead[lease.owner] = obs
-        return plan(
-            PlanInput(
-                me=self.me,
-                leases=self.snapshot.leases,
-                live_workers=live,
-                draining_workers=frozenset(w.worker_id for w in self.snapshot.workers if w.draining),
-                dead_owners=dead,
-                now_ms=wall_ms,
-                handoff_stall_ms=int(self._cfg.handoff_stall_after * 1000),
-                max_leases=self._cfg.max_leases_per_worker,
-            )
+        draining = {w.worker_id for w in self.snapshot.workers if w.draining} | (
+            {self.me} if leaving else set()
         )
+        plans: list[FleetPlan] = []
+        budget = self._cfg.max_moves_per_round
+        for stream in self.streams():
+            p = plan_fleet(
+                FleetInput(
+                    leases=tuple(x for x in self.snapshot.leases if x.stream == stream),
+                    live=self._consumers(stream, live),
+                    draining=frozenset(draining),
+                    dead_owners=dead,
+                    now_ms=wall_ms,
+                    handoff_stall_ms=int(self._cfg.handoff_stall_after * 1000),
+                    max_leases=self._cfg.max_leases_per_worker,
+                    max_moves=budget,
+                )
+            )
+            budget -= p.moves
+            plans.append(p)
+        return merge(plans)
 
     def to_forget(self, now: float) -> list[WorkerItem]:
         """Worker items silent for ``forget_workers_seconds`` (as we watched them), each asked for once."""

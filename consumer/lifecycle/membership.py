@@ -1,5 +1,9 @@
 """This worker's membership as state and actions, without I/O: heartbeats, the inbox, reconciliation.
 
+The inbox is our own worker item, read eventually consistent: every ``idle_poll_interval`` when all is
+quiet, every ``inbox_poll_interval`` for a while after it changed (a lease is coming, or a request) and while
+the coordinator is busy (shutting down, leading, a hand-off under way).
+
 The coordinator owns one; it never reads a clock (``now`` comes in) and never calls DynamoDB (it returns
 ``Heartbeat``, ``ReadInbox`` and ``Reconcile`` actions and hears their results as events).
 """
@@ -34,7 +38,8 @@ _RETRY = 0.5  # a failed heartbeat, inbox read or reconcile is sent again this s
 class Signals:
     """What a membership event tells the coordinator beyond membership itself."""
 
-    scan_now: bool = False
+    scan_now: bool = False  # the inbox moved (a leader: somebody joined or is leaving)
+    read_own: bool = False  # read our leases and those given to us
     drain_requested: bool = False
 
 
@@ -50,6 +55,8 @@ class Membership:
         self._next_heartbeat = now
         self._next_inbox = now
         self._next_reconcile = now
+        self._fast_until = now + config.lease_duration / 2  # a new worker expects leases soon
+        self.given: frozenset[str] = frozenset()  # keys given to us, as our item last said
 
     def valid(self, now: float) -> bool:
         return now < self.valid_until
@@ -62,18 +69,25 @@ class Membership:
     def heartbeat_now(self, now: float) -> None:
         self._next_heartbeat = now
 
-    def due(self, now: float, lease_count: int) -> list[Action]:
+    def expect(self, now: float) -> None:
+        """Poll fast for a while: something is on its way to us."""
+        self._fast_until = max(self._fast_until, now + self._cfg.lease_duration / 2)
+        self._next_inbox = min(self._next_inbox, now + self._cfg.inbox_poll_interval)
+
+    def due(self, now: float, owned: tuple[str, ...], busy: bool) -> list[Action]:
         if self._fenced:
             if now >= self._next_reconcile:
                 self._next_reconcile = now + _RETRY
-                return [Reconcile()]
+                return [Reconcile(tuple(sorted({*owned, *self.given})))]
             return []
+        lease_count = len(owned)
         actions: list[Action] = []
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + _RETRY  # until its result says otherwise
             actions.append(Heartbeat(self.generation, lease_count, self.draining))
         if now >= self._next_inbox:
-            self._next_inbox = now + self._cfg.inbox_poll_interval
+            fast = busy or self.draining or now < self._fast_until
+            self._next_inbox = now + (self._cfg.inbox_poll_interval if fast else self._cfg.idle_poll)
             actions.append(ReadInbox())
         return actions
 
@@ -108,20 +122,25 @@ class Membership:
             else:  # our item is gone (a live worker forgot us after a long silence): join again
                 self._fence(now)
             return out
-        if ev.worker.generation != self.generation:
+        if ev.worker.generation > self.generation:  # (an eventually consistent read may lag behind us)
             self._fence(now)
-        if ev.worker.inbox != self._inbox:
+        if ev.worker.inbox > self._inbox:
             self._inbox = ev.worker.inbox
-            out.scan_now = True
+            out.scan_now = out.read_own = True
+            self.expect(now)
+        self.given = ev.worker.given
+        out.read_own |= bool(self.given)
         out.drain_requested = ev.worker.drain_requested
         return out
 
     def on_reconciled(self, ev: Reconciled, now: float) -> bool:
         """True when reconciled (the caller then drops the leases the snapshot shows moved)."""
-        if ev.worker is None or ev.snapshot is None:
+        if ev.worker is None or ev.leases is None:
             log_event(logger, "reconcile_failed", logging.WARNING, worker=self.worker_id, error=ev.error)
             return False
         self._fenced = False
         self.generation = ev.worker.generation
+        self._inbox = ev.worker.inbox
+        self.given = ev.worker.given
         self._next_heartbeat = now
         return True

@@ -8,14 +8,16 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.model import Leader, Lease, WorkerItem
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.records import Position
 
 __all__ = [
+    "AckGiven",
     "Action",
     "ActionResult",
+    "ClaimLeadership",
     "Deregister",
     "Discover",
     "Discovered",
@@ -24,14 +26,21 @@ __all__ = [
     "Heartbeat",
     "HeartbeatResult",
     "InboxRead",
+    "LeaderRead",
+    "LeaderWatched",
+    "LeadershipResult",
     "LeaseWrite",
     "Metric",
     "Outcome",
+    "OwnRead",
     "ReadInbox",
+    "ReadLeader",
+    "ReadOwn",
     "ReadTable",
     "Reconcile",
     "Reconciled",
     "Renew",
+    "ResignLeadership",
     "Result",
     "ShardFinished",
     "ShutdownRequested",
@@ -39,6 +48,8 @@ __all__ = [
     "Stop",
     "TableRead",
     "Tick",
+    "Wake",
+    "WatchLeader",
     "WriteKind",
 ]
 
@@ -61,13 +72,13 @@ class Result(enum.Enum):
 
 
 class WriteKind(enum.Enum):
-    TAKE = "take"
     TRANSFER = "transfer"
     RELEASE = "release"
     END = "end"
     HALT = "halt"
-    REQUEST = "request"
-    DECLINE = "decline"
+    REQUEST = "request"  # the leader asks an owner to hand a lease to ``to``
+    DECLINE = "decline"  # the leader withdraws a request
+    ASSIGN = "assign"  # the leader gives an unowned or dead owner's lease to ``to``
 
 
 # -- events ---------------------------------------------------------------------------------------------
@@ -96,6 +107,38 @@ class InboxRead:
 
 
 @dataclass(frozen=True)
+class OwnRead:
+    """Our leases (and those given to us) as stored; ``asked``: the keys we read."""
+
+    asked: tuple[str, ...]
+    leases: tuple[Lease, ...] | None  # None: the read failed
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LeaderRead:
+    leader: Leader | None  # None: no leadership item (yet), or the read failed (``error``)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LeaderWatched:
+    """The leader's worker item, read to see whether its heartbeat still moves."""
+
+    worker_id: str
+    worker: WorkerItem | None  # None: gone, or the read failed (``error``)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LeadershipResult:
+    claim: ClaimLeadership
+    result: Result
+    leader: Leader | None = None  # the leadership item after a successful claim
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class TableRead:
     snapshot: TableSnapshot | None  # None: the read failed
     error: str = ""
@@ -104,7 +147,8 @@ class TableRead:
 @dataclass(frozen=True)
 class Reconciled:
     worker: WorkerItem | None  # None: the read failed
-    snapshot: TableSnapshot | None
+    leases: tuple[Lease, ...] | None  # our leases and those given to us, as stored
+    asked: tuple[str, ...] = ()  # the keys read
     error: str = ""
 
 
@@ -137,6 +181,10 @@ Event = (
     | ShutdownRequested
     | HeartbeatResult
     | InboxRead
+    | OwnRead
+    | LeaderRead
+    | LeaderWatched
+    | LeadershipResult
     | TableRead
     | Reconciled
     | Discovered
@@ -172,12 +220,58 @@ class ReadTable:
 
 @dataclass(frozen=True)
 class Reconcile:
-    """Read our worker item (re-registering it if a live worker forgot us) and then the table."""
+    """Read our worker item (re-registering it if a live worker forgot us), then ``keys`` and the leases
+    given to us."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReadOwn:
+    """Read these leases (ours and those given to us), strongly consistent."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AckGiven:
+    """We have read these given leases: take them out of our ``given`` set."""
+
+    keys: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ReadLeader:
+    pass
+
+
+@dataclass(frozen=True)
+class WatchLeader:
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class ClaimLeadership:
+    seen: Leader | None  # the leadership item as read (None: absent)
+    dead: OwnerObservation | None = None  # the dead leader's heartbeat, fenced by the claim
+
+
+@dataclass(frozen=True)
+class ResignLeadership:
+    leader: Leader
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Bump another worker's inbox (a new or draining worker wakes the leader)."""
+
+    worker_id: str
 
 
 @dataclass(frozen=True)
 class Discover:
     leases: tuple[Lease, ...]  # as last read: discovery creates only the leases nobody created yet
+    streams: tuple[str, ...]  # every stream a live worker consumes
 
 
 @dataclass(frozen=True)
@@ -195,9 +289,10 @@ class Stop:
 class LeaseWrite:
     kind: WriteKind
     lease: Lease
-    to: str | None = None  # TRANSFER: the successor
-    dead_owner: OwnerObservation | None = None  # TAKE of a dead owner's lease
+    to: str | None = None  # TRANSFER: the successor; ASSIGN: the new owner; REQUEST: the requester
+    dead_owner: OwnerObservation | None = None  # TAKE / ASSIGN of a dead owner's lease
     halted_at: Position | None = None  # HALT
+    given_up: bool = False  # RELEASE after giving up: the leader offers the lease to others first
 
 
 @dataclass(frozen=True)
@@ -224,6 +319,13 @@ Action = (
     | ReadInbox
     | ReadTable
     | Reconcile
+    | ReadOwn
+    | AckGiven
+    | ReadLeader
+    | WatchLeader
+    | ClaimLeadership
+    | ResignLeadership
+    | Wake
     | Discover
     | Start
     | Stop

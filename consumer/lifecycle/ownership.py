@@ -1,6 +1,6 @@
 """One lease this worker holds, as an explicit state machine (docs/protocol.md draws it).
 
-    RUNNING ──give / shutdown──▶ STOPPING ──STOPPED──▶ TRANSFERRING ─ok─▶ gone
+    RUNNING ──give (asked by the leader) / shutdown──▶ STOPPING ──STOPPED──▶ TRANSFERRING ─ok─▶ gone
        │                           │                  (no successor: RELEASING ─ok─▶ gone)
        ├──SHARD_END───────────────▶ ENDING ─ok─▶ gone
        ├──HALTED──▶ HALTED (kept on purpose, marked for operators) ──give / shutdown──▶ TRANSFERRING
@@ -54,6 +54,7 @@ class Ownership:
     stop_asked_at: float | None = None  # when the drain was asked (hand-off latency)
     retry_at: float = 0.0  # a write that failed transiently is sent again from then on
     failures: int = 0
+    gave_up: bool = False  # released because it kept failing here: the leader offers it to others first
 
     @property
     def key(self) -> str:
@@ -69,7 +70,7 @@ class Ownership:
         kind = _WRITES.get(self.phase)
         if kind is None:
             return None
-        return LeaseWrite(kind, self.lease, to=self.give_to, halted_at=self.halted_at)
+        return LeaseWrite(kind, self.lease, to=self.give_to, halted_at=self.halted_at, given_up=self.gave_up)
 
 
 _WRITES = {
@@ -130,7 +131,7 @@ def _on_give_up(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:
     name = "ShardsGivenUp" if ev.outcome is Outcome.GAVE_UP else "ShardsFailed"
     if o.phase is Phase.STOPPING:  # a hand-off or shutdown was under way: it keeps its destination
         successor = o.give_to
-    return _moving(o, successor), [Metric(name, 1, o.lease.stream, o.lease.shard_id)]
+    return _moving(replace(o, gave_up=True), successor), [Metric(name, 1, o.lease.stream, o.lease.shard_id)]
 
 
 def _on_end(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:

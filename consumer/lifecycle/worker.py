@@ -24,7 +24,6 @@ from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
-from consumer.retrieval.discovery import sync_leases
 from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.sinks.dlq import DeadLetterQueue
 
@@ -95,16 +94,21 @@ class Worker:
         self._events.put(ShutdownRequested())
 
     def run(self) -> None:
-        """Register, consume until shutdown is requested, then hand every lease over and deregister."""
+        """Register, consume until shutdown is requested, then hand every lease over and deregister.
+
+        Leases are created by the leader's discovery (ListShards), not by every worker at start."""
         if (warning := polling_rate_warning(self.config)) is not None:  # the settings, before any read
             log_event(logger, "config_warning", logging.WARNING, warning=warning)
-        self._repo.register_worker(WorkerItem(self.id, started_ms=self._clock.wall_ms()))
+        self._repo.register_worker(
+            WorkerItem(
+                self.id,
+                started_ms=self._clock.wall_ms(),
+                streams=frozenset(s.name for s in self.config.streams),
+            )
+        )
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
         try:
             try:
-                leases = self._repo.snapshot().leases  # discovery creates only the leases nobody created yet
-                for spec in self.config.streams:
-                    sync_leases(self._kinesis, self._repo, spec.name, leases)
                 self._register_fanout()
             except Exception:  # e.g. a missing stream: leave no member behind that owns nothing
                 self._effects.run(Deregister())

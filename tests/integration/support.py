@@ -35,7 +35,13 @@ from tests.unit.helpers import wait_until  # noqa: F401 - re-exported for the in
 
 REPO = Path(__file__).resolve().parents[2]
 LEASES = LeaseConfig(
-    lease_duration=3.0, safety_margin=0.8, scan_interval=0.25, inbox_poll_interval=0.1, discovery_interval=0.5
+    lease_duration=3.0,
+    safety_margin=0.8,
+    scan_interval=0.25,
+    inbox_poll_interval=0.1,
+    discovery_interval=0.5,
+    idle_poll_interval=0.25,
+    leader_check_interval=0.25,
 )
 
 

@@ -26,7 +26,13 @@ from tests.unit.helpers import wait_until
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 LEASES = LeaseConfig(
-    lease_duration=3.0, safety_margin=0.8, scan_interval=0.25, inbox_poll_interval=0.1, discovery_interval=0.5
+    lease_duration=3.0,
+    safety_margin=0.8,
+    scan_interval=0.25,
+    inbox_poll_interval=0.1,
+    discovery_interval=0.5,
+    idle_poll_interval=0.25,
+    leader_check_interval=0.25,
 )
 
 

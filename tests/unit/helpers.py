@@ -92,7 +92,13 @@ class RecordingProcessor(BaseProcessor):
 
 
 FAST_LEASES = LeaseConfig(
-    lease_duration=1.0, safety_margin=0.3, scan_interval=0.1, inbox_poll_interval=0.02, discovery_interval=0.2
+    lease_duration=1.0,
+    safety_margin=0.3,
+    scan_interval=0.1,
+    inbox_poll_interval=0.02,
+    idle_poll_interval=0.05,
+    leader_check_interval=0.05,
+    discovery_interval=0.2,
 )
 
 

@@ -125,7 +125,13 @@ def test_a_shard_failing_past_the_give_up_bound_goes_to_another_worker_which_res
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 1)
     lease = LeaseConfig(
-        lease_duration=1.0, safety_margin=0.3, scan_interval=0.1, inbox_poll_interval=0.02, give_up_after=0.5
+        lease_duration=1.0,
+        safety_margin=0.3,
+        scan_interval=0.1,
+        inbox_poll_interval=0.02,
+        give_up_after=0.5,
+        idle_poll_interval=0.05,
+        leader_check_interval=0.05,
     )
     faulty = Faulty(kinesis, {"get_records", "get_shard_iterator"}, lambda: TransientError("refused"))
     a = make_worker("a", tables, faulty, journal, retrieval=POLLING, lease=lease)  # type: ignore[arg-type]

@@ -1,0 +1,99 @@
+"""How lease, worker and leader items look in DynamoDB, and the transaction items every change reuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumer.dynamo import to_item
+from consumer.leases.model import Lease, LeaseState, WorkerItem, worker_key
+from consumer.leases.repository import OwnerObservation
+
+__all__ = ["fence_dead", "lease_from", "owned_condition", "wake", "worker_from"]
+
+
+def lease_from(d: dict[str, Any]) -> Lease:
+    return Lease(
+        stream=d["stream"],
+        shard_id=d["shard_id"],
+        owner=d.get("owner"),
+        epoch=int(d.get("epoch", 0)),
+        state=LeaseState(d.get("state", "ACTIVE")),
+        parents=tuple(d.get("parents", ())),
+        handoff_to=d.get("handoff_to"),
+        handoff_requested_ms=int(d["handoff_requested_ms"]) if "handoff_requested_ms" in d else None,
+        halted_at=d.get("halted_at"),
+        halted_since_ms=int(d["halted_since_ms"]) if "halted_since_ms" in d else None,
+        given_up_by=d.get("given_up_by"),
+    )
+
+
+def worker_from(d: dict[str, Any]) -> WorkerItem:
+    return WorkerItem(
+        worker_id=d["worker_id"],
+        heartbeat=int(d.get("heartbeat", 0)),
+        generation=int(d.get("generation", 0)),
+        inbox=int(d.get("inbox", 0)),
+        draining=bool(d.get("draining", False)),
+        lease_count=int(d.get("lease_count", 0)),
+        started_ms=int(d.get("started_ms", 0)),
+        heartbeat_ms=int(d.get("heartbeat_ms", 0)),
+        drain_requested=bool(d.get("drain_requested", False)),
+        given=frozenset(d.get("given", ())),
+        streams=frozenset(d.get("streams", ())),
+    )
+
+
+def owned_condition(lease: Lease) -> tuple[str, dict[str, Any]]:
+    """The lease is exactly as we last saw it: same epoch and same owner (or still no owner)."""
+    values: dict[str, Any] = {":epoch": lease.epoch}
+    if lease.owner is None:
+        return "epoch = :epoch AND attribute_not_exists(#owner)", values
+    values[":owner"] = lease.owner
+    return "epoch = :epoch AND #owner = :owner", values
+
+
+def wake(table: str, worker_id: str, *, taking: bool = False, given: str | None = None) -> dict[str, Any]:
+    """Bump a worker's inbox; ``taking``: only if it is registered and not draining (it will start what
+    it is given); ``given``: the lease key it is given, added to its ``given`` set until it has read it."""
+    values: dict[str, Any] = {":one": 1}
+    condition = "attribute_exists(lease_key)"  # the worker is registered
+    if taking:
+        condition += " AND draining = :false"  # and not shutting down: it would not start the lease
+        values[":false"] = False
+    update = "SET inbox = inbox + :one"
+    if given is not None:
+        update += " ADD given :given"
+        values[":given"] = {given}
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": to_item({"lease_key": worker_key(worker_id)}),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": to_item(values),
+        }
+    }
+
+
+def fence_dead(table: str, dead: OwnerObservation) -> dict[str, Any]:
+    """The transaction item that proves ``dead`` is still dead, and fences it if its item is there."""
+    key = to_item({"lease_key": worker_key(dead.worker_id)})
+    if dead.heartbeat is None:  # its worker item was gone for a whole lease duration; still gone
+        return {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": key,
+                "ConditionExpression": "attribute_not_exists(lease_key)",
+            }
+        }
+    # Its heartbeat did not move for a whole lease duration and still has not; fence it by bumping its
+    # generation, so a heartbeat it sends late fails.
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": "SET generation = generation + :one",
+            "ConditionExpression": "heartbeat = :hb",
+            "ExpressionAttributeValues": to_item({":one": 1, ":hb": dead.heartbeat}),
+        }
+    }

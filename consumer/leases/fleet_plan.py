@@ -1,0 +1,175 @@
+"""The leader's plan for the whole fleet, as a pure function of the lease table it read.
+
+Rules (docs/protocol.md, "The leader's plan"):
+1. Every live, non-draining worker has a fair share of the ready leases (``fair_shares``).
+2. Unowned leases and leases of owners seen dead for a whole lease duration are assigned at once, to the
+   workers furthest below their share (a lease its last owner gave up on goes to another worker if any).
+3. Leases of draining workers, and leases of workers above their share, are moved by asking their owner to
+   hand them to a worker below its share: the owner drains and transfers (a cooperative hand-off).
+4. One request per lease at a time; a request whose requester left or no longer needs it is withdrawn.
+5. At most ``max_moves`` writes per plan, so that a fleet start of thousands of shards stays within the
+   table's throughput; the leader plans again at once when it had to stop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from consumer.leases.model import Lease
+from consumer.leases.planner import fair_shares, ready_leases
+from consumer.leases.repository import OwnerObservation
+
+__all__ = ["FleetInput", "FleetPlan", "merge", "plan_fleet"]
+
+
+@dataclass(frozen=True)
+class FleetInput:
+    leases: tuple[Lease, ...]
+    live: frozenset[str]  # heartbeat seen moving (draining ones included)
+    draining: frozenset[str]
+    dead_owners: Mapping[str, OwnerObservation]
+    now_ms: int
+    handoff_stall_ms: int
+    max_leases: int | None = None
+    max_moves: int = 100
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    assign: tuple[tuple[Lease, str, OwnerObservation | None], ...] = ()
+    request: tuple[tuple[Lease, str], ...] = ()
+    withdraw: tuple[Lease, ...] = ()
+    stalled: tuple[Lease, ...] = ()
+    stranded: tuple[Lease, ...] = ()  # a draining owner's leases with nobody to take them
+    targets: Mapping[str, int] = field(default_factory=dict)
+    truncated: bool = False
+
+    @property
+    def moves(self) -> int:
+        return len(self.assign) + len(self.request) + len(self.withdraw)
+
+
+class _Loads:
+    """How many ready leases each active worker holds or has coming, against its share."""
+
+    def __init__(self, active: frozenset[str], holdings: Counter[str], targets: Mapping[str, int]) -> None:
+        self.load = Counter({w: holdings.get(w, 0) for w in active})
+        self.targets = targets
+
+    def below(self, w: str) -> bool:
+        return self.load[w] < self.targets.get(w, 0)
+
+    def recipient(self, avoid: str | None = None) -> str | None:
+        """The worker furthest below its share (ties: fewest leases, then name); ``avoid`` only if alone."""
+        candidates = [w for w in self.load if self.below(w)]
+        if not candidates:
+            return None
+        return min(
+            candidates,
+            key=lambda w: (w == avoid, self.load[w] - self.targets[w], self.load[w], w),
+        )
+
+    def move(self, owner: str | None, to: str) -> None:
+        self.load[to] += 1
+        if owner is not None and owner in self.load:
+            self.load[owner] -= 1
+
+
+def _pending(
+    ready: list[Lease], active: frozenset[str], loads: _Loads, inp: FleetInput
+) -> tuple[list[Lease], list[Lease], set[str]]:
+    """Requests already in the table: those still wanted count as moves under way; the rest are withdrawn."""
+    withdraw: list[Lease] = []
+    stalled: list[Lease] = []
+    asked: set[str] = set()
+    for lease in sorted((x for x in ready if x.handoff_to is not None), key=_by_key):
+        to = lease.handoff_to
+        if to is None or to not in active or to == lease.owner or lease.owner is None:
+            withdraw.append(lease)
+            continue
+        asked.add(lease.key)
+        loads.move(lease.owner, to)
+        since = lease.handoff_requested_ms
+        if since is not None and inp.now_ms - since >= inp.handoff_stall_ms:
+            stalled.append(lease)
+    return withdraw, stalled, asked
+
+
+def _orphans(ready: list[Lease], inp: FleetInput) -> list[tuple[Lease, OwnerObservation | None]]:
+    """Unowned leases, then leases of owners seen dead for a whole lease duration."""
+    unowned: list[tuple[Lease, OwnerObservation | None]] = [(x, None) for x in ready if x.owner is None]
+    dead: list[tuple[Lease, OwnerObservation | None]] = [
+        (x, inp.dead_owners[x.owner])
+        for x in ready
+        if x.owner is not None and x.owner not in inp.live and x.owner in inp.dead_owners
+    ]
+    return sorted(unowned, key=lambda p: p[0].key) + sorted(dead, key=lambda p: p[0].key)
+
+
+def plan_fleet(inp: FleetInput) -> FleetPlan:
+    active = frozenset(inp.live - inp.draining)
+    ready = ready_leases(inp.leases)
+    holdings: Counter[str] = Counter(x.owner for x in ready if x.owner in active)
+    targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
+    loads = _Loads(active, holdings, targets)
+    withdraw, stalled, asked = _pending(ready, active, loads, inp)
+    budget = inp.max_moves - len(withdraw)
+
+    assign: list[tuple[Lease, str, OwnerObservation | None]] = []
+    for lease, dead in _orphans(ready, inp):
+        to = loads.recipient(avoid=lease.given_up_by)
+        if to is None or len(assign) >= budget:
+            break
+        assign.append((lease, to, dead))
+        loads.move(None, to)
+    budget -= len(assign)
+
+    # Draining owners' leases first: their owner is waiting to exit.
+    movable = sorted(
+        (x for x in ready if x.key not in asked and x.owner is not None),
+        key=lambda x: (x.owner not in inp.draining, x.key),
+    )
+    request: list[tuple[Lease, str]] = []
+    stranded: list[Lease] = []
+    for lease in movable:
+        owner = lease.owner or ""
+        leaving = owner in inp.draining and owner in inp.live
+        if not leaving and (owner not in active or loads.load[owner] <= targets.get(owner, 0)):
+            continue  # a dead owner's (assigned above) or one within its share
+        to = loads.recipient()
+        if to is None:
+            if leaving:
+                stranded.append(lease)
+            continue
+        if len(request) < budget:
+            request.append((lease, to))
+            loads.move(owner, to)
+    budget -= len(request)
+
+    return FleetPlan(
+        assign=tuple(assign),
+        request=tuple(request),
+        withdraw=tuple(withdraw),
+        stalled=tuple(stalled),
+        stranded=tuple(stranded),
+        targets=targets,
+        truncated=budget <= 0,
+    )
+
+
+def _by_key(lease: Lease) -> str:
+    return lease.key
+
+
+def merge(plans: list[FleetPlan]) -> FleetPlan:
+    """One plan from the plans of several streams (targets are per stream, so they are not kept)."""
+    return FleetPlan(
+        assign=tuple(x for p in plans for x in p.assign),
+        request=tuple(x for p in plans for x in p.request),
+        withdraw=tuple(x for p in plans for x in p.withdraw),
+        stalled=tuple(x for p in plans for x in p.stalled),
+        stranded=tuple(x for p in plans for x in p.stranded),
+        truncated=any(p.truncated for p in plans),
+    )

@@ -1,0 +1,119 @@
+"""What the worker that leads does for the fleet: read the whole table, plan, and write the plan.
+
+Pure like the coordinator: it returns actions and hears their results. Only the leader reads the whole table
+(eventually consistent; every ``scan_interval``, at once when its inbox moves or the last plan was cut short),
+runs discovery (ListShards) and forgets dead worker items; the other workers read only their own items.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from consumer.config import LeaseConfig
+from consumer.leases.fleet_plan import FleetPlan
+from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.lifecycle.fleet_view import FleetView
+from consumer.lifecycle.messages import (
+    Action,
+    ActionResult,
+    Discover,
+    Discovered,
+    Forget,
+    LeaseWrite,
+    Metric,
+    ReadTable,
+    Result,
+    WriteKind,
+)
+from consumer.logs import log_event
+
+__all__ = ["LeaderDuties"]
+
+logger = logging.getLogger(__name__)
+
+_AFTER_FAILURE = 0.5  # a failed write: plan again this soon (after a conflict: at once)
+
+
+class LeaderDuties:
+    def __init__(self, me: str, streams: frozenset[str], config: LeaseConfig) -> None:
+        self.me = me
+        self._cfg = config
+        self.fleet = FleetView(me, streams, config)
+        self.active = False
+        self._next_scan = float("inf")
+        self._next_discovery = float("inf")
+        self._scanned = False
+        self._stall_reported: set[str] = set()
+
+    def begin(self, now: float, replaced: OwnerObservation | None) -> None:
+        """We lead from now on: read the table and run discovery at once."""
+        self.active, self._scanned = True, False
+        self._next_scan = self._next_discovery = now
+        if replaced is not None:
+            self.fleet.known_dead(replaced)
+
+    def end(self) -> None:
+        self.active = False
+        self._next_scan = self._next_discovery = float("inf")
+
+    def scan_soon(self, now: float, delay: float = 0.0) -> None:
+        if self.active:
+            self._next_scan = min(self._next_scan, now + delay)
+
+    def next_due(self) -> float:
+        if not self.active:
+            return float("inf")
+        return min(self._next_scan, self._next_discovery if self._scanned else float("inf"))
+
+    def due(self, now: float) -> list[Action]:
+        if not self.active:
+            return []
+        actions: list[Action] = []
+        if now >= self._next_scan:
+            self._next_scan = now + self._cfg.scan_interval
+            actions.append(ReadTable())
+        if self._scanned and now >= self._next_discovery:
+            self._next_discovery = now + self._cfg.discovery_interval
+            actions.append(Discover(self.fleet.snapshot.leases, self.fleet.streams()))
+        return actions
+
+    def on_table(self, snap: TableSnapshot, now: float, wall_ms: int, leaving: bool) -> FleetPlan:
+        self.fleet.observe(snap, now)
+        self._scanned = True
+        p = self.fleet.plan(now, wall_ms, leaving)
+        if p.truncated:
+            self.scan_soon(now)
+        return p
+
+    def write(self, p: FleetPlan, now: float) -> list[Action]:
+        """The plan's writes, its stall reports, and the dead worker items to forget."""
+        actions: list[Action] = [
+            LeaseWrite(WriteKind.ASSIGN, lease, to=to, dead_owner=dead) for lease, to, dead in p.assign
+        ]
+        for lease, dead in ((x, d) for x, _, d in p.assign if d is not None):
+            log_event(logger, "lease_expired", logging.WARNING, lease=lease.key, dead_owner=dead.worker_id)
+        actions += [LeaseWrite(WriteKind.REQUEST, lease, to=to) for lease, to in p.request]
+        actions += [LeaseWrite(WriteKind.DECLINE, lease) for lease in p.withdraw]
+        for lease in p.stalled:
+            if lease.key not in self._stall_reported:
+                self._stall_reported.add(lease.key)
+                log_event(logger, "handoff_stalled", logging.WARNING, lease=lease.key, owner=lease.owner)
+                actions.append(Metric("HandoffsStalled", 1, lease.stream, lease.shard_id))
+        self._stall_reported &= {x.key for x in p.stalled}
+        return actions + [Forget(w) for w in self.fleet.to_forget(now)]
+
+    def on_written(self, ev: ActionResult, now: float) -> list[Action]:
+        """The result of one of the leader's writes (an owner's own writes never come here)."""
+        if ev.result is not Result.OK:
+            self.scan_soon(now, 0.0 if ev.result is Result.CONFLICT else _AFTER_FAILURE)
+            return []
+        if ev.kind is WriteKind.REQUEST:
+            return [Metric("HandoffsRequested", 1, ev.lease.stream, ev.lease.shard_id)]
+        if ev.kind is WriteKind.ASSIGN:
+            return [Metric("LeasesAssigned", 1, ev.lease.stream, ev.lease.shard_id)]
+        return []
+
+    def on_discovered(self, ev: Discovered, now: float) -> list[Action]:
+        if ev.changed:
+            self.scan_soon(now)
+        return []

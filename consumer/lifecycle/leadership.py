@@ -1,0 +1,146 @@
+"""Who plans for the fleet: this worker's view of the leadership item, and its claim when the leader is gone.
+
+Leadership is a lease like any other: the item ``leader`` names an owner and an epoch, and the owner's worker
+heartbeat keeps it. A worker that is not leading watches the leader's worker item (eventually consistent,
+every ``leader_check_interval``) and claims the item once that heartbeat has not moved for a whole lease
+duration on its own monotonic clock (or the item is unowned, or the leader's worker item has been gone that
+long). The claim is conditional on the item as read and fences the dead leader's worker item, so two claims
+never both win and the new leader may reassign the dead leader's leases at once.
+
+A second leader, for a while, costs moves but never safety: every write a leader makes is conditional on the
+lease as it read it, exactly like the owner's own writes.
+
+Pure: ``now`` comes in; the coordinator turns the returned actions into I/O and feeds back the results.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import logging
+
+from consumer.config import LeaseConfig
+from consumer.leases.model import Leader
+from consumer.leases.repository import OwnerObservation
+from consumer.lifecycle.messages import (
+    Action,
+    ClaimLeadership,
+    LeaderRead,
+    LeadershipResult,
+    LeaderWatched,
+    ReadLeader,
+    ResignLeadership,
+    Result,
+    WatchLeader,
+)
+from consumer.logs import log_event
+
+__all__ = ["Leadership", "Role"]
+
+logger = logging.getLogger(__name__)
+
+_REREAD_EVERY = 10  # checks: even with a leader in sight, read the item itself now and then
+
+
+class Role(enum.Enum):
+    SEEKING = "seeking"  # we do not know who leads: read the item
+    WATCHING = "watching"  # another worker leads: watch its heartbeat
+    CLAIMING = "claiming"  # a claim is in flight
+    LEADING = "leading"
+    RETIRED = "retired"  # shutting down: never claim again
+
+
+class Leadership:
+    def __init__(self, me: str, config: LeaseConfig, now: float) -> None:
+        self.me = me
+        self._cfg = config
+        self.role = Role.SEEKING
+        self.item: Leader | None = None  # the leadership item as last read or written
+        self.dead: OwnerObservation | None = None  # the leader we replaced, fenced by our claim
+        self._heartbeat: int | None = None  # the watched leader's heartbeat, first seen at ``_since``
+        self._since = now
+        self._checks = 0
+        # Workers started together spread their first reads over one interval.
+        spread = int(hashlib.blake2b(me.encode(), digest_size=2).hexdigest(), 16) / 65536
+        self._next = now + spread * config.leader_check_interval
+
+    @property
+    def leading(self) -> bool:
+        return self.role is Role.LEADING
+
+    @property
+    def leader_id(self) -> str | None:
+        return self.item.owner if self.item is not None else None
+
+    def next_due(self) -> float:
+        return self._next if self.role in (Role.SEEKING, Role.WATCHING) else float("inf")
+
+    def due(self, now: float) -> list[Action]:
+        if now < self._next or self.role not in (Role.SEEKING, Role.WATCHING):
+            return []
+        self._next = now + self._cfg.leader_check_interval
+        self._checks += 1
+        if self.role is Role.SEEKING or self._checks % _REREAD_EVERY == 0 or self.leader_id is None:
+            return [ReadLeader()]
+        return [WatchLeader(self.leader_id)]
+
+    def on_read(self, ev: LeaderRead, now: float) -> list[Action]:
+        if ev.error or self.role not in (Role.SEEKING, Role.WATCHING):
+            return []
+        item = ev.leader
+        if item is not None and item.owner == self.me:
+            self.item, self.role = item, Role.LEADING  # ours all along (e.g. read again after a fence)
+            return []
+        if item is None or item.owner is None:
+            return self._claim(item, None)
+        if self.item != item:
+            self._heartbeat, self._since = None, now
+        self.item, self.role = item, Role.WATCHING
+        return [WatchLeader(item.owner)]
+
+    def on_watched(self, ev: LeaderWatched, now: float) -> list[Action]:
+        if ev.error or self.role is not Role.WATCHING or ev.worker_id != self.leader_id:
+            return []
+        beat = None if ev.worker is None else ev.worker.heartbeat
+        moved = beat is not None and (self._heartbeat is None or beat > self._heartbeat)
+        vanished = beat is None and self._heartbeat is not None
+        if moved or vanished:  # a stale read (a lower heartbeat) is neither
+            self._heartbeat, self._since = beat, now
+        if now - self._since < self._cfg.lease_duration:
+            return []
+        return self._claim(self.item, OwnerObservation(ev.worker_id, self._heartbeat))
+
+    def _claim(self, seen: Leader | None, dead: OwnerObservation | None) -> list[Action]:
+        self.role = Role.CLAIMING
+        return [ClaimLeadership(seen, dead)]
+
+    def on_claimed(self, ev: LeadershipResult, now: float) -> bool:
+        """True when we now lead."""
+        if self.role is not Role.CLAIMING:
+            return False
+        if ev.result is Result.OK and ev.leader is not None:
+            self.item, self.dead, self.role = ev.leader, ev.claim.dead, Role.LEADING
+            log_event(logger, "leadership_claimed", worker=self.me, epoch=ev.leader.epoch, replaced=_who(ev))
+            return True
+        log_event(logger, "leadership_claim_lost", logging.INFO, worker=self.me, error=ev.error)
+        self.role, self._next = Role.SEEKING, now  # somebody else won (or the write failed): read again
+        return False
+
+    def fenced(self, now: float) -> None:
+        """Our generation moved: we may have been replaced. Read the item again before leading on."""
+        if self.role is Role.LEADING:
+            log_event(logger, "leadership_in_doubt", logging.WARNING, worker=self.me)
+        if self.role is not Role.RETIRED:
+            self.role, self._next = Role.SEEKING, now
+
+    def retire(self) -> list[Action]:
+        """Shutting down: never claim again; give the item up if we hold it."""
+        was, self.role = self.role, Role.RETIRED
+        if was is Role.LEADING and self.item is not None:
+            log_event(logger, "leadership_resigned", worker=self.me, epoch=self.item.epoch)
+            return [ResignLeadership(self.item)]
+        return []
+
+
+def _who(ev: LeadershipResult) -> str | None:
+    return ev.claim.dead.worker_id if ev.claim.dead is not None else None
