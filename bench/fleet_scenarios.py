@@ -182,15 +182,26 @@ def scale_out(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("w1")
     f.start_worker("w2")
     time.sleep(t.warmup)
+    since = time.time()
     f.start_worker("w3")
     f.start_worker("w4")
+    timeouts: list[str] = []
+    new = {"w3", "w4"}
+    _wait(f, t, "the new workers' first records", lambda: new <= _workers_since(f, since), timeouts)
     time.sleep(t.settle)
-    return {"planned": True}
+    return {"planned": True, "timeouts": timeouts}
+
+
+def _workers_since(f: Fleet, since: float) -> set[str]:
+    return {d.worker for d in f.deliveries() if d.t > since}
 
 
 def scale_in(f: Fleet, t: Timing) -> dict[str, Any]:
     for w in ("w1", "w2", "w3", "w4"):
         f.start_worker(w)
+    timeouts: list[str] = []
+    everyone = {"w1", "w2", "w3", "w4"}
+    _wait(f, t, "every worker's first record", lambda: everyone <= _workers_since(f, 0.0), timeouts)
     time.sleep(t.warmup)
     owners = f.last_owners(time.time())
     signals = {w: f.signal(w, signal.SIGTERM) for w in ("w3", "w4")}
@@ -201,6 +212,7 @@ def scale_in(f: Fleet, t: Timing) -> dict[str, Any]:
         "signals": signals,
         "owners": {w: owners.get(w, []) for w in signals},
         "exit_codes": codes,
+        "timeouts": timeouts,
     }
 
 
