@@ -62,14 +62,14 @@ class _Loads:
         return self.load[w] < self.targets.get(w, 0)
 
     def recipient(self, avoid: str | None = None) -> str | None:
-        """The worker furthest below its share (ties: fewest leases, then name); ``avoid`` only if alone."""
-        candidates = [w for w in self.load if self.below(w)]
+        """The worker furthest below its share (ties: fewest leases, then name). ``avoid`` (the worker that
+        gave this lease up) only when nobody else is active; another worker takes it even above its share."""
+        below = [w for w in self.load if self.below(w) and w != avoid]
+        others = [w for w in self.load if w != avoid]
+        candidates = below or (others if avoid in self.load else []) or [w for w in self.load if self.below(w)]
         if not candidates:
             return None
-        return min(
-            candidates,
-            key=lambda w: (w == avoid, self.load[w] - self.targets[w], self.load[w], w),
-        )
+        return min(candidates, key=lambda w: (self.load[w] - self.targets.get(w, 0), self.load[w], w))
 
     def move(self, owner: str | None, to: str) -> None:
         self.load[to] += 1

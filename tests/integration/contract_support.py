@@ -164,6 +164,7 @@ def stale_view(b: Backend) -> Lease:
 OWNERSHIP_CHANGES: dict[str, Callable[[Backend, Lease], Lease]] = {
     "take": lambda b, lease: b.repo.take(lease, "w2", None),
     "transfer": lambda b, lease: b.repo.transfer(lease, "w2"),
+    "assign": lambda b, lease: b.repo.assign(lease, "w2", None),
     "release": lambda b, lease: b.repo.release(lease),
     "reset_checkpoint": lambda b, lease: b.repo.reset_checkpoint(lease, P1),
 }
