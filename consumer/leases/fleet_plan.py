@@ -66,7 +66,9 @@ class _Loads:
         gave this lease up) only when nobody else is active; another worker takes it even above its share."""
         below = [w for w in self.load if self.below(w) and w != avoid]
         others = [w for w in self.load if w != avoid]
-        candidates = below or (others if avoid in self.load else []) or [w for w in self.load if self.below(w)]
+        candidates = (
+            below or (others if avoid in self.load else []) or [w for w in self.load if self.below(w)]
+        )
         if not candidates:
             return None
         return min(candidates, key=lambda w: (self.load[w] - self.targets.get(w, 0), self.load[w], w))
