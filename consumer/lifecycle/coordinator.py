@@ -77,13 +77,14 @@ class Coordinator:
         self._gives: dict[str, tuple[str, float]] = {}  # asked by the leader: key -> (to, not before)
         self._read_own_at = float("inf")  # when to read our leases (and those given to us)
         self._woke_leader: str | None = None
+        self._was_fenced = False
         self.shutting_down = False
         self._deadline = self._release_at = float("inf")
         self.done = False
         self._now, self._wall_ms = now, 0
         self._handlers: dict[type, Callable[[Any], list[Action]]] = {
             Tick: lambda _ev: [],
-            HeartbeatResult: self._on_heartbeat,
+            HeartbeatResult: lambda ev: self.membership.on_heartbeat(ev, self._now),
             InboxRead: self._on_inbox,
             OwnRead: lambda ev: self._on_own(ev.asked, ev.leases, ev.error),
             Reconciled: self._on_reconciled,
@@ -103,6 +104,7 @@ class Coordinator:
         actions: list[Action] = []
         for ev in events:
             actions += self._handlers[type(ev)](ev)
+            self._fenced()
         if self.done:
             return actions
         actions += self.membership.due(now, tuple(self.owned), self._busy())
@@ -140,11 +142,13 @@ class Coordinator:
         return self.leadership.leading or self.shutting_down or bool(self._gives) or moving
 
     # -- membership -------------------------------------------------------------------------------
-    def _on_heartbeat(self, ev: HeartbeatResult) -> list[Action]:
-        if ev.fenced:  # somebody took a lease of ours, or leadership, after we were silent too long
+    def _fenced(self) -> None:
+        """Somebody took a lease of ours, or leadership, after we were silent too long: lead no more until
+        the leadership item says we still do."""
+        if self.membership.fenced and not self._was_fenced:
             self.leadership.fenced(self._now)
             self.duties.end()
-        return self.membership.on_heartbeat(ev, self._now)
+        self._was_fenced = self.membership.fenced
 
     def _on_inbox(self, ev: InboxRead) -> list[Action]:
         signals = self.membership.on_inbox(ev, self._now)

@@ -58,6 +58,11 @@ class Membership:
         self._fast_until = now + config.lease_duration / 2  # a new worker expects leases soon
         self.given: frozenset[str] = frozenset()  # keys given to us, as our item last said
 
+    @property
+    def fenced(self) -> bool:
+        """Our generation moved (a worker took a lease of ours, or leadership, after a long silence)."""
+        return self._fenced
+
     def valid(self, now: float) -> bool:
         return now < self.valid_until
 
