@@ -186,6 +186,12 @@ class Fleet:
             time.sleep(0.1)
         raise RuntimeError(f"{worker_id} never registered")
 
+    def leader(self) -> str | None:
+        """The worker the leadership item names now."""
+        key = {"lease_key": {"S": "leader"}}
+        item = self.ddb.get_item(TableName=self.lease_table, Key=key, ConsistentRead=True).get("Item", {})
+        return item.get("owner", {}).get("S")
+
     def stop_all(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:

@@ -236,14 +236,27 @@ def rolling_restart(f: Fleet, t: Timing) -> dict[str, Any]:
     return {"planned": True, "signals": signals, "owners": owners_at, "exit_codes": codes}
 
 
-def crash(f: Fleet, t: Timing) -> dict[str, Any]:
-    for w in ("w1", "w2", "w3"):
+def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
+    """SIGKILL one of three workers (``leader``: the one that leads, the worst case: another worker must
+    first take the leadership over, then reassign the dead worker's leases)."""
+    workers = {"w1", "w2", "w3"}
+    for w in sorted(workers):
         f.start_worker(w)
+    timeouts: list[str] = []
+    _wait(f, t, "every worker's first record", lambda: workers <= _workers_since(f, 0.0), timeouts)
     time.sleep(t.warmup)
-    watched = _signal_and_watch(f, "w3", signal.SIGKILL)
-    f.wait_exit("w3")
+    victim = f.leader() if leader else "w3"
+    if victim not in workers:
+        timeouts.append(f"no leader among the workers ({victim})")
+        victim = "w3"
+    watched = _signal_and_watch(f, victim, signal.SIGKILL)
+    f.wait_exit(victim)
     time.sleep(f.settings.lease_duration + t.settle)
-    return {"planned": False, **watched}
+    return {"planned": False, "victim": victim, "victim_led": leader, "timeouts": timeouts, **watched}
+
+
+def crash_leader(f: Fleet, t: Timing) -> dict[str, Any]:
+    return crash(f, t, leader=True)
 
 
 def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
@@ -305,13 +318,14 @@ def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     return {"planned": False, "steady_window_s": t.steady_window}
 
 
-#: name -> (scenario, FleetSettings overrides). The first six run by default (``make bench``); the single
+#: name -> (scenario, FleetSettings overrides). The first seven run by default (``make bench``); the single
 #: scale-out/scale-in/rolling runs are the fast versions tests/integration/test_fleet.py uses.
 SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     # 16 shards at 10 records/s each: each repetition moves 8 shards (a worker start takes seconds here).
     "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
     "rolling_restart_cycles": (rolling_restart_cycles, {"shards": 16, "rate": 160.0}),
     "crash_sigkill": (crash, {}),
+    "crash_leader_sigkill": (crash_leader, {}),
     "zombie_sigstop": (zombie, {}),
     "shard_split": (shard_split, {"shards": 4}),
     "steady_state": (steady, {}),
@@ -319,4 +333,4 @@ SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     "scale_in_4_to_2": (scale_in, {}),
     "rolling_restart": (rolling_restart, {}),
 }
-DEFAULT_SCENARIOS = tuple(list(SCENARIOS)[:6])
+DEFAULT_SCENARIOS = tuple(list(SCENARIOS)[:7])

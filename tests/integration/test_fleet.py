@@ -42,9 +42,12 @@ def test_zombie_delivers_nothing_under_its_old_epoch_and_is_fenced(emulators, tm
     assert r["zombie_late_checkpoint_rejected"] is True
 
 
-def test_crash_failover_within_lease_duration_plus_two_seconds(emulators, tmp_path) -> None:
-    r = run_scenario("crash_sigkill", emulators, tmp_path, FAST, TIMING)
+@pytest.mark.parametrize("scenario", ["crash_sigkill", "crash_leader_sigkill"])
+def test_crash_failover_within_lease_duration_plus_two_seconds(emulators, tmp_path, scenario) -> None:
+    r = run_scenario(scenario, emulators, tmp_path, FAST, TIMING)
     assert r["lost"] == 0
+    assert r["concurrent_owner_overlaps"] == 0
+    assert not r.get("timeouts")
     takeover = r["signal_to_new_owner_first_record_s"]
     assert takeover["n"] >= 1
     assert takeover["max"] <= FAST.lease_duration + 2 + FAST.scan_interval
