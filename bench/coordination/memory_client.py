@@ -140,7 +140,7 @@ class InMemoryDynamoDB:
     def _project(item: Item, exprs: Expressions, text: str | None) -> Item:
         paths = exprs.projection(text)
         if paths is None:
-            return dict(item)
+            return item  # the stored item itself: replaced on every write, never changed in place
         out: Item = {}
         for path in paths:
             v = get_path(item, path)
