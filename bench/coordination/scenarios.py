@@ -31,13 +31,17 @@ class ShapeRun:
     wall_budget: float = 240.0  # give up (and say so) when the simulation takes longer than this
 
 
-def _role(table: str) -> str:
-    base = table.split(":", 1)[0]
-    return {LEASE_TABLE: "lease_table", CHECKPOINT_TABLE: "checkpoint_table"}.get(base, base or "batch")
+SIM_ROLES = {LEASE_TABLE: "lease_table", CHECKPOINT_TABLE: "checkpoint_table"}
 
 
-def summarize(totals: Totals, seconds: float) -> dict[str, Any]:
+def summarize(totals: Totals, seconds: float, roles: dict[str, str] | None = None) -> dict[str, Any]:
     """Units per hour by table role and operation; $ per month for coordination and for checkpoints."""
+    names = roles or SIM_ROLES
+
+    def _role(table: str) -> str:
+        base = table.split(":", 1)[0]
+        return names.get(base, base or "batch")
+
     hours = seconds / 3600
     by_op: dict[str, dict[str, float]] = {}
     coord_r = coord_w = cp_w = 0.0
