@@ -114,7 +114,7 @@ class CountingProxy:
                     before = self._items(op, req)
                     status, out_headers, data = self._forward(h.command, h.path, headers, body)
                     after = self._items(op, req)
-                self._bill_write(op, req, status, before, after)
+                self._bill_write(op, req, status, data, before, after)
             else:
                 status, out_headers, data = self._forward(h.command, h.path, headers, body)
                 if op and status == 200:
@@ -179,10 +179,12 @@ class CountingProxy:
         return found
 
     def _bill_write(
-        self, op: str, req: dict[str, Any], status: int, before: list[int], after: list[int]
+        self, op: str, req: dict[str, Any], status: int, data: bytes, before: list[int], after: list[int]
     ) -> None:
-        if status >= 500:
-            return  # not processed
+        if status != 200:  # only a write refused by its condition consumed units; a malformed one did not
+            kind = str(json.loads(data or b"{}").get("__type", ""))
+            if not kind.endswith(("ConditionalCheckFailedException", "TransactionCanceledException")):
+                return
         factor = 2 if op == "TransactWriteItems" else 1
         for (table, _key, _kind), b, a in zip(self._key_items(op, req), before, after, strict=True):
             self.ledger.charge(table, op, write=factor * write_units(b, a))
