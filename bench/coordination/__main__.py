@@ -31,6 +31,10 @@ def _steady_window(shards: int, workers: int) -> float:
     return 60.0 if shards * workers <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
 
 
+def _units_per_request(row: dict[str, float]) -> float:
+    return (row["read_units_per_hour"] + row["write_units_per_hour"]) / row["requests_per_hour"]
+
+
 def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
     """Units per request of each lease-table operation must agree within ``TOLERANCE`` (the bill of a request);
     request rates can differ: real workers behind a loaded emulator make fewer requests than configured."""
@@ -40,8 +44,7 @@ def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
         other = sim["steady"]["by_operation"].get(op)
         if not op.startswith("lease_table") or other is None or not row["requests_per_hour"]:
             continue
-        units = lambda r: (r["read_units_per_hour"] + r["write_units_per_hour"]) / r["requests_per_hour"]  # noqa: E731
-        a, b = units(row), units(other)
+        a, b = _units_per_request(row), _units_per_request(other)
         ok = abs(a - b) <= TOLERANCE * max(a, b)
         agree &= ok
         per_request[op] = {

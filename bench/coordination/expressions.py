@@ -87,7 +87,7 @@ def _compare(op: str, a: Value | None, b: Value | None) -> bool:
     if pair is None:
         return False
     x, y = pair
-    return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+    return bool({"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op])
 
 
 def _number(d: Decimal) -> Value:
@@ -106,7 +106,8 @@ def get_path(item: Mapping[str, Value], path: Path) -> Value | None:
         else:
             m = cur.get("M")
             cur = m.get(part) if m is not None else None
-    return cur
+    found: Value | None = cur
+    return found
 
 
 def _with(container: Value | None, rest: Path, new: Value | None) -> Value:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
@@ -12,7 +13,7 @@ from consumer.leases.model import Lease
 from consumer.lifecycle.messages import Outcome, ShardFinished, Stop
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.records import Position
-from consumer.retrieval.kinesis import ShardInfo
+from consumer.retrieval.kinesis import GetRecordsResult, ShardInfo
 
 __all__ = ["ConsumptionLog", "FakeKinesis", "SimClock", "SimShardRunners", "shard_id"]
 
@@ -47,6 +48,21 @@ class FakeKinesis:
     def list_shards(self, stream: str) -> list[ShardInfo]:
         self.calls += 1
         return list(self.shards) if stream == self.stream else []
+
+    def get_shard_iterator(
+        self,
+        stream: str,
+        shard_id: str,
+        iterator_type: str,
+        *,
+        sequence: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> str:
+        return f"{stream}/{shard_id}"
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        """The simulated shards carry no records: the runners stand in for reading them."""
+        return GetRecordsResult((), iterator, 0)
 
 
 @dataclass

@@ -32,7 +32,7 @@ def _error(op: str, code: str, message: str, **extra: Any) -> ClientError:
         "ResponseMetadata": {"HTTPStatusCode": 400},
         **extra,
     }
-    return ClientError(response, op)  # type: ignore[arg-type]
+    return ClientError(response, op)
 
 
 class _Waiter:

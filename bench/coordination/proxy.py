@@ -41,6 +41,7 @@ class CountingProxy:
         self._write_lock = threading.Lock()
         self._local = threading.local()
         self.errors: list[str] = []
+        self._schemas: dict[str, list[str]] = {}  # table -> key attribute names
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -149,9 +150,7 @@ class CountingProxy:
         return {k: item[k] for k in names if k in item}
 
     def _key_names(self, table: str) -> list[str]:
-        cache = getattr(self, "_schemas", None)
-        if cache is None:
-            cache = self._schemas = {}
+        cache = self._schemas
         if table not in cache:
             desc = self._raw.describe_table(TableName=table)["Table"]
             cache[table] = [k["AttributeName"] for k in desc["KeySchema"]]

@@ -17,8 +17,13 @@ from tools.emulators import AwsEndpoints
 
 pytestmark = pytest.mark.integration
 
-S = lambda v: {"S": v}  # noqa: E731
-N = lambda v: {"N": str(v)}  # noqa: E731
+
+def S(v: str) -> dict[str, str]:
+    return {"S": v}
+
+
+def N(v: int) -> dict[str, str]:
+    return {"N": str(v)}
 
 
 def _requests(t: str) -> list[tuple[str, dict[str, Any]]]:
