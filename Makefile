@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath synth dist clean
+.PHONY: setup test lint typecheck unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-coordination synth dist clean
 
 setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
 
@@ -68,6 +68,7 @@ demo: setup
 bench: setup
 	$(PY) -m bench.fleet
 	$(PY) -m bench.faults
+	$(PY) -m bench.coordination
 
 ## bench-faults: faults injected over the network (outages, resets, slow responses) on polling and fan-out
 bench-faults: setup
@@ -80,6 +81,10 @@ bench-pipeline: setup
 ## bench-datapath: the worker vs a bare GetRecords loop (kinesis-local and in-memory; JSON + table in reports/bench)
 bench-datapath: setup
 	$(PY) -m bench.datapath
+
+## bench-coordination: DynamoDB cost of coordination: real workers metered by a proxy, the simulator to 10,000 shards
+bench-coordination: setup
+	$(PY) -m bench.coordination
 
 ## synth: synthesize every environment offline into cdk.out
 synth: setup

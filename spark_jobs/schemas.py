@@ -73,6 +73,7 @@ QUARANTINE_SCHEMA = T.StructType(
     [
         T.StructField("source_object", T.StringType(), False),
         T.StructField("line", T.StringType(), True),
+        T.StructField("line_base64", T.StringType(), True),
         T.StructField("reason", T.StringType(), False),
         T.StructField("detail", T.StringType(), True),
         T.StructField("date", T.StringType(), False),
@@ -115,7 +116,7 @@ HOUR_METRICS_SCHEMA = T.StructType(
 class Reason:
     """Why a raw line went to quarantine (the first rule a line breaks, in this order), or its whole object."""
 
-    UNPARSEABLE = "unparseable"  # not one strict JSON object (RFC 8259, unique keys, nothing after it)
+    UNPARSEABLE = "unparseable"  # not one strict JSON object (UTF-8, RFC 8259, unique keys, nothing after it)
     WRONG_TYPE = "wrong_type"  # a field of the wrong JSON type (e.g. a partition_key that is an object)
     UNSUPPORTED_VERSION = "unsupported_version"  # a format version ("v") this job does not know
     MISSING_FIELD = "missing_field"  # a required field is absent or null
@@ -145,7 +146,7 @@ REASONS: tuple[str, ...] = (
 #: A sentence per reason, written beside it in the quarantine (``missing_field`` and ``wrong_type`` name the
 #: field instead, ``corrupt_object`` the read error).
 REASON_DETAILS: dict[str, str] = {
-    Reason.UNPARSEABLE: "not one strict JSON object (RFC 8259, unique keys, nothing after it)",
+    Reason.UNPARSEABLE: "not one strict JSON object (UTF-8, RFC 8259, unique keys, nothing after it)",
     Reason.WRONG_TYPE: "a field has the wrong JSON type",
     Reason.UNSUPPORTED_VERSION: "v is not a raw format version this job reads (1 or 2)",
     Reason.MISSING_FIELD: "a required field is absent or null",

@@ -212,7 +212,9 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         "path_stream",
         "date",
         "hour",
-        (F.col("j").isNull() | ~F.col("_syntax_ok")).alias("_unparseable"),
+        # RFC 8259 text is UTF-8; the text reader does not check it (and a JSON parser would read a stray
+        # byte as U+FFFD, changing the record's bytes), so a line that is not valid UTF-8 is unparseable.
+        (F.col("j").isNull() | ~F.col("_syntax_ok") | ~F.is_valid_utf8("line")).alias("_unparseable"),
         F.when(F.col("_syntax_ok") & ~F.col("_canonical"), wrong_type).alias("_wrong_type"),
         F.col("j._corrupt").isNotNull().alias("_corrupt"),
         F.coalesce(F.col("j.v"), F.lit(1)).alias("v"),
@@ -377,7 +379,9 @@ def deduplicate(records: DataFrame) -> DataFrame:
 
 
 def quarantined(parsed: DataFrame) -> DataFrame:
-    """Lines that could not be curated: ``source_object``, ``line``, ``reason``, ``detail``, ``date``, ``hour``."""
+    """Lines that could not be curated: ``source_object``, ``line``, ``line_base64``, ``reason``, ``detail``,
+    ``date``, ``hour``. ``line_base64`` holds the line's exact bytes when they are not valid UTF-8 (which
+    ``line``, a JSON string in the quarantine, cannot hold); it is null otherwise."""
     _require(parsed, "quarantined", ["reason", "field", "source_object", "line", "date", "hour"])
     texts = F.create_map(*[F.lit(x) for pair in REASON_DETAILS.items() for x in pair])
     detail = (
@@ -388,8 +392,15 @@ def quarantined(parsed: DataFrame) -> DataFrame:
         )
         .otherwise(F.element_at(texts, F.col("reason")))
     )
+    line_base64 = F.when(~F.is_valid_utf8("line"), F.base64(F.col("line").cast("binary")))
     return parsed.where(F.col("reason").isNotNull()).select(
-        "source_object", "line", "reason", detail.alias("detail"), "date", "hour"
+        "source_object",
+        "line",
+        line_base64.alias("line_base64"),
+        "reason",
+        detail.alias("detail"),
+        "date",
+        "hour",
     )
 
 
@@ -400,6 +411,7 @@ def quarantined_objects(objects: DataFrame) -> DataFrame:
     return objects.select(
         path.alias("source_object"),
         F.lit(None).cast("string").alias("line"),
+        F.lit(None).cast("string").alias("line_base64"),
         F.lit(Reason.CORRUPT_OBJECT).alias("reason"),
         F.concat(F.lit(REASON_DETAILS[Reason.CORRUPT_OBJECT] + ": "), F.col("detail")).alias("detail"),
         _path_part(path, 3, "date").alias("date"),

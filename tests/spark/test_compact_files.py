@@ -3,6 +3,7 @@ the contract, CR handling, corrupt objects, paths with spaces, and outputs that 
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import re
@@ -179,6 +180,23 @@ def test_a_path_with_spaces_and_a_malformed_line(spark, tmp_path):
     assert bad.source_object.endswith(
         "/with%20space+and%25percent/raw/stream=orders/date=2026-11-21/hour=01/shard%20a_1.jsonl.gz"
     )
+
+
+def test_a_line_that_is_not_utf8_is_quarantined_with_its_exact_bytes(spark, lake):
+    """A JSON parser reads a stray byte as U+FFFD: curating such a line would change the record's bytes."""
+    good = line(record(sequence_number="1"))
+    in_data = line(record(sequence_number="2", data='"AB"')).encode().replace(b"AB", b"A\xffB")
+    in_key = line(record(sequence_number="3", partition_key="pk-\xe9")).encode("latin-1")
+    surrogate = line(record(sequence_number="4", data='"AB"')).encode().replace(b"AB", b"\xed\xa0\x80")
+    overlong = line(record(sequence_number="5", data='"AB"')).encode().replace(b"AB", b"\xc0\xaf")
+    bad = [in_data, in_key, surrogate, overlong]
+    write_object(lake / "raw", "s_1.jsonl.gz", [good, *bad])
+    counts = run_compact(lake, spark=spark)
+    assert (counts["curated"], counts[Reason.UNPARSEABLE], counts["malformed"]) == (1, 4, 4)
+    assert [r.sequence_number for r in spark.read.parquet(str(lake / "curated")).collect()] == ["1"]
+    quarantine = spark.read.json(str(lake / "quarantine")).collect()
+    assert sorted(base64.b64decode(r.line_base64) for r in quarantine) == sorted(bad)
+    assert {r.reason for r in quarantine} == {Reason.UNPARSEABLE}
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:

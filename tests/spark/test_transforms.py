@@ -344,13 +344,14 @@ def test_quarantined_keeps_bad_lines_with_reason_and_detail(spark):
         (record(partition_key={"a": 1}), OBJ),
     ]
     out = raw_lines(spark, lines).transform(parse_raw_lines).transform(quarantined)
-    assert out.columns == ["source_object", "line", "reason", "detail", "date", "hour"]
+    assert out.columns == ["source_object", "line", "line_base64", "reason", "detail", "date", "hour"]
+    assert {r.line_base64 for r in out.collect()} == {None}  # valid UTF-8: the line says it all
     got = sorted((r.line[:4], r.reason, r.detail, r.date, r.hour) for r in out.collect())
     assert got == [
         (
             "oops",
             Reason.UNPARSEABLE,
-            "not one strict JSON object (RFC 8259, unique keys, nothing after it)",
+            "not one strict JSON object (UTF-8, RFC 8259, unique keys, nothing after it)",
             "2026-11-21",
             "01",
         ),
@@ -367,6 +368,7 @@ def test_quarantined_objects_are_whole_objects_with_their_error(spark):
     assert row.asDict() == {
         "source_object": OBJ,
         "line": None,
+        "line_base64": None,
         "reason": Reason.CORRUPT_OBJECT,
         "detail": "the object could not be read: EOFError: cut short",
         "date": "2026-11-21",

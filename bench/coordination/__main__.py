@@ -1,0 +1,137 @@
+"""``python -m bench.coordination`` (``make bench-coordination``): the coordination cost benchmark.
+
+(a) real worker processes against the emulators, every DynamoDB request billed by the counting proxy;
+(b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
+(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes ``reports/bench/coordination.json`` and
+``reports/bench/coordination.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.coordination.kcl_model import calibration, kcl_cost
+from bench.coordination.real_run import real_run
+from bench.coordination.report import extrapolate, markdown
+from bench.coordination.scenarios import ShapeRun, rebalance, run_shape
+from bench.coordination.sim import SimSettings
+from consumer.config import LeaseConfig
+
+REPO = Path(__file__).resolve().parents[2]
+SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
+TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
+
+
+def _steady_window(shards: int, workers: int) -> float:
+    return 60.0 if shards * workers <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
+
+
+def _units_per_request(row: dict[str, float]) -> float:
+    return (row["read_units_per_hour"] + row["write_units_per_hour"]) / row["requests_per_hour"]
+
+
+def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
+    """Units per request of each lease-table operation must agree within ``TOLERANCE`` (the bill of a request);
+    request rates can differ: real workers behind a loaded emulator make fewer requests than configured."""
+    per_request: dict[str, Any] = {}
+    agree = True
+    for op, row in real["steady"]["by_operation"].items():
+        other = sim["steady"]["by_operation"].get(op)
+        if not op.startswith("lease_table") or other is None or not row["requests_per_hour"]:
+            continue
+        a, b = _units_per_request(row), _units_per_request(other)
+        ok = abs(a - b) <= TOLERANCE * max(a, b)
+        agree &= ok
+        per_request[op] = {
+            "real_units_per_request": round(a, 3),
+            "sim_units_per_request": round(b, 3),
+            "real_requests_per_hour": row["requests_per_hour"],
+            "sim_requests_per_hour": other["requests_per_hour"],
+            "agree": ok,
+        }
+    r, s = real["steady"]["coordination_dollars_per_month"], sim["steady"]["coordination_dollars_per_month"]
+    return {
+        "per_request": per_request,
+        "real_dollars_per_month": r,
+        "sim_dollars_per_month": s,
+        "relative_difference": round(abs(s - r) / r, 3) if r else None,
+        "tolerance": TOLERANCE,
+        "agree": agree,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--real-shards", type=int, default=32)
+    p.add_argument("--real-workers", type=int, default=8)
+    p.add_argument("--real-added", type=int, default=4, help="workers added for the real scale-out")
+    p.add_argument("--real-steady", type=float, default=120.0, help="seconds of steady state metered")
+    p.add_argument("--skip-real", action="store_true", help="simulate only")
+    p.add_argument("--wall-budget", type=float, default=240.0, help="wall seconds per simulated shape")
+    p.add_argument("--out", type=Path, default=REPO / "reports" / "bench")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("consumer").setLevel(logging.ERROR)
+    results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}}
+
+    if not args.skip_real:
+        s, w = args.real_shards, args.real_workers
+        print(
+            f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s steady",
+            flush=True,
+        )
+        real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
+        print(f"(b) simulator at {s}/{w}", flush=True)
+        settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
+        sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
+        results["real_vs_sim"] = {"real": real, "sim": sim, "comparison": _compare(real, sim)}
+        print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
+
+    print("(c) simulator, every shape", flush=True)
+    shapes: list[dict[str, Any]] = []
+    last_simulated: dict[str, Any] | None = None
+    for s, w in SHAPES:
+        window = _steady_window(s, w)
+        out = run_shape(
+            ShapeRun(
+                s, w, steady_seconds=window, settle_seconds=max(8.0, window / 5), wall_budget=args.wall_budget
+            )
+        )
+        if out.get("status") != "simulated" and last_simulated is not None:
+            out["extrapolated"] = extrapolate(last_simulated, s, w)
+        elif out.get("status") == "simulated":
+            last_simulated = out
+        out["kcl_model"] = kcl_cost(s, w)
+        shapes.append(out)
+        steady = out.get("steady", out.get("extrapolated", {}))
+        print(
+            f"  {s}/{w}: {out.get('status')}: ${steady.get('coordination_dollars_per_month', '-')}/month, "
+            f"{out.get('wall_seconds')} s wall",
+            flush=True,
+        )
+    results["shapes"] = shapes
+    results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
+    print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
+    table = markdown(results)
+    (args.out / "coordination.md").write_text(table)
+    print(table)
+    agree = results.get("real_vs_sim", {}).get("comparison", {}).get("agree", True)
+    violations = sum(s.get("violation_count", 0) for s in shapes)
+    if violations or not agree:
+        print(
+            f"FAILED: {violations} invariant violations; real and simulated agree: {agree}", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
