@@ -32,7 +32,6 @@ from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Event, ShutdownRequested
 from consumer.metrics.sink import InMemoryMetrics
-from consumer.retrieval.discovery import sync_leases
 
 __all__ = ["FleetSim", "SimSettings", "SimWorker"]
 
@@ -115,10 +114,10 @@ class SimWorker:
         self.sim.wake(self, self.sim.clock.now)
 
     def boot(self) -> None:
-        """``Worker.run`` before its loop: register, read the table, create the leases nobody created."""
-        self.repo.register_worker(WorkerItem(self.id, started_ms=self.sim.clock.wall_ms()))
-        leases = self.repo.snapshot().leases
-        sync_leases(self.sim.kinesis, self.repo, STREAM, leases)
+        """``Worker.run`` before its loop: register (the leader's discovery creates the leases)."""
+        self.repo.register_worker(
+            WorkerItem(self.id, started_ms=self.sim.clock.wall_ms(), streams=frozenset({STREAM}))
+        )
 
     def step(self) -> None:
         """One turn of ``Worker._loop``."""

@@ -80,23 +80,23 @@ class _Loads:
 
 
 def _pending(
-    ready: list[Lease], active: frozenset[str], loads: _Loads, inp: FleetInput
-) -> tuple[list[Lease], list[Lease], set[str]]:
-    """Requests already in the table: those still wanted count as moves under way; the rest are withdrawn."""
+    ready: list[Lease], active: frozenset[str], inp: FleetInput
+) -> tuple[dict[str, str], list[Lease], list[Lease]]:
+    """Requests already in the table: those still wanted (key -> requester) count as moves under way; the
+    rest are withdrawn."""
+    wanted: dict[str, str] = {}
     withdraw: list[Lease] = []
     stalled: list[Lease] = []
-    asked: set[str] = set()
     for lease in sorted((x for x in ready if x.handoff_to is not None), key=_by_key):
         to = lease.handoff_to
         if to is None or to not in active or to == lease.owner or lease.owner is None:
             withdraw.append(lease)
             continue
-        asked.add(lease.key)
-        loads.move(lease.owner, to)
+        wanted[lease.key] = to
         since = lease.handoff_requested_ms
         if since is not None and inp.now_ms - since >= inp.handoff_stall_ms:
             stalled.append(lease)
-    return withdraw, stalled, asked
+    return wanted, withdraw, stalled
 
 
 def _orphans(ready: list[Lease], inp: FleetInput) -> list[tuple[Lease, OwnerObservation | None]]:
@@ -113,10 +113,12 @@ def _orphans(ready: list[Lease], inp: FleetInput) -> list[tuple[Lease, OwnerObse
 def plan_fleet(inp: FleetInput) -> FleetPlan:
     active = frozenset(inp.live - inp.draining)
     ready = ready_leases(inp.leases)
-    holdings: Counter[str] = Counter(x.owner for x in ready if x.owner in active)
+    wanted, withdraw, stalled = _pending(ready, active, inp)
+    # Shares follow the holdings once the moves under way are done, so that they stay put while they finish.
+    holdings: Counter[str] = Counter(w for x in ready if (w := wanted.get(x.key, x.owner)) in active)
     targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
     loads = _Loads(active, holdings, targets)
-    withdraw, stalled, asked = _pending(ready, active, loads, inp)
+    asked = set(wanted)
     budget = inp.max_moves - len(withdraw)
 
     assign: list[tuple[Lease, str, OwnerObservation | None]] = []
