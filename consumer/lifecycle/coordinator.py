@@ -182,14 +182,21 @@ class Coordinator:
                 actions += self._apply(key, own.lose(o))
             elif o.phase in (Phase.RUNNING, Phase.HALTED):
                 self.owned[key] = replace(o, lease=lease)
-                if lease.handoff_to not in (None, self.id) and key not in self._gives:
-                    # The leader woke the requester when it asked; give it one idle poll to be listening.
-                    self._gives[key] = (lease.handoff_to or "", self._now + self._lc.idle_poll)
         for key in sorted(set(asked) - set(self.owned)):
             lease = current.get(key)
             if lease is not None and lease.owner == self.id and not lease.ended:
                 log_event(logger, "lease_received", worker=self.id, lease=key, epoch=lease.epoch)
                 actions += self._pass_on(lease) if self.shutting_down else self._own(lease)
+        for key in set(asked) & set(self.owned):
+            o = self.owned[key]
+            to = o.lease.handoff_to
+            if (
+                o.phase in (Phase.RUNNING, Phase.HALTED)
+                and to not in (None, self.id)
+                and key not in self._gives
+            ):
+                # The leader woke the requester when it asked; give it one idle poll to be listening.
+                self._gives[key] = (to or "", self._now + self._lc.idle_poll)
         read_given = frozenset(asked) & self.membership.given
         return actions + ([AckGiven(read_given)] if read_given else [])
 

@@ -359,3 +359,12 @@ def test_next_due_follows_the_earliest_schedule() -> None:
     c = coordinator()
     c.step(T0, WALL, [])
     assert c.next_due() <= T0 + LEASES.inbox_poll_interval
+
+
+def test_a_lease_that_arrives_already_asked_for_is_handed_on_after_one_idle_poll() -> None:
+    c = coordinator()
+    alive(c)
+    arriving = Lease("s", "sh0", owner="a", epoch=2, handoff_to="n", handoff_requested_ms=WALL)
+    acts = given(c, arriving, now=T0 + 1)
+    assert Start(arriving) in acts
+    assert Stop(arriving.key, ShutdownReason.REQUESTED) in c.step(T0 + 2.0, WALL, [])
