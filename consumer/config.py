@@ -61,7 +61,7 @@ class LeaseConfig:
     safety_margin: float = 2.0
     heartbeat_interval: float | None = None
     scan_interval: float = 1.0  # the leader's read of the whole table
-    inbox_poll_interval: float = 0.2  # our own item, while something is under way
+    inbox_poll_interval: float = 0.1  # our own item, while something is under way
     idle_poll_interval: float = 1.0  # our own item, when nothing is under way
     leader_check_interval: float = 1.0  # the leader's heartbeat, watched by the other workers
     max_moves_per_round: int = 100  # the leader's writes per plan (keeps a fleet start within throughput)

@@ -75,6 +75,7 @@ def _print_status(status: FleetStatus, out: TextIO) -> None:
                 "since": w.since,
                 "leases": w.leases,
                 "heartbeat_age_s": w.heartbeat_age_s,
+                "leads": "yes" if w.leads else "",
             }
             for w in status.workers
         ],

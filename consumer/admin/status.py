@@ -65,6 +65,7 @@ class WorkerStatus:
     leases: int
     heartbeat: int
     heartbeat_age_s: float | None
+    leads: bool = False  # the worker the leadership item names: it plans for the fleet
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ def fleet_status(
 ) -> FleetStatus:
     """Every lease and worker item. ``kinesis`` None: lag is not looked up (``lag_note`` says so)."""
     snap = repo.snapshot()
+    leader = repo.get_leader()
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     lease_ms = lease_duration * 1000
     states = {w.worker_id: _worker_state(w, now_ms, lease_ms) for w in snap.workers}
@@ -171,6 +173,7 @@ def fleet_status(
             leases=counts[w.worker_id],
             heartbeat=w.heartbeat,
             heartbeat_age_s=age(heartbeats[w.worker_id]),
+            leads=leader is not None and leader.owner == w.worker_id,
         )
         for w in sorted(snap.workers, key=lambda w: w.worker_id)
     ]

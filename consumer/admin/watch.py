@@ -47,7 +47,7 @@ def render(status: FleetStatus) -> Any:
             _lag(x.millis_behind_latest, x.lag_note),
         )
     workers = Table(title=f"workers ({len(status.workers)})", title_justify="left", expand=False)
-    for col in ("worker", "state", "since", "leases", "last heartbeat"):
+    for col in ("worker", "state", "since", "leases", "last heartbeat", "leads"):
         workers.add_column(col, no_wrap=True)
     for w in status.workers:
         workers.add_row(
@@ -56,6 +56,7 @@ def render(status: FleetStatus) -> Any:
             w.since or "-",
             str(w.leases),
             f"{w.heartbeat_age_s}s ago" if w.heartbeat_age_s is not None else "-",
+            "yes" if w.leads else "",
         )
     header = Text(
         f"fleet at {status.generated_at} (dead: no heartbeat for {status.lease_duration_s:g}s); Ctrl-C to quit",
