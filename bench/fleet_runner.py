@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleet_analysis import Delivery
-from consumer.config import RetrievalConfig
+from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
 
 __all__ = ["DEFAULT_IDLE_TIME", "Fleet", "FleetSettings", "worker_env"]
@@ -40,6 +40,7 @@ _WORKER_COMMAND = [
 #: per shard, within Kinesis's limit of 5 per shard per second shared by every reader). Published figures
 #: use it.
 DEFAULT_IDLE_TIME = RetrievalConfig().idle_time_between_reads
+DEFAULT_INBOX_POLL = LeaseConfig().inbox_poll_interval  # the consumer's default fast poll of its own item
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class FleetSettings:
     lease_duration: float = 10.0
     rate: float = 100.0  # records per second, spread over all shards
     scan_interval: float = 1.0
-    inbox_poll_interval: float = 0.2
+    inbox_poll_interval: float = DEFAULT_INBOX_POLL
     idle_time: float = DEFAULT_IDLE_TIME
     metrics_interval: float = 5.0
 
@@ -63,7 +64,7 @@ def worker_env(
     journal: Path,
     lease_duration: float,
     scan_interval: float = 1.0,
-    inbox_poll_interval: float = 0.2,
+    inbox_poll_interval: float = DEFAULT_INBOX_POLL,
     idle_time: float = DEFAULT_IDLE_TIME,
     metrics_interval: float = 10.0,
     extra: Mapping[str, str] | None = None,

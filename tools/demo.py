@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from bench.fleet_runner import DEFAULT_IDLE_TIME, FleetSettings
+from bench.fleet_runner import DEFAULT_IDLE_TIME, DEFAULT_INBOX_POLL, FleetSettings
 from stacks.config import EnvironmentSettings
 from tools.demo_config import DemoNames, load_environment
 from tools.demo_report import Crash, format_summary, write_report
@@ -80,7 +80,7 @@ FULL: Final = Timing(
     rate=50.0,
     lease_duration=None,
     scan_interval=1.0,
-    inbox_poll_interval=0.2,
+    inbox_poll_interval=DEFAULT_INBOX_POLL,
     metrics_interval=2.0,
     raw_max_age=5.0,
     progress_every=10.0,
