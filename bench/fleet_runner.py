@@ -191,7 +191,8 @@ class Fleet:
         """The worker the leadership item names now."""
         key = {"lease_key": {"S": "leader"}}
         item = self.ddb.get_item(TableName=self.lease_table, Key=key, ConsistentRead=True).get("Item", {})
-        return item.get("owner", {}).get("S")
+        owner = item.get("owner", {}).get("S")
+        return str(owner) if owner is not None else None
 
     def stop_all(self) -> None:
         for p in self.procs.values():
