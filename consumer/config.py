@@ -64,7 +64,7 @@ class LeaseConfig:
     inbox_poll_interval: float = 0.1  # our own item, while something is under way
     idle_poll_interval: float = 1.0  # our own item, when nothing is under way
     leader_check_interval: float = 1.0  # the leader's heartbeat, watched by the other workers
-    max_moves_per_round: int = 100  # the leader's writes per plan (keeps a fleet start within throughput)
+    max_moves_per_second: int = 200  # the leader's lease moves (keeps a fleet start within throughput)
     discovery_interval: float = 10.0
     handoff_timeout: float | None = None
     max_leases_per_worker: int | None = None
@@ -141,8 +141,8 @@ def _check_cadence(c: LeaseConfig) -> None:
         "discovery_interval",
     ):
         _positive(f"lease.{name}", getattr(c, name))
-    if c.max_moves_per_round < 1:
-        raise ConfigError("lease.max_moves_per_round", f"must be >= 1; got {c.max_moves_per_round}")
+    if c.max_moves_per_second < 5:
+        raise ConfigError("lease.max_moves_per_second", f"must be >= 5; got {c.max_moves_per_second}")
     if c.leader_check_interval >= c.lease_duration:
         raise ConfigError(
             "lease.leader_check_interval",
@@ -439,8 +439,8 @@ def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorF
             inbox_poll_interval=f("CONSUMER_INBOX_POLL_SECONDS", "lease.inbox_poll_interval"),
             idle_poll_interval=f("CONSUMER_IDLE_POLL_SECONDS", "lease.idle_poll_interval"),
             leader_check_interval=f("CONSUMER_LEADER_CHECK_SECONDS", "lease.leader_check_interval"),
-            max_moves_per_round=env_int(
-                env, "CONSUMER_MAX_MOVES_PER_ROUND", _default("lease.max_moves_per_round")
+            max_moves_per_second=env_int(
+                env, "CONSUMER_MAX_MOVES_PER_SECOND", _default("lease.max_moves_per_second")
             ),
             discovery_interval=f("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval"),
             give_up_after=env_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS", 0.0) or None,

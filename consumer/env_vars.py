@@ -61,9 +61,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "how often followers check the leader's heartbeat",
     ),
     EnvVar(
-        "CONSUMER_MAX_MOVES_PER_ROUND",
-        "lease.max_moves_per_round",
-        "the leader's lease writes per planning round (throughput at fleet start)",
+        "CONSUMER_MAX_MOVES_PER_SECOND",
+        "lease.max_moves_per_second",
+        "the leader's lease moves per second (an assignment 1, a request 2): the table's throughput at fleet start",
     ),
     EnvVar("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval", "ListShards (resharding)"),
     EnvVar(

@@ -7,8 +7,8 @@ Rules (docs/protocol.md, "The leader's plan"):
 3. Leases of draining workers, and leases of workers above their share, are moved by asking their owner to
    hand them to a worker below its share: the owner drains and transfers (a cooperative hand-off).
 4. One request per lease at a time; a request whose requester left or no longer needs it is withdrawn.
-5. At most ``max_moves`` writes per plan, so that a fleet start of thousands of shards stays within the
-   table's throughput; the leader plans again at once when it had to stop.
+5. At most ``max_moves`` units per plan (an assignment or a withdrawal one, a request two: it brings the
+   owner's transfer), so that a fleet start of thousands of shards stays within the table's throughput.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from consumer.leases.model import Lease
 from consumer.leases.planner import fair_shares, ready_leases
 from consumer.leases.repository import OwnerObservation
 
-__all__ = ["FleetInput", "FleetPlan", "merge", "plan_fleet"]
+__all__ = ["REQUEST_COST", "FleetInput", "FleetPlan", "merge", "plan_fleet"]
+
+#: A request spends two units of the leader's budget: the request, then the owner's transfer it brings.
+REQUEST_COST = 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ class FleetPlan:
     @property
     def moves(self) -> int:
         return len(self.assign) + len(self.request) + len(self.withdraw)
+
+    @property
+    def cost(self) -> int:
+        """What the plan spends of the leader's budget (a request costs two: it and the transfer it brings)."""
+        return len(self.assign) + REQUEST_COST * len(self.request) + len(self.withdraw)
 
 
 class _Loads:
@@ -120,15 +128,19 @@ def plan_fleet(inp: FleetInput) -> FleetPlan:
     loads = _Loads(active, holdings, targets)
     asked = set(wanted)
     budget = inp.max_moves - len(withdraw)
+    skipped = False
 
     assign: list[tuple[Lease, str, OwnerObservation | None]] = []
     for lease, dead in _orphans(ready, inp):
         to = loads.recipient(avoid=lease.given_up_by)
-        if to is None or len(assign) >= budget:
+        if to is None:
+            break
+        if budget < 1:
+            skipped = True
             break
         assign.append((lease, to, dead))
         loads.move(None, to)
-    budget -= len(assign)
+        budget -= 1
 
     # Draining owners' leases first: their owner is waiting to exit.
     movable = sorted(
@@ -147,10 +159,12 @@ def plan_fleet(inp: FleetInput) -> FleetPlan:
             if leaving:
                 stranded.append(lease)
             continue
-        if len(request) < budget:
-            request.append((lease, to))
-            loads.move(owner, to)
-    budget -= len(request)
+        if budget < REQUEST_COST:
+            skipped = True
+            continue
+        request.append((lease, to))
+        loads.move(owner, to)
+        budget -= REQUEST_COST
 
     return FleetPlan(
         assign=tuple(assign),
@@ -159,7 +173,7 @@ def plan_fleet(inp: FleetInput) -> FleetPlan:
         stalled=tuple(stalled),
         stranded=tuple(stranded),
         targets=targets,
-        truncated=budget <= 0,
+        truncated=skipped,
     )
 
 

@@ -84,9 +84,9 @@ class FleetView:
         """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
         return plan_shutdown(self.me, self.snapshot.leases, self.successors(now, wall_ms), keys)
 
-    def plan(self, now: float, wall_ms: int, leaving: bool = False) -> FleetPlan:
+    def plan(self, now: float, wall_ms: int, leaving: bool = False, budget: int = 100) -> FleetPlan:
         """The fleet plan, stream by stream among the workers that consume it; ``leaving``: we are shutting
-        down too (our leases go like a draining worker's)."""
+        down too (our leases go like a draining worker's); ``budget``: the moves it may spend (fleet_plan)."""
         live = self.live(now, wall_ms)
         dead: dict[str, OwnerObservation] = {}
         for lease in self.snapshot.leases:
@@ -98,7 +98,6 @@ class FleetView:
             {self.me} if leaving else set()
         )
         plans: list[FleetPlan] = []
-        budget = self._cfg.max_moves_per_round
         for stream in self.streams():
             p = plan_fleet(
                 FleetInput(
@@ -112,7 +111,7 @@ class FleetView:
                     max_moves=budget,
                 )
             )
-            budget -= p.moves
+            budget -= p.cost
             plans.append(p)
         return merge(plans)
 

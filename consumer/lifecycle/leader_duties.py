@@ -44,6 +44,9 @@ class LeaderDuties:
         self._next_discovery = float("inf")
         self._scanned = False
         self._stall_reported: set[str] = set()
+        # A token bucket of moves: ``max_moves_per_second``, up to one second's worth saved up.
+        self._tokens = float(config.max_moves_per_second)
+        self._filled_at = float("-inf")
 
     def begin(self, now: float, replaced: OwnerObservation | None) -> None:
         """We lead from now on: read the table and run discovery at once."""
@@ -80,9 +83,13 @@ class LeaderDuties:
     def on_table(self, snap: TableSnapshot, now: float, wall_ms: int, leaving: bool) -> FleetPlan:
         self.fleet.observe(snap, now)
         self._scanned = True
-        p = self.fleet.plan(now, wall_ms, leaving)
-        if p.truncated:
-            self.scan_soon(now)
+        rate = self._cfg.max_moves_per_second
+        self._tokens = min(float(rate), self._tokens + max(0.0, now - self._filled_at) * rate)
+        self._filled_at = now
+        p = self.fleet.plan(now, wall_ms, leaving, int(self._tokens))
+        self._tokens -= p.cost
+        if p.truncated:  # more to do: read and plan again once a fifth of a second's worth has come in
+            self.scan_soon(now, max(0.0, (rate / 5 - self._tokens) / rate))
         return p
 
     def write(self, p: FleetPlan, now: float) -> list[Action]:

@@ -119,7 +119,7 @@ class RandomCompleter(BaseProcessor):
 
         def complete() -> None:
             for r in records:
-                time.sleep(random.random() / 500)
+                time.sleep(random.random() / 100)  # slow enough to watch the checkpoints advance
                 with self.lock:
                     self.done.add(r.sequence_number)
                 r.done()

@@ -215,14 +215,17 @@ def test_the_last_worker_releases_at_once_and_resigns_before_deregistering() -> 
     assert acts[-2:] == [ResignLeadership(Leader("a", 1)), Deregister()]
 
 
-def test_the_leaders_writes_per_round_are_bounded_and_it_plans_again_at_once() -> None:
+def test_the_leaders_moves_are_paced_and_it_plans_again_as_the_budget_allows() -> None:
     from consumer.config import LeaseConfig
 
-    c = coordinator(lease=LeaseConfig(max_moves_per_round=10))
+    c = coordinator(lease=LeaseConfig(max_moves_per_second=10))
     alive(c)
     lead(c)
     ls = tuple(Lease("s", f"sh{i:03d}") for i in range(25))
     acts = c.step(T0 + 1.5, WALL, [table(ls, "a", "b")])
-    assert len(writes(acts, WriteKind.ASSIGN)) == 10
-    assert of(acts, ReadTable)
-    assert LEASES.max_moves_per_round == 100
+    assert len(writes(acts, WriteKind.ASSIGN)) == 10  # one second's worth saved up
+    assert not of(c.step(T0 + 1.6, WALL, []), ReadTable)
+    assert of(c.step(T0 + 1.7, WALL, []), ReadTable)  # a fifth of a second's worth has come in
+    acts = c.step(T0 + 1.7, WALL, [table(ls[10:], "a", "b")])
+    assert len(writes(acts, WriteKind.ASSIGN)) == 2
+    assert LEASES.max_moves_per_second == 200
