@@ -13,6 +13,7 @@ Rules (docs/protocol.md, "The leader's plan"):
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,31 +61,53 @@ class FleetPlan:
 
 
 class _Loads:
-    """How many ready leases each active worker holds or has coming, against its share."""
+    """How many ready leases each active worker holds or has coming, against its share; a heap finds the
+    worker furthest below its share in log time (a plan for 10,000 shards and 2,500 workers stays cheap)."""
 
     def __init__(self, active: frozenset[str], holdings: Counter[str], targets: Mapping[str, int]) -> None:
         self.load = Counter({w: holdings.get(w, 0) for w in active})
         self.targets = targets
+        self._heap = [self._key(w) for w in self.load]
+        heapq.heapify(self._heap)
+
+    def _key(self, w: str) -> tuple[int, int, str]:
+        return (self.load[w] - self.targets.get(w, 0), self.load[w], w)
 
     def below(self, w: str) -> bool:
         return self.load[w] < self.targets.get(w, 0)
 
+    def _best(self, avoid: str | None) -> str | None:
+        """The worker with the smallest key other than ``avoid`` (stale heap entries are dropped)."""
+        aside = []
+        found = None
+        while self._heap:
+            entry = self._heap[0]
+            if entry != self._key(entry[2]):
+                heapq.heappop(self._heap)
+                continue
+            if entry[2] == avoid:
+                aside.append(heapq.heappop(self._heap))
+                continue
+            found = entry[2]
+            break
+        for entry in aside:
+            heapq.heappush(self._heap, entry)
+        return found
+
     def recipient(self, avoid: str | None = None) -> str | None:
         """The worker furthest below its share (ties: fewest leases, then name). ``avoid`` (the worker that
         gave this lease up) only when nobody else is active; another worker takes it even above its share."""
-        below = [w for w in self.load if self.below(w) and w != avoid]
-        others = [w for w in self.load if w != avoid]
-        candidates = (
-            below or (others if avoid in self.load else []) or [w for w in self.load if self.below(w)]
-        )
-        if not candidates:
-            return None
-        return min(candidates, key=lambda w: (self.load[w] - self.targets.get(w, 0), self.load[w], w))
+        best = self._best(avoid)
+        if best is not None and (self.below(best) or avoid in self.load):
+            return best
+        return avoid if avoid is not None and avoid in self.load and self.below(avoid) else None
 
     def move(self, owner: str | None, to: str) -> None:
         self.load[to] += 1
+        heapq.heappush(self._heap, self._key(to))
         if owner is not None and owner in self.load:
             self.load[owner] -= 1
+            heapq.heappush(self._heap, self._key(owner))
 
 
 def _pending(
