@@ -102,10 +102,14 @@ class Leadership:
         if ev.error or self.role is not Role.WATCHING or ev.worker_id != self.leader_id:
             return []
         beat = None if ev.worker is None else ev.worker.heartbeat
-        moved = beat is not None and (self._heartbeat is None or beat > self._heartbeat)
-        vanished = beat is None and self._heartbeat is not None
-        if moved or vanished:  # a stale read (a lower heartbeat) is neither
-            self._heartbeat, self._since = beat, now
+        if beat is None and self._heartbeat is not None:
+            # Its item just went: most likely it resigned and deregistered. Read the leadership item now
+            # (unowned: claim at once); if it still names that worker, its absence is timed from here.
+            self._heartbeat, self._since = None, now
+            self.role, self._next = Role.SEEKING, now
+            return []
+        if beat is not None and (self._heartbeat is None or beat > self._heartbeat):
+            self._heartbeat, self._since = beat, now  # moved (a stale, lower read never counts as a move)
         if now - self._since < self._cfg.lease_duration:
             return []
         return self._claim(self.item, OwnerObservation(ev.worker_id, self._heartbeat))

@@ -89,6 +89,17 @@ def test_a_leader_whose_item_is_gone_for_a_whole_lease_is_replaced() -> None:
     assert claim.dead == OwnerObservation("z", None)
 
 
+def test_a_leader_that_resigned_and_left_is_replaced_at_once() -> None:
+    c = coordinator()
+    alive(c)
+    follow(c, "z")
+    watch(c, T0 + 2, 5)
+    acts = watch(c, T0 + 3, None)
+    assert of(acts, ReadLeader) and not of(acts, ClaimLeadership)  # gone: read the item again at once
+    [claim] = of(c.step(T0 + 3, WALL, [LeaderRead(Leader(None, 2))]), ClaimLeadership)
+    assert claim == ClaimLeadership(Leader(None, 2), None)
+
+
 def test_a_lost_claim_reads_the_item_again() -> None:
     c = coordinator()
     alive(c)
