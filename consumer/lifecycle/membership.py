@@ -55,7 +55,7 @@ class Membership:
         self._next_heartbeat = now
         self._next_inbox = now
         self._next_reconcile = now
-        self._fast_until = now + config.lease_duration / 2  # a new worker expects leases soon
+        self._fast_until = float("-inf")  # a wake-up makes us poll fast (not the start: a fleet starts at once)
         self.given: frozenset[str] = frozenset()  # keys given to us, as our item last said
 
     @property

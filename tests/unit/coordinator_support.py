@@ -33,7 +33,7 @@ LEASES = LeaseConfig(
     lease_duration=10.0,
     safety_margin=2.0,
     scan_interval=1.0,
-    inbox_poll_interval=0.2,
+    inbox_poll_interval=0.1,
     idle_poll_interval=1.0,
     leader_check_interval=1.0,
 )

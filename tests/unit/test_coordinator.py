@@ -64,17 +64,17 @@ def test_a_member_heartbeats_polls_its_own_item_and_never_reads_the_table() -> N
         assert not of(c.step(T0 + t, WALL, []), ReadTable)
 
 
-def test_the_own_item_is_polled_fast_after_start_and_after_a_change_and_slowly_when_quiet() -> None:
+def test_the_own_item_is_polled_once_a_second_when_quiet_and_fast_for_half_a_lease_after_a_wake() -> None:
     c = coordinator()
     alive(c)
     follow(c)
-    polls = [t / 10 for t in range(1, 200) if of(c.step(T0 + t / 10, WALL, []), ReadInbox)]
-    fast = [t for t in polls if t < LEASES.lease_duration / 2]
-    slow = [t for t in polls if t > LEASES.lease_duration / 2 + 1]
-    assert len(fast) >= 14  # every 0.2 s (steps of 0.1 s) while a new worker expects leases
-    assert 8 <= len(slow) <= 15  # then once a second
-    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=1))])  # something moved: fast again
-    assert len([t for t in range(1, 11) if of(c.step(T0 + 20 + t / 5, WALL, []), ReadInbox)]) >= 5
+    quiet = [t for t in range(1, 100) if of(c.step(T0 + t / 10, WALL, []), ReadInbox)]
+    assert 8 <= len(quiet) <= 11  # once a second (not fast at start: a whole fleet starts at once)
+    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=1))])  # a wake-up: something is coming
+    fast = [t for t in range(1, 50) if of(c.step(T0 + 20 + t / 10, WALL, []), ReadInbox)]
+    assert len(fast) >= 40  # every 0.1 s for half a lease
+    later = [t for t in range(1, 50) if of(c.step(T0 + 26 + t / 10, WALL, []), ReadInbox)]
+    assert len(later) <= 6  # then once a second again
 
 
 def test_a_new_worker_wakes_the_leader_once() -> None:
@@ -358,6 +358,8 @@ def test_a_lease_given_while_shutting_down_is_passed_on_never_started() -> None:
 def test_next_due_follows_the_earliest_schedule() -> None:
     c = coordinator()
     c.step(T0, WALL, [])
+    assert c.next_due() <= T0 + LEASES.idle_poll_interval  # the next poll of our own item
+    c.step(T0, WALL, [InboxRead(worker("a", inbox=1))])
     assert c.next_due() <= T0 + LEASES.inbox_poll_interval
 
 
