@@ -39,7 +39,7 @@ SPARK_SETTINGS = {
     "spark.master": "local[2]",
     "spark.app.name": "bench-pipeline",
     "spark.driver.memory": "4g",
-    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.shuffle.partitions": "16",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",

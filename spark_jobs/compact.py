@@ -45,6 +45,12 @@ __all__ = ["CompactOptions", "main", "parse_args", "raw_patterns", "read_raw", "
 
 log = logging.getLogger(__name__)
 
+# Curated columns whose values are (nearly) all distinct: a Parquet dictionary for them is built and dropped.
+_NO_DICTIONARY = {
+    f"parquet.enable.dictionary#{column}": "false"
+    for column in ("sequence_number", "arrival_time", "payload", "payload_base64", "event_id")
+}
+
 
 @dataclass(frozen=True)
 class CompactOptions:
@@ -105,11 +111,19 @@ def read_raw(
     ``source_object``, the URI in ``_metadata.file_path`` (URL-encoded); Spark prunes the other objects before
     reading them.
     """
+    # Read the hour directories with a file-name filter rather than the file globs themselves: Spark lists
+    # the files of a few directories on the driver, but runs a listing job with a task per path (per object,
+    # for file globs) once there are more than 32 paths, which costs more than the read at a few thousand.
+    folders = sorted({pattern.rsplit("/", 1)[0] for pattern in patterns})
+    names = {pattern.rsplit("/", 1)[1] for pattern in patterns}
+    if len(names) != 1:
+        raise ValueError(f"raw patterns must share one file-name glob, got {sorted(names)}")
     lines = (
         spark.read.schema("value string, stream string, date string, hour string")
         .option("basePath", root)
+        .option("pathGlobFilter", names.pop())
         .option("lineSep", "\n")
-        .text(patterns)
+        .text(folders)
     )
     path = F.col("_metadata.file_path")
     if only:
@@ -204,7 +218,7 @@ def _compact(
         .transform(with_payload_columns(options.payload_columns))
         .observe(kept, F.count(F.lit(1)).alias("curated"))
     )
-    storage.write_partitioned(curated, staging.path(options.output), "parquet")
+    storage.write_partitioned(curated, staging.path(options.output), "parquet", **_NO_DICTIONARY)
     metrics = seen.get
     bad_objects = sorted(metrics.pop("bad_objects"))
     counts.update({k: int(v) for k, v in metrics.items()})

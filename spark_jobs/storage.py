@@ -172,7 +172,11 @@ class Staging:
 
 
 def write_partitioned(df: DataFrame, path: str, fmt: str, **options: str) -> None:
-    """Overwrite only the ``date``/``hour`` partitions present in ``df`` under ``path``."""
+    """Overwrite only the ``date``/``hour`` partitions present in ``df`` under ``path``.
+
+    Parquet: ``options`` may turn dictionary encoding off for columns whose values are nearly all distinct
+    (``{"parquet.enable.dictionary#payload": "false"}``): Parquet would build a dictionary for every page of
+    them and throw it away."""
     (
         df.write.format(fmt)
         .mode("overwrite")

@@ -214,7 +214,10 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         "hour",
         # RFC 8259 text is UTF-8; the text reader does not check it (and a JSON parser would read a stray
         # byte as U+FFFD, changing the record's bytes), so a line that is not valid UTF-8 is unparseable.
-        (F.col("j").isNull() | ~F.col("_syntax_ok") | ~F.is_valid_utf8("line")).alias("_unparseable"),
+        # A line in the sink's layout equals to_json's output, which is valid UTF-8: only others are checked.
+        (
+            F.col("j").isNull() | ~F.col("_syntax_ok") | (~F.col("_canonical") & ~F.is_valid_utf8("line"))
+        ).alias("_unparseable"),
         F.when(F.col("_syntax_ok") & ~F.col("_canonical"), wrong_type).alias("_wrong_type"),
         F.col("j._corrupt").isNotNull().alias("_corrupt"),
         F.coalesce(F.col("j.v"), F.lit(1)).alias("v"),
