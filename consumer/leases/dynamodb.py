@@ -367,7 +367,7 @@ class DynamoDBLeaseRepository:
                 }
             },
             wake(self.table, lease.owner),
-            wake(self.table, requester, taking=True),  # it polls fast from now on, ready for the lease
+            wake(self.table, requester, taking=True, expect=True),  # it polls fast, ready for the lease
         ]
         self.calls.add("TransactWriteItems")
         with translate_errors(self.table, f"request hand-off of {lease.key}"):

@@ -39,6 +39,7 @@ def worker_from(d: dict[str, Any]) -> WorkerItem:
         heartbeat_ms=int(d.get("heartbeat_ms", 0)),
         drain_requested=bool(d.get("drain_requested", False)),
         given=frozenset(d.get("given", ())),
+        expect=int(d.get("expect", 0)),
         streams=frozenset(d.get("streams", ())),
     )
 
@@ -52,18 +53,26 @@ def owned_condition(lease: Lease) -> tuple[str, dict[str, Any]]:
     return "epoch = :epoch AND #owner = :owner", values
 
 
-def wake(table: str, worker_id: str, *, taking: bool = False, given: str | None = None) -> dict[str, Any]:
+def wake(
+    table: str, worker_id: str, *, taking: bool = False, given: str | None = None, expect: bool = False
+) -> dict[str, Any]:
     """Bump a worker's inbox; ``taking``: only if it is registered and not draining (it will start what
-    it is given); ``given``: the lease key it is given, added to its ``given`` set until it has read it."""
+    it is given); ``given``: the lease key it is given, added to its ``given`` set until it has read it;
+    ``expect``: also bump its ``expect`` counter (a lease is on its way: poll fast)."""
     values: dict[str, Any] = {":one": 1}
     condition = "attribute_exists(lease_key)"  # the worker is registered
     if taking:
         condition += " AND draining = :false"  # and not shutting down: it would not start the lease
         values[":false"] = False
     update = "SET inbox = inbox + :one"
+    adds = []
     if given is not None:
-        update += " ADD given :given"
+        adds.append("given :given")
         values[":given"] = {given}
+    if expect:
+        adds.append("expect :one")  # ADD starts a missing number at zero
+    if adds:
+        update += " ADD " + ", ".join(adds)
     return {
         "Update": {
             "TableName": table,

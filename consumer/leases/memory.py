@@ -149,12 +149,16 @@ class InMemoryLeaseRepository:
         if worker is not None:
             self.t.workers[worker.worker_id] = replace(worker, generation=worker.generation + 1)
 
-    def _wake(self, worker_id: str, *, taking: bool = False, given: str | None = None) -> None:
+    def _wake(
+        self, worker_id: str, *, taking: bool = False, given: str | None = None, expect: bool = False
+    ) -> None:
         target = self.t.workers.get(worker_id)
         if target is None or (taking and target.draining):
             raise LeaseConflictError(f"worker {worker_id} is not registered, or is draining")
         extra = frozenset({given}) if given is not None else frozenset()
-        self.t.workers[worker_id] = replace(target, inbox=target.inbox + 1, given=target.given | extra)
+        self.t.workers[worker_id] = replace(
+            target, inbox=target.inbox + 1, given=target.given | extra, expect=target.expect + expect
+        )
 
     def create_lease(self, lease: Lease) -> bool:
         with self.t.lock:
@@ -253,7 +257,7 @@ class InMemoryLeaseRepository:
             before = dict(self.t.workers)
             try:
                 self._wake(cur.owner)
-                self._wake(requester, taking=True)
+                self._wake(requester, taking=True, expect=True)
             except LeaseConflictError:
                 self.t.workers = before
                 raise

@@ -69,6 +69,7 @@ class WorkerItem:
     heartbeat_ms: int = 0  # wall time of the last heartbeat: for operators only, never for decisions
     drain_requested: bool = False  # set by the operator's drain command
     given: frozenset[str] = frozenset()  # keys of leases given to this worker that it has not yet read
+    expect: int = 0  # bumped when the leader asks an owner to hand this worker a lease: poll fast
     streams: frozenset[str] = frozenset()  # the streams it consumes (the leader gives it only these)
     tags: dict[str, str] = field(default_factory=dict, compare=False)
 

@@ -76,7 +76,6 @@ class Coordinator:
         self.owned: dict[str, Ownership] = {}
         self._gives: dict[str, tuple[str, float]] = {}  # asked by the leader: key -> (to, not before)
         self._read_own_at = float("inf")  # when to read our leases (and those given to us)
-        self._woke_leader: str | None = None
         self._was_fenced = False
         self.shutting_down = False
         self._deadline = self._release_at = float("inf")
@@ -206,10 +205,6 @@ class Coordinator:
         actions = self.leadership.on_read(ev, self._now)
         if self.leadership.leading and not was_leading:  # still ours after a fence: lead on
             self.duties.begin(self._now, None)
-        leader = self.leadership.leader_id
-        if leader not in (None, self.id) and self._woke_leader is None and not self.shutting_down:
-            self._woke_leader = leader  # a new worker: the leader plans for us at once
-            actions.append(Wake(leader))
         return actions
 
     def _on_claimed(self, ev: LeadershipResult) -> list[Action]:

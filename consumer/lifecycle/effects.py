@@ -187,15 +187,20 @@ class Effects:
         return Reconciled(me, self._repo.get_leases(asked), asked)  # read after re-registering
 
     def _discover(self, a: Discover) -> Event:
-        changed = False
+        changed = more = False
+        left = a.limit
         for stream in a.streams:
+            if left <= 0:
+                more = True
+                break
             try:
-                changed |= bool(sync_leases(self._kinesis, self._repo, stream, a.leases))
+                done, rest = sync_leases(self._kinesis, self._repo, stream, a.leases, left)
+                changed, more, left = changed or bool(done), more or rest, left - done
             except MissingResourceError:
                 logger.error("stream missing", extra={"event": "discovery_failed", "stream": stream})
             except Exception as exc:
                 log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=_describe(exc))
-        return Discovered(changed)
+        return Discovered(changed, more)
 
     def _write(self, a: LeaseWrite) -> Event:
         try:

@@ -77,7 +77,9 @@ class LeaderDuties:
             actions.append(ReadTable())
         if self._scanned and now >= self._next_discovery:
             self._next_discovery = now + self._cfg.discovery_interval
-            actions.append(Discover(self.fleet.snapshot.leases, self.fleet.streams()))
+            actions.append(
+                Discover(self.fleet.snapshot.leases, self.fleet.streams(), self._cfg.max_moves_per_second)
+            )
         return actions
 
     def on_table(self, snap: TableSnapshot, now: float, wall_ms: int, leaving: bool) -> FleetPlan:
@@ -123,4 +125,6 @@ class LeaderDuties:
     def on_discovered(self, ev: Discovered, now: float) -> list[Action]:
         if ev.changed:
             self.scan_soon(now)
+        if ev.more:  # thousands of new shards: a second's worth of creations at a time
+            self._next_discovery = min(self._next_discovery, now + 1.0)
         return []

@@ -1,8 +1,8 @@
 """This worker's membership as state and actions, without I/O: heartbeats, the inbox, reconciliation.
 
 The inbox is our own worker item, read eventually consistent: every ``idle_poll_interval`` when all is
-quiet, every ``inbox_poll_interval`` for a while after it changed (a lease is coming, or a request) and while
-the coordinator is busy (shutting down, leading, a hand-off under way).
+quiet, every ``inbox_poll_interval`` for half a lease after its ``expect`` counter moved (the leader asked an
+owner to hand us a lease) and while the coordinator is busy (shutting down, leading, a hand-off under way).
 
 The coordinator owns one; it never reads a clock (``now`` comes in) and never calls DynamoDB (it returns
 ``Heartbeat``, ``ReadInbox`` and ``Reconcile`` actions and hears their results as events).
@@ -51,11 +51,14 @@ class Membership:
         self.draining = False
         self.valid_until = float("-inf")  # mirrors OwnValidity, which the shell extends on ``Renew``
         self._inbox = 0
+        self._expect = 0
         self._fenced = False  # our generation moved: reconcile before anything else
         self._next_heartbeat = now
         self._next_inbox = now
         self._next_reconcile = now
-        self._fast_until = float("-inf")  # a wake-up makes us poll fast (not the start: a fleet starts at once)
+        self._fast_until = float(
+            "-inf"
+        )  # a wake-up makes us poll fast (not the start: a fleet starts at once)
         self.given: frozenset[str] = frozenset()  # keys given to us, as our item last said
 
     @property
@@ -132,6 +135,8 @@ class Membership:
         if ev.worker.inbox > self._inbox:
             self._inbox = ev.worker.inbox
             out.scan_now = out.read_own = True
+        if ev.worker.expect > self._expect:  # the leader asked an owner to hand us a lease
+            self._expect = ev.worker.expect
             self.expect(now)
         self.given = ev.worker.given
         out.read_own |= bool(self.given)
@@ -146,6 +151,7 @@ class Membership:
         self._fenced = False
         self.generation = ev.worker.generation
         self._inbox = ev.worker.inbox
+        self._expect = ev.worker.expect
         self.given = ev.worker.given
         self._next_heartbeat = now
         return True

@@ -155,6 +155,7 @@ class Reconciled:
 @dataclass(frozen=True)
 class Discovered:
     changed: bool  # leases were created or retired: read the table again now
+    more: bool = False  # it stopped at its limit: discover again soon
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,7 @@ class Wake:
 class Discover:
     leases: tuple[Lease, ...]  # as last read: discovery creates only the leases nobody created yet
     streams: tuple[str, ...]  # every stream a live worker consumes
+    limit: int = 1000  # lease-table writes at most (the rest at the next discovery)
 
 
 @dataclass(frozen=True)

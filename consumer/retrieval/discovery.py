@@ -34,19 +34,25 @@ def parents_first(shards: list[ShardInfo]) -> list[ShardInfo]:
     return out
 
 
-def sync_leases(api: KinesisApi, repo: LeaseRepository, stream: str, leases: tuple[Lease, ...]) -> int:
-    """Create leases for shards without one and retire ENDED leases whose shard is gone; return changes."""
+def sync_leases(
+    api: KinesisApi, repo: LeaseRepository, stream: str, leases: tuple[Lease, ...], limit: int | None = None
+) -> tuple[int, bool]:
+    """Create leases for shards without one and retire ENDED leases whose shard is gone, at most ``limit``
+    writes (a stream of thousands of shards is created over several calls, within the table's throughput).
+    Returns (changes, whether writes remain for a later call)."""
     shards = parents_first(api.list_shards(stream))
     known = {lease.shard_id: lease for lease in leases if lease.stream == stream}
     listed = {s.shard_id for s in shards}
+    new = [s for s in shards if s.shard_id not in known]
+    gone = [lease for shard_id, lease in known.items() if lease.ended and shard_id not in listed]
+    budget = len(new) + len(gone) if limit is None else limit
     changes = 0
-    for s in shards:
-        if s.shard_id not in known and repo.create_lease(Lease(stream, s.shard_id, parents=s.parents)):
+    for s in new[:budget]:
+        if repo.create_lease(Lease(stream, s.shard_id, parents=s.parents)):
             changes += 1
             log_event(logger, "lease_created", stream=stream, shard=s.shard_id, parents=list(s.parents))
-    for shard_id, lease in known.items():
-        if lease.ended and shard_id not in listed:
-            repo.delete_lease(lease)
-            changes += 1
-            log_event(logger, "lease_retired", stream=stream, shard=shard_id)
-    return changes
+    for lease in gone[: max(0, budget - len(new))]:
+        repo.delete_lease(lease)
+        changes += 1
+        log_event(logger, "lease_retired", stream=stream, shard=lease.shard_id)
+    return changes, len(new) + len(gone) > budget

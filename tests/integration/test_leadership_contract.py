@@ -102,6 +102,7 @@ def test_a_request_wakes_the_owner_and_the_requester(b: Backend) -> None:
     b.repo.register_worker(WorkerItem("w2"))
     b.repo.request_handoff(mine, "w2", 1234)
     assert b.worker("w1").inbox == 1 and b.worker("w2").inbox == 1
+    assert (b.worker("w1").expect, b.worker("w2").expect) == (0, 1)  # only the requester polls fast
     assert b.stored(mine).handoff_to == "w2"
 
 

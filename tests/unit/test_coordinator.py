@@ -70,20 +70,20 @@ def test_the_own_item_is_polled_once_a_second_when_quiet_and_fast_for_half_a_lea
     follow(c)
     quiet = [t for t in range(1, 100) if of(c.step(T0 + t / 10, WALL, []), ReadInbox)]
     assert 8 <= len(quiet) <= 11  # once a second (not fast at start: a whole fleet starts at once)
-    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=1))])  # a wake-up: something is coming
+    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=1))])  # a plain wake-up: read, stay slow
+    assert len([t for t in range(1, 10) if of(c.step(T0 + 20 + t / 10, WALL, []), ReadInbox)]) <= 1
+    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=2, expect=1))])  # a lease is on its way to us
     fast = [t for t in range(1, 50) if of(c.step(T0 + 20 + t / 10, WALL, []), ReadInbox)]
     assert len(fast) >= 40  # every 0.1 s for half a lease
     later = [t for t in range(1, 50) if of(c.step(T0 + 26 + t / 10, WALL, []), ReadInbox)]
     assert len(later) <= 6  # then once a second again
 
 
-def test_a_new_worker_wakes_the_leader_once() -> None:
+def test_a_new_worker_does_not_wake_the_leader_which_sees_it_at_its_next_scan() -> None:
     c = coordinator()
     alive(c)
     c.step(T0 + 1, WALL, [])
-    acts = c.step(T0 + 1, WALL, [LeaderRead(Leader("z", 3))])
-    assert of(acts, Wake) == [Wake("z")]
-    assert not of(c.step(T0 + 12, WALL, [LeaderRead(Leader("z", 3))]), Wake)
+    assert not of(c.step(T0 + 1, WALL, [LeaderRead(Leader("z", 3))]), Wake)
 
 
 # -- leases given to us ---------------------------------------------------------------------------------
@@ -359,7 +359,7 @@ def test_next_due_follows_the_earliest_schedule() -> None:
     c = coordinator()
     c.step(T0, WALL, [])
     assert c.next_due() <= T0 + LEASES.idle_poll_interval  # the next poll of our own item
-    c.step(T0, WALL, [InboxRead(worker("a", inbox=1))])
+    c.step(T0, WALL, [InboxRead(worker("a", inbox=1, expect=1))])
     assert c.next_due() <= T0 + LEASES.inbox_poll_interval
 
 

@@ -157,7 +157,7 @@ def test_the_leader_reads_the_table_each_scan_interval_and_discovers_after_its_f
     c = leading()
     assert not of(c.step(T0 + 1.5, WALL, []), Discover)
     acts = c.step(T0 + 1.5, WALL, [table((), "a")])
-    assert of(acts, Discover) == [Discover((), ("s",))]
+    assert of(acts, Discover) == [Discover((), ("s",), LEASES.max_moves_per_second)]
     assert not of(c.step(T0 + 1.9, WALL, []), ReadTable)
     assert of(c.step(T0 + 2.0, WALL, []), ReadTable)
 

@@ -228,3 +228,15 @@ def test_leases_of_streams_the_worker_does_not_consume_are_left_alone() -> None:
     for w, t in ((older, t_old), (newer, t_new)):
         w.request_shutdown()
         t.join(5)
+
+
+def test_discovery_creates_at_most_its_limit_and_says_more_remain() -> None:
+    from consumer.leases.memory import InMemoryLeaseRepository
+    from consumer.retrieval.discovery import sync_leases
+
+    tables, kinesis = InMemoryTables(), InMemoryKinesis()
+    kinesis.create_stream("s", 5)
+    repo = InMemoryLeaseRepository(tables)
+    assert sync_leases(kinesis, repo, "s", (), limit=3) == (3, True)
+    assert sync_leases(kinesis, repo, "s", repo.snapshot().leases, limit=3) == (2, False)
+    assert len(tables.leases) == 5
