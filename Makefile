@@ -68,7 +68,7 @@ demo: setup
 bench: setup
 	$(PY) -m bench.fleet
 	$(PY) -m bench.faults
-	$(PY) -m bench.coordination
+	$(PY) -m bench.coordination --wall-budget 900
 
 ## bench-faults: faults injected over the network (outages, resets, slow responses) on polling and fan-out
 bench-faults: setup
@@ -84,7 +84,7 @@ bench-datapath: setup
 
 ## bench-coordination: DynamoDB cost of coordination: real workers metered by a proxy, the simulator to 10,000 shards
 bench-coordination: setup
-	$(PY) -m bench.coordination
+	$(PY) -m bench.coordination --wall-budget 900
 
 ## synth: synthesize every environment offline into cdk.out
 synth: setup
