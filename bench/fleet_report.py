@@ -20,6 +20,7 @@ _PLANNED_ROWS = (
 )
 _OTHER_ROWS = (
     ("crash_sigkill", "crash (SIGKILL 1 of 3)"),
+    ("crash_leader_sigkill", "crash of the leader (SIGKILL)"),
     ("zombie_sigstop", "zombie (SIGSTOP > lease, SIGCONT)"),
     ("shard_split", "shard split under load (4 shards)"),
     ("steady_state", "steady state (2 workers)"),

@@ -269,7 +269,9 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     time.sleep(f.settings.lease_duration + 3)
     resumed = f.signal("zombie", signal.SIGCONT)
     time.sleep(t.settle)
-    after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= stopped]
+    # Deliveries after SIGCONT (a process keeps running for a moment after kill(SIGSTOP) returns, so records
+    # delivered in that moment are from before the pause).
+    after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
     stale = [d for d in after if old_epochs.get(d.shard) == d.epoch]
     rejected = None
     if old_epochs:
