@@ -126,6 +126,9 @@ def read_raw(
         .text(folders)
     )
     path = F.col("_metadata.file_path")
+    # A folder is listed with its sub-folders; objects are the files right in an hour folder (as the globs
+    # say). Spark prunes files with this condition and also checks it per line: string functions, no regex.
+    lines = lines.where(F.substring_index(path, "/", -2).startswith("hour="))
     if only:
         lines = lines.where(path.isin(list(only)))
     if skip:

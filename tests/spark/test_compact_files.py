@@ -199,6 +199,17 @@ def test_a_line_that_is_not_utf8_is_quarantined_with_its_exact_bytes(spark, lake
     assert {r.reason for r in quarantine} == {Reason.UNPARSEABLE}
 
 
+def test_only_objects_right_in_an_hour_folder_are_read(spark, lake):
+    """The hour folders are read whole; a file in a sub-folder is no raw object (nor is a corrupt one)."""
+    write_object(lake / "raw", "s_1.jsonl.gz", [line(record(sequence_number="1"))])
+    write_object(lake / "raw", "copy/s_2.jsonl.gz", [line(record(sequence_number="2"))])
+    stray = lake / "raw" / "stream=orders" / HOUR / "copy" / "s_3.jsonl.gz"
+    stray.write_bytes(gzip.compress(line(record(sequence_number="3")).encode() * 50)[:40])
+    counts = run_compact(lake, spark=spark)
+    assert (counts["lines"], counts["curated"], counts["corrupt_objects"]) == (1, 1, [])
+    assert [r.sequence_number for r in spark.read.parquet(str(lake / "curated")).collect()] == ["1"]
+
+
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
