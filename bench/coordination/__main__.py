@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real-added", type=int, default=4, help="workers added for the real scale-out")
     p.add_argument("--real-steady", type=float, default=120.0, help="seconds of steady state metered")
     p.add_argument("--skip-real", action="store_true", help="simulate only")
+    p.add_argument("--real-only", action="store_true", help="the real run and its simulation only, not (c)")
     p.add_argument("--wall-budget", type=float, default=240.0, help="wall seconds per simulated shape")
     p.add_argument("--out", type=Path, default=REPO / "reports" / "bench")
     args = p.parse_args(argv)
@@ -92,10 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         results["real_vs_sim"] = {"real": real, "sim": sim, "comparison": _compare(real, sim)}
         print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
 
-    print("(c) simulator, every shape", flush=True)
     shapes: list[dict[str, Any]] = []
     last_simulated: dict[str, Any] | None = None
-    for s, w in SHAPES:
+    if not args.real_only:
+        print("(c) simulator, every shape", flush=True)
+    for s, w in () if args.real_only else SHAPES:
         window = _steady_window(s, w)
         out = run_shape(
             ShapeRun(
@@ -115,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     results["shapes"] = shapes
-    results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
-    print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
+    if not args.real_only:
+        results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
+        print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
