@@ -37,7 +37,7 @@ __all__ = ["FleetSim", "SimSettings", "SimWorker"]
 
 logger = logging.getLogger(__name__)
 
-STREAM = "sim-stream"
+STREAM = "bench-coordination-sim000"  # as long as the real run's stream name: the same item sizes
 LEASE_TABLE = "sim-leases"
 CHECKPOINT_TABLE = "sim-checkpoints"
 
