@@ -77,6 +77,7 @@ class Coordinator:
         self._gives: dict[str, tuple[str, float]] = {}  # asked by the leader: key -> (to, not before)
         self._read_own_at = float("inf")  # when to read our leases (and those given to us)
         self._was_fenced = False
+        self._wake_leader: str | None = None
         self.shutting_down = False
         self._deadline = self._release_at = float("inf")
         self.done = False
@@ -303,11 +304,12 @@ class Coordinator:
         if self.duties.active:
             self.duties.scan_soon(self._now)
         elif leader is not None and leader != self.id:
-            return [Wake(leader)]
+            self._wake_leader = leader  # after the draining heartbeat of this same step
         return []
 
     def _shutdown_due(self, now: float) -> list[Action]:
-        actions: list[Action] = []
+        actions: list[Action] = [Wake(self._wake_leader)] if self._wake_leader else []
+        self._wake_leader = None
         if now >= self._release_at:  # no leader asked in time: let the leader reassign them later
             self._release_at = float("inf")
             for key, o in sorted(self.owned.items()):

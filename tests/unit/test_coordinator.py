@@ -310,6 +310,7 @@ def test_shutdown_heartbeats_draining_wakes_the_leader_and_hands_on_what_the_lea
     acts = c.step(T0 + 2, WALL, [ShutdownRequested()])
     assert of(acts, Wake) == [Wake("z")]
     assert of(acts, Heartbeat) == [Heartbeat(0, 1, True)]
+    assert acts.index(of(acts, Heartbeat)[0]) < acts.index(Wake("z"))  # the leader sees us draining
     assert not of(acts, Stop)  # waits for the leader to say to whom
     assert not of(c.step(T0 + 3, WALL, []), ReadLeader)  # never claims leadership again
     asked(c, mine, "b", now=T0 + 3)
