@@ -1,10 +1,10 @@
-"""The simulator's stand-ins for what is not coordination: a clock, Kinesis discovery and shard runners."""
+"""The simulator's stand-ins for what is not coordination: a clock and shard runners (Kinesis discovery is the
+project's own ``InMemoryKinesis``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
@@ -13,9 +13,8 @@ from consumer.leases.model import Lease
 from consumer.lifecycle.messages import Outcome, ShardFinished, Stop
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.records import Position
-from consumer.retrieval.kinesis import GetRecordsResult, ShardInfo
 
-__all__ = ["ConsumptionLog", "FakeKinesis", "SimClock", "SimShardRunners", "shard_id"]
+__all__ = ["ConsumptionLog", "SimClock", "SimShardRunners"]
 
 WALL_EPOCH_MS = 1_700_000_000_000  # simulated wall time starts here (the repository stamps it on items)
 
@@ -31,38 +30,6 @@ class SimClock:
 
     def wall_ms(self) -> int:
         return WALL_EPOCH_MS + int(self.now * 1000)
-
-
-def shard_id(i: int) -> str:
-    return f"shardId-{i:012d}"
-
-
-class FakeKinesis:
-    """``list_shards`` only (discovery): ``shards`` open shards, no parents."""
-
-    def __init__(self, stream: str, shards: int) -> None:
-        self.stream = stream
-        self.shards = [ShardInfo(shard_id(i), None, None, None) for i in range(shards)]
-        self.calls = 0
-
-    def list_shards(self, stream: str) -> list[ShardInfo]:
-        self.calls += 1
-        return list(self.shards) if stream == self.stream else []
-
-    def get_shard_iterator(
-        self,
-        stream: str,
-        shard_id: str,
-        iterator_type: str,
-        *,
-        sequence: str | None = None,
-        timestamp: datetime | None = None,
-    ) -> str:
-        return f"{stream}/{shard_id}"
-
-    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
-        """The simulated shards carry no records: the runners stand in for reading them."""
-        return GetRecordsResult((), iterator, 0)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.coordination.fakes import ConsumptionLog, FakeKinesis, SimClock, SimShardRunners
+from bench.coordination.fakes import ConsumptionLog, SimClock, SimShardRunners
 from bench.coordination.ledger import Ledger
 from bench.coordination.memory_client import InMemoryDynamoDB
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
@@ -32,6 +32,7 @@ from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Event, ShutdownRequested
 from consumer.metrics.sink import InMemoryMetrics
+from consumer.retrieval.memory import InMemoryKinesis
 
 __all__ = ["FleetSim", "SimSettings", "SimWorker"]
 
@@ -172,7 +173,8 @@ class FleetSim:
         self.ledger = Ledger(self.clock.monotonic)
         self.client = _CountingClient(self.ledger)
         create_tables(self.client, LEASE_TABLE, CHECKPOINT_TABLE)
-        self.kinesis = FakeKinesis(STREAM, shards)
+        self.kinesis = InMemoryKinesis()  # discovery only: the runners stand in for reading
+        self.kinesis.create_stream(STREAM, shards)
         self.shards = shards
         self.log = ConsumptionLog(self.clock)
         self.workers: dict[str, SimWorker] = {}
