@@ -33,6 +33,7 @@ __all__ = [
     "P3",
     "Backend",
     "WallWindow",
+    "b",
     "dynamodb_backend",
     "in_step",
     "memory_backend",
@@ -126,6 +127,15 @@ class WallWindow:
 
     def __contains__(self, ms: object) -> bool:
         return isinstance(ms, int) and self.start_ms <= ms <= self.end_ms
+
+
+@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
+def b(request: pytest.FixtureRequest, unique_name: Callable[..., str]) -> Backend:
+    """The backend a contract case runs on: the in-memory fakes, then DynamoDB on moto over HTTP."""
+    if request.param == "memory":
+        return memory_backend()
+    client = request.getfixturevalue("dynamodb_client")
+    return dynamodb_backend(client, unique_name("leases"), unique_name("cps"))
 
 
 # -- assertions ---------------------------------------------------------------------------------------

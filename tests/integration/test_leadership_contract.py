@@ -3,22 +3,16 @@ backends (the in-memory fakes and DynamoDB on the moto server over HTTP)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from consumer.errors import LeaseConflictError
 from consumer.leases.model import Leader, Lease, WorkerItem
 from consumer.leases.repository import OwnerObservation
-from tests.integration.contract_support import Backend, dynamodb_backend, in_step, memory_backend, refused
-
-
-@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
-def b(request: pytest.FixtureRequest, unique_name: Callable[..., str]) -> Backend:
-    if request.param == "memory":
-        return memory_backend()
-    client = request.getfixturevalue("dynamodb_client")
-    return dynamodb_backend(client, unique_name("leases"), unique_name("cps"))
+from tests.integration.contract_support import (
+    Backend,
+    in_step,
+    refused,
+)
 
 
 def test_the_first_claim_of_an_absent_item_wins_and_a_second_one_is_refused(b: Backend) -> None:

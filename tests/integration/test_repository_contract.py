@@ -7,7 +7,6 @@ reference: a case that fails only on ``memory`` is a bug in the fakes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -26,20 +25,10 @@ from tests.integration.contract_support import (
     P3,
     Backend,
     WallWindow,
-    dynamodb_backend,
     in_step,
-    memory_backend,
     refused,
     state,
 )
-
-
-@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
-def b(request: pytest.FixtureRequest, unique_name: Callable[..., str]) -> Backend:
-    if request.param == "memory":
-        return memory_backend()
-    client = request.getfixturevalue("dynamodb_client")
-    return dynamodb_backend(client, unique_name("leases"), unique_name("cps"))
 
 
 # -- reads and creation --------------------------------------------------------------------------------
