@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
-from consumer.config import LeaseConfig, RetrievalConfig, StreamSpec, WorkerConfig
+from consumer.config import RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
@@ -20,20 +20,17 @@ from consumer.records import Position
 from consumer.retrieval.kinesis import BotoKinesis
 from consumer.sinks.raw_s3 import RawS3Sink
 from spark_jobs import compact
-from tests.integration.support import create_stream, dynamo_worker, make_names, put_records, run_in_thread
+from tests.integration.support import (
+    LEASES,
+    create_stream,
+    dynamo_worker,
+    make_names,
+    put_records,
+    run_in_thread,
+)
 from tests.unit.helpers import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-LEASES = LeaseConfig(
-    lease_duration=3.0,
-    safety_margin=0.8,
-    scan_interval=0.25,
-    inbox_poll_interval=0.1,
-    discovery_interval=0.5,
-    idle_poll_interval=0.25,
-    leader_check_interval=0.25,
-)
 
 
 class KilledBeforeCheckpoint:
