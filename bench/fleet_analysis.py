@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import random
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -18,6 +20,7 @@ __all__ = [
     "ownership_runs",
     "percentiles",
     "producer_spacing",
+    "zero_cost_gaps",
 ]
 
 
@@ -115,6 +118,32 @@ def producer_spacing(produced: Iterable[tuple[str, str, float]]) -> dict[str, fl
     return out
 
 
+def zero_cost_gaps(deliveries: Iterable[Delivery], samples: int = 2000, seed: int = 0) -> list[float]:
+    """The gaps a hand-off that took no time at all would show, under the same producer and pacing.
+
+    Such a hand-off, at instant ``tau``, would leave the shard silent from the last delivery before ``tau`` to
+    the next delivery after it, exactly as if nobody had moved. So: instants drawn uniformly over the time
+    each shard spent with one owner (the old owner's run, hand-off boundaries excluded), and for each the
+    silence around it. Every measured gap contains this floor: the wait for the shard's next record and for
+    the next paced GetRecords.
+    """
+    times: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    for d in deliveries:
+        times[(d.shard, d.worker, d.epoch)].append(d.t)
+    spans = [sorted(ts) for ts in times.values() if len(ts) > 1]
+    spans = [ts for ts in spans if ts[-1] > ts[0]]
+    if not spans:
+        return []
+    rng = random.Random(seed)
+    weights = [ts[-1] - ts[0] for ts in spans]
+    out = []
+    for ts in rng.choices(spans, weights, k=samples):
+        tau = rng.uniform(ts[0], ts[-1])
+        i = bisect.bisect_right(ts, tau)  # ts[i - 1] <= tau < ts[i]
+        out.append(ts[min(i, len(ts) - 1)] - ts[max(i - 1, 0)])
+    return out
+
+
 def analyze(
     produced: Iterable[tuple[str, str]],
     deliveries: list[Delivery],
@@ -148,7 +177,16 @@ def analyze(
     takeover: dict[tuple[str, str], float] = {}  # (signalled worker, shard): one per shard it owned
     for worker, t0 in (signals or {}).items():
         for shard in (owners_at_signal or {}).get(worker, []):
-            after = [r.first for r in runs.get(shard, []) if r.worker != worker and r.first >= t0]
+            rs = runs.get(shard, [])
+            mine = [i for i, r in enumerate(rs) if r.worker == worker and r.first < t0]
+            if not mine:
+                continue
+            later = rs[mine[-1] + 1 :]
+            # A shard that another worker already delivered before the signal had moved before it: the
+            # signal did not move it (counting it would time the next move, a cycle later).
+            if later and later[0].first < t0:
+                continue
+            after = [r.first for r in later if r.worker != worker]
             if after:
                 takeover[(worker, shard)] = round(min(after) - t0, 3)
     return {
@@ -161,6 +199,7 @@ def analyze(
         "concurrent_owner_overlaps": overlaps,
         "moved_shards": len(moves),
         "handoff_gap_s": percentiles(gaps),
+        "zero_cost_gap_s": percentiles(zero_cost_gaps(deliveries)),
         "signal_to_new_owner_first_record_s": percentiles(list(takeover.values())),
         "moves": moves,
     }

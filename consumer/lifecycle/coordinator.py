@@ -88,7 +88,7 @@ class Coordinator:
             InboxRead: self._on_inbox,
             OwnRead: lambda ev: self._on_own(ev.asked, ev.leases, ev.error),
             Reconciled: self._on_reconciled,
-            LeaderRead: self._on_leader_read,
+            LeaderRead: lambda ev: self.leadership.on_read(ev, self._now),
             LeaderWatched: lambda ev: self.leadership.on_watched(ev, self._now),
             LeadershipResult: self._on_claimed,
             TableRead: self._on_table,
@@ -107,18 +107,20 @@ class Coordinator:
             self._fenced()
         if self.done:
             return actions
-        actions += self.membership.due(now, tuple(self.owned), self._busy())
-        if not self.shutting_down:
-            actions += self.leadership.due(now)
-        actions += self.duties.due(now)
-        if now >= self._read_own_at:
-            self._read_own_at = float("inf")  # until its result
-            actions.append(ReadOwn(tuple(sorted({*self.owned, *self.membership.given}))))
+        # The shell runs actions in this order, one at a time: what a shard waits for comes first (a
+        # transfer, the read that starts a lease given to us), then membership, then the leader's work.
         actions += self._due_gives(now)
         for o in list(self.owned.values()):
             if (write := o.write()) is not None and now >= o.retry_at:
                 self.owned[o.key] = replace(o, retry_at=float("inf"))  # in flight until its result
                 actions.append(write)
+        if now >= self._read_own_at:
+            self._read_own_at = float("inf")  # until its result
+            actions.append(ReadOwn(tuple(sorted({*self.owned, *self.membership.given}))))
+        actions += self.membership.due(now, tuple(self.owned), self._busy())
+        if not self.shutting_down:
+            actions += self.leadership.due(now)
+        actions += self.duties.due(now)
         if self.shutting_down:
             actions += self._shutdown_due(now)
         return actions
@@ -201,13 +203,6 @@ class Coordinator:
         return actions + ([AckGiven(read_given)] if read_given else [])
 
     # -- leadership -------------------------------------------------------------------------------
-    def _on_leader_read(self, ev: LeaderRead) -> list[Action]:
-        was_leading = self.leadership.leading
-        actions = self.leadership.on_read(ev, self._now)
-        if self.leadership.leading and not was_leading:  # still ours after a fence: lead on
-            self.duties.begin(self._now, None)
-        return actions
-
     def _on_claimed(self, ev: LeadershipResult) -> list[Action]:
         if self.leadership.on_claimed(ev, self._now):
             self.duties.begin(self._now, ev.claim.dead)

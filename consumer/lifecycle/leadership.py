@@ -88,10 +88,10 @@ class Leadership:
         if ev.error or self.role not in (Role.SEEKING, Role.WATCHING):
             return []
         item = ev.leader
-        if item is not None and item.owner == self.me:
-            self.item, self.role = item, Role.LEADING  # ours all along (e.g. read again after a fence)
-            return []
-        if item is None or item.owner is None:
+        if item is None or item.owner is None or item.owner == self.me:
+            # Naming us (read again after a fence, or a restart under the same id): the read is eventually
+            # consistent and may predate another worker's claim, so lead again only through a claim
+            # conditional on the item as read (it fails, and we read again, if the item moved on).
             return self._claim(item, None)
         if self.item != item:
             self._heartbeat, self._since = None, now

@@ -1,8 +1,11 @@
 """One shard's processing loop, on its own thread: fetch, deliver, checkpoint, and end in one known way.
 
 The coordinator talks to it through one call, ``stop(reason)``; it answers once, with a ``ShardFinished``
-event. Transient failures (fetch or checkpoint) are retried in place by one ``RetryPolicy``; past its bound
-the loop ends with ``GAVE_UP`` and the coordinator releases the lease for another worker.
+event. A requested stop lets a poll already under way (its pacing wait and GetRecords) finish and delivers
+what it brings before the final checkpoint: the records that reached the shard since the last poll go out
+now, not one hand-off later, so the shard's silent window during a hand-off is the hand-off alone.
+Transient failures (fetch or checkpoint) are retried in place by one ``RetryPolicy``; past its bound the
+loop ends with ``GAVE_UP`` and the coordinator releases the lease for another worker.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from consumer.lifecycle.retry import RetryPolicy
 from consumer.lifecycle.shard_start import ConsumerContext, Started, open_reader, start_shard
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
-from consumer.retrieval.reader import ShardReader
+from consumer.retrieval.reader import Fetch, ShardReader
 
 __all__ = ["ConsumerContext", "ShardConsumer", "ShardGuard"]  # the first two re-exported for callers
 
@@ -41,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 
 _T = TypeVar("_T")
+
+_FINAL_FETCH_GRACE = 0.5  # seconds a poll under way at a requested stop may take beyond its pacing wait
 
 
 class _Halted(Exception):
@@ -64,6 +69,8 @@ class ShardConsumer:
         self._shard_end = False
         self._ended = False  # shard_ended was called
         self._halted_at: Position | None = None
+        self._lock = threading.Lock()  # orders stop() against the loop entering or leaving a fetch
+        self._fetching = False  # the loop waits on a fetch (a requested stop lets it finish)
         self._thread = threading.Thread(target=self._main, name=f"shard-{lease.shard_id}", daemon=True)
         cfg = ctx.config
         self._retry = RetryPolicy(
@@ -80,15 +87,38 @@ class ShardConsumer:
         self._thread.start()
 
     def stop(self, reason: ShutdownReason) -> None:
-        """REQUESTED: drain (finish the batch in flight, final checkpoint); LEASE_LOST: stop at once."""
+        """REQUESTED: drain (finish the batch in flight and a poll under way, final checkpoint); LEASE_LOST:
+        stop at once."""
         if reason is ShutdownReason.LEASE_LOST:
             self.guard.mark_lost()
-        if self._reason is None or reason is ShutdownReason.LEASE_LOST:
-            self._reason = reason
-        self._signal.set()
-        reader = self._reader
-        if reader is not None:
-            reader.interrupt()  # a fan-out subscription blocks until its next event otherwise
+        with self._lock:
+            if self._reason is None or reason is ShutdownReason.LEASE_LOST:
+                self._reason = reason
+            self._signal.set()
+            reader = self._reader
+            finishing = (
+                self._reason is ShutdownReason.REQUESTED
+                and self._fetching
+                and self._ctx.config.retrieval.mode != "fanout"  # a subscription waits for its next event
+            )
+        if reader is None:
+            return
+        if not finishing:
+            reader.interrupt()  # ends the pacing wait, drops what was fetched ahead
+            return
+        # A call that hangs (a slow network) must not hold the hand-off: past one pacing interval and a
+        # grace, the fetch is interrupted as any other.
+        grace = self._ctx.config.retrieval.idle_time_between_reads + _FINAL_FETCH_GRACE
+        timer = threading.Timer(grace, self._interrupt_fetch, (reader,))
+        timer.daemon = True
+        timer.start()
+
+    def _interrupt_fetch(self, reader: ShardReader) -> None:
+        with self._lock:
+            late = self._fetching
+        if late:
+            self._log("final_fetch_interrupted", logging.WARNING)
+            reader.interrupt()
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -200,7 +230,7 @@ class ShardConsumer:
         writer.flush_pending()
         behind: int | None = None
         if not self._batch and not self._shard_end:
-            fetched = self._open_reader().fetch()
+            fetched = self._fetch()
             if fetched is None:
                 return None
             if fetched.records:
@@ -216,6 +246,20 @@ class ShardConsumer:
         if self._shard_end and not self._batch:
             return self._end(processor, writer, policy)
         return None
+
+    def _fetch(self) -> Fetch | None:
+        """The next fetch. A requested stop that comes while we wait on it lets it finish (bounded by one
+        pacing interval and one call); it never starts a new one."""
+        reader = self._open_reader()
+        with self._lock:
+            if self._reason is not None:
+                return None
+            self._fetching = True
+        try:
+            return reader.fetch()
+        finally:
+            with self._lock:
+                self._fetching = False
 
     def _open_reader(self) -> ShardReader:
         """The reader, opened (again, after a suspension) after the last record taken."""

@@ -131,16 +131,22 @@ class Worker:
             if now >= next_metrics:
                 self._flush_metrics()
                 next_metrics = now + self._metrics_interval
-            if not events:
+            if events:  # and whatever the shard consumers reported meanwhile (a drained shard waits on it)
+                events += self._waiting()
+            else:
                 wait = min(self.coordinator.next_due(), next_metrics) - self._clock.monotonic()
                 events = self._wait(max(0.0, wait))
 
     def _wait(self, timeout: float) -> list[Event]:
         """The events that arrived within ``timeout`` (all of them, once the first is here)."""
         try:
-            events = [self._events.get(timeout=timeout)]
+            first = self._events.get(timeout=timeout)
         except queue.Empty:
             return []
+        return [first, *self._waiting()]
+
+    def _waiting(self) -> list[Event]:
+        events: list[Event] = []
         while True:
             try:
                 events.append(self._events.get_nowait())

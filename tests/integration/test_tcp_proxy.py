@@ -10,13 +10,13 @@ import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
+from tests.integration.tiny_http import tiny_http_server
 from tests.unit.helpers import wait_until
 from tools.emulators import client_kwargs
 from tools.tcp_proxy import FaultProxy, ProxyError
@@ -26,30 +26,10 @@ pytestmark = pytest.mark.integration
 BODY_SIZE = 4000
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as boto3's pooled connections use
-
-    def do_GET(self) -> None:
-        body = b"a" * BODY_SIZE
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-
 @pytest.fixture
 def http_server() -> Iterator[tuple[str, int]]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="tiny-http", daemon=True)
-    thread.start()
-    yield ("127.0.0.1", int(server.server_address[1]))
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with tiny_http_server(lambda _path: b"a" * BODY_SIZE) as server:
+        yield ("127.0.0.1", server.port)
 
 
 def _proxy_threads() -> list[str]:

@@ -160,6 +160,20 @@ def test_running_to_stopping_one_idle_poll_after_the_request_then_transferring_o
     assert latency and abs(latency[0].value - 400) < 1
 
 
+def test_a_drained_shards_transfer_runs_before_the_membership_work_due_in_the_same_step() -> None:
+    """The shell runs actions in order, one at a time: the successor must not wait behind our polls."""
+    c = coordinator()
+    alive(c)
+    mine = owning(c)
+    asked(c, mine)
+    c.step(T0 + 2.0, WALL, [])
+    acts = c.step(T0 + 6.0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)])
+    kinds = [type(a) for a in acts]
+    assert ReadInbox in kinds and Heartbeat in kinds  # both due by now
+    [transfer] = writes(acts, WriteKind.TRANSFER)
+    assert acts.index(transfer) < min(kinds.index(ReadInbox), kinds.index(Heartbeat))
+
+
 def stopped_for_handoff(c: Coordinator, mine: Lease) -> LeaseWrite:
     asked(c, mine)
     c.step(T0 + 2.0, WALL, [])

@@ -133,8 +133,26 @@ def test_a_fenced_leader_stops_planning_and_reads_the_item_again() -> None:
     assert not c.leadership.leading and not c.duties.active
     assert of(acts, ReadLeader)
     assert not writes(c.step(T0 + 2.1, WALL, [table((Lease("s", "x"),), "a")]), WriteKind.ASSIGN)
-    c.step(T0 + 2.2, WALL, [LeaderRead(Leader("a", 1))])  # nobody took it: lead on
+    # The item still names us, but the read is eventually consistent: confirm with a conditional claim.
+    [claim] = of(c.step(T0 + 2.2, WALL, [LeaderRead(Leader("a", 1))]), ClaimLeadership)
+    assert claim.seen == Leader("a", 1) and claim.dead is None
+    assert not c.leadership.leading
+    c.step(T0 + 2.3, WALL, [LeadershipResult(claim, Result.OK, Leader("a", 2))])  # nobody took it: lead on
     assert c.leadership.leading and c.duties.active
+
+
+def test_a_stale_read_naming_a_fenced_leader_does_not_make_it_lead_again() -> None:
+    c = coordinator()
+    alive(c)
+    lead(c)
+    c.step(T0 + 2, WALL, [HeartbeatResult(T0 + 2, Result.CONFLICT, fenced=True)])
+    # Another worker claimed epoch 2 already; our eventually consistent read still shows epoch 1, ours.
+    [claim] = of(c.step(T0 + 2.2, WALL, [LeaderRead(Leader("a", 1))]), ClaimLeadership)
+    acts = c.step(T0 + 2.3, WALL, [LeadershipResult(claim, Result.CONFLICT, None, error="condition failed")])
+    assert not c.leadership.leading and not c.duties.active
+    assert of(acts, ReadLeader)  # read again, at once
+    c.step(T0 + 2.4, WALL, [LeaderRead(Leader("b", 2))])
+    assert not c.leadership.leading and c.leadership.leader_id == "b"
 
 
 def test_a_stale_leader_whose_heartbeat_window_closed_plans_nothing() -> None:

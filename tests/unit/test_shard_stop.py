@@ -1,0 +1,132 @@
+"""A requested stop (a hand-off) lets the poll under way finish and delivers what it brings before the final
+checkpoint; a poll that hangs is cut off after one pacing interval and a grace; a lost lease stops at once."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+
+from consumer.checkpoint.store import CheckpointItem
+from consumer.clock import SystemClock
+from consumer.config import RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
+from consumer.leases.liveness import OwnValidity
+from consumer.leases.memory import InMemoryCheckpointStore, InMemoryTables
+from consumer.leases.model import Lease
+from consumer.lifecycle.messages import Outcome, ShardFinished
+from consumer.lifecycle.processor import ShutdownReason
+from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
+from consumer.metrics.sink import InMemoryMetrics
+from consumer.retrieval.kinesis import GetRecordsResult
+from consumer.retrieval.memory import InMemoryKinesis
+from tests.unit.helpers import Journal, RecordingProcessor
+
+PACING = 0.5  # the hang test waits on the grace path: PACING + 0.5 s
+
+
+class WatchedKinesis(InMemoryKinesis):
+    """Says when each GetRecords starts; holds the third and later ones until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: queue.Queue[int] = queue.Queue()
+        self.release = threading.Event()
+        self._n = 0
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        self._n += 1
+        self.started.put(self._n)
+        if self._n >= 3:
+            self.release.wait(10)
+        return super().get_records(iterator, limit)
+
+
+def _consumer(
+    kinesis: WatchedKinesis, journal: Journal, prefetch: int
+) -> tuple[ShardConsumer, queue.Queue[ShardFinished], InMemoryTables]:
+    kinesis.create_stream("s", 1)
+    shard = kinesis.list_shards("s")[0].shard_id
+    tables = InMemoryTables()
+    tables.checkpoints[("s", shard)] = CheckpointItem("s", shard, 1, None)
+    config = WorkerConfig(
+        application="app",
+        lease_table="leases",
+        checkpoint_table="checkpoints",
+        worker_id="w1",
+        streams=(StreamSpec("s", lambda: RecordingProcessor(journal, "w1")),),
+        retrieval=RetrievalConfig(
+            idle_time_between_reads=PACING, prefetch_batches=prefetch, initial_position="TRIM_HORIZON"
+        ),
+        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    )
+    clock = SystemClock()
+    validity = OwnValidity(clock, 60.0)
+    validity.extend(clock.monotonic())
+    finished: queue.Queue[ShardFinished] = queue.Queue()
+    ctx = ConsumerContext(
+        config,
+        kinesis,
+        InMemoryCheckpointStore(tables),
+        None,
+        InMemoryMetrics(),
+        validity,
+        clock,
+        finished.put,
+    )
+    return ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx), finished, tables
+
+
+def _start_until_the_third_poll(kinesis: WatchedKinesis, consumer: ShardConsumer) -> str:
+    """Start with one record (the first poll brings it, the second nothing); return once the third poll is
+    under way: it reads the shard when ``release`` is set."""
+    shard = consumer.lease.shard_id
+    kinesis.put("s", shard, b"first")
+    consumer.start()
+    while kinesis.started.get(timeout=5) != 3:
+        pass
+    return shard
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_a_requested_stop_delivers_what_the_poll_under_way_brings_then_checkpoints_it(prefetch: int) -> None:
+    kinesis, journal = WatchedKinesis(), Journal()
+    consumer, finished, tables = _consumer(kinesis, journal, prefetch)
+    shard = _start_until_the_third_poll(kinesis, consumer)
+    second = kinesis.put("s", shard, b"second")
+    consumer.stop(ShutdownReason.REQUESTED)  # while the third poll is under way
+    kinesis.release.set()  # it reads the shard now: "second" is there
+    done = finished.get(timeout=5)
+    consumer.join(5)
+    assert done.outcome is Outcome.STOPPED
+    assert [d[0] for d in journal.deliveries] == ["w1", "w1"]
+    assert journal.sequences()[-1] == second  # delivered by this owner, not left for the next
+    assert tables.checkpoints[("s", shard)].position.sequence == second  # type: ignore[union-attr]
+
+
+def test_a_poll_that_hangs_does_not_hold_the_hand_off() -> None:
+    """The third poll is never released (a slow network)."""
+    kinesis, journal = WatchedKinesis(), Journal()
+    consumer, finished, tables = _consumer(kinesis, journal, 1)
+    shard = _start_until_the_third_poll(kinesis, consumer)
+    consumer.stop(ShutdownReason.REQUESTED)
+    done = finished.get(timeout=PACING + 2.0)  # cut off after one pacing interval and a grace
+    kinesis.release.set()
+    consumer.join(5)
+    assert done.outcome is Outcome.STOPPED
+    assert len(journal.deliveries) == 1
+    first = journal.sequences()[0]
+    assert tables.checkpoints[("s", shard)].position.sequence == first  # type: ignore[union-attr]
+
+
+def test_a_lost_lease_does_not_wait_for_the_poll_under_way() -> None:
+    kinesis, journal = WatchedKinesis(), Journal()
+    consumer, finished, _ = _consumer(kinesis, journal, 1)
+    shard = _start_until_the_third_poll(kinesis, consumer)
+    kinesis.put("s", shard, b"second")
+    consumer.stop(ShutdownReason.LEASE_LOST)
+    done = finished.get(timeout=0.7)  # not the grace path (PACING + 0.5 s), nor the held call (10 s)
+    kinesis.release.set()
+    consumer.join(5)
+    assert done.outcome is Outcome.LOST
+    assert len(journal.deliveries) == 1
