@@ -148,6 +148,8 @@ class Demo:
         self.step("start the producer and the first worker (raw S3 sink)")
         fleet = self.fleet
         assert fleet is not None
+        # Spark's JVM (~8 s to start) starts now and waits, idle, for the fleet's output.
+        self.spark = SparkStep(self.work).start()
         fleet.start_producer()
         self._producing = True
         self.ticker = ProgressTicker(self.timing.progress_every, self._status, self.began).start()
@@ -158,7 +160,6 @@ class Demo:
         crash = self._fleet_phases(fleet, extra)
 
         self.step("stop producing, let the fleet drain, stop it gracefully")
-        self.spark = SparkStep(self.work).start()  # its JVM starts while the fleet drains
         fleet.stop_producer()
         self._producing = False
         drained = fleet.wait_drained(timeout=60)

@@ -3,7 +3,7 @@
     python -m tools.demo_spark --result RESULT.json --spark-local-dir DIR   (then one JSON line on stdin)
 
 It starts a local[2] SparkSession at once (the slow part, ~8 s) and then waits for one JSON request on
-stdin, so the demo can start it while the fleet is still draining::
+stdin, so the demo can start it before the fleet starts and use it once the fleet is done::
 
     {"lake": "<dir holding raw/>", "start": "YYYY-MM-DDTHH", "end": "YYYY-MM-DDTHH", "produced": "<jsonl>"}
 
