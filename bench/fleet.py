@@ -19,7 +19,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_analysis import analyze, handoff_moves, ownership_runs, percentiles, producer_spacing
+from bench.fleet_analysis import (
+    PHASES,
+    Milestones,
+    analyze,
+    handoff_moves,
+    handoff_phases,
+    ownership_runs,
+    percentiles,
+    producer_spacing,
+)
 from bench.fleet_report import markdown
 from bench.fleet_runner import Fleet, FleetSettings
 from bench.fleet_scenarios import DEFAULT_SCENARIOS, SCENARIOS, Scenario, Timing, count_kind
@@ -57,9 +66,19 @@ def _cost(stats: dict[str, list[dict[str, Any]]], shards: int, since_uptime: flo
     }
 
 
-def _handoff_figures(deliveries: list[Any], kinds: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    moves = handoff_moves(ownership_runs(deliveries))
-    return {name: percentiles([m.gap for m in count_kind(moves, kind)]) for name, kind in kinds.items()}
+def _handoff_figures(
+    deliveries: list[Any], kinds: dict[str, dict[str, Any]], milestones: Milestones
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per kind of hand-off: the gaps' percentiles, and each phase's (``bench.fleet_analysis.PHASES``)."""
+    runs = ownership_runs(deliveries)
+    moves, phases = handoff_moves(runs), handoff_phases(runs, milestones)
+    gaps, parts = {}, {}
+    for name, kind in kinds.items():
+        chosen = count_kind(moves, kind)
+        gaps[name] = percentiles([m.gap for m in chosen])
+        timed = [phases[(m.shard, m.epoch)] for m in chosen if (m.shard, m.epoch) in phases]
+        parts[name] = {p: percentiles([t[p] for t in timed]) for p in PHASES}
+    return gaps, parts
 
 
 def run_scenario(
@@ -92,7 +111,8 @@ def run_scenario(
     )
     kinds = extra.pop("handoff_kinds", None)
     if kinds:
-        result["handoff_gap_by_kind_s"] = _handoff_figures(deliveries, kinds)
+        gaps, parts = _handoff_figures(deliveries, kinds, fleet.milestones())
+        result["handoff_gap_by_kind_s"], result["handoff_phases_by_kind_s"] = gaps, parts
     result.update(extra)
     result["shards"], result["rate"] = settings.shards, settings.rate
     result["producer_record_interval_per_shard_s"] = producer_spacing(fleet.produced)

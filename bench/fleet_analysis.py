@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "PHASES",
     "Delivery",
     "Move",
     "Run",
     "analyze",
     "handoff_moves",
+    "handoff_phases",
     "ownership_runs",
     "percentiles",
     "producer_spacing",
@@ -84,6 +86,40 @@ def handoff_moves(runs: Mapping[str, list[Run]]) -> list[Move]:
         if a.worker != b.worker
     ]
     return sorted(out, key=lambda m: m.at)
+
+
+#: The steps of a planned hand-off, in order, each from one milestone to the next (``Milestones`` keys): from the
+#: old owner's last delivery to its shard loop's end (the final checkpoint written), to the transfer committed,
+#: to the successor reading the lease it was given, to its processor's ``initialize`` (the checkpoint read),
+#: to its first delivery (GetShardIterator, GetRecords, and a paced wait if that first read came back empty).
+PHASES = ("final checkpoint", "transfer", "successor hears", "successor starts", "first read")
+
+#: (milestone, shard, epoch) -> when it happened (epoch time): ``drained`` (old owner, its epoch),
+#: ``handed_over`` and ``received`` (the new epoch), ``init`` (the successor's processor, the new epoch).
+Milestones = Mapping[tuple[str, str, int], float]
+
+
+def handoff_phases(
+    runs: Mapping[str, list[Run]], milestones: Milestones
+) -> dict[tuple[str, int], dict[str, float]]:
+    """(shard, new epoch) -> seconds spent in each of ``PHASES``, for every change of owner whose milestones
+    were all logged; they add up to the move's gap. Only planned hand-offs log ``handed_over``: a take after a
+    crash has no such step and is left out."""
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for shard, rs in runs.items():
+        for a, b in itertools.pairwise(rs):
+            if a.worker == b.worker:
+                continue
+            marks = [milestones.get(("drained", shard, a.epoch))] + [
+                milestones.get((m, shard, b.epoch)) for m in ("handed_over", "received", "init")
+            ]
+            if any(m is None for m in marks):
+                continue
+            points = [a.last, *(m for m in marks if m is not None), b.first]
+            out[(shard, b.epoch)] = {
+                p: round(t1 - t0, 3) for p, (t0, t1) in zip(PHASES, itertools.pairwise(points), strict=True)
+            }
+    return out
 
 
 def _rank(s: list[float], q: float) -> float:

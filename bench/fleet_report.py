@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.fleet_analysis import PHASES
+
 __all__ = ["markdown"]
 
 _PLANNED_ROWS = (
@@ -62,6 +64,21 @@ def _planned(scenarios: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _phases(scenarios: dict[str, Any]) -> list[str]:
+    """Where each kind's gap goes: every phase's p50 / p99 (they do not add up at the p99)."""
+    lines = [
+        "| transition | hand-offs timed | " + " | ".join(f"{p} p50 / p99 (s)" for p in PHASES) + " |",
+        "|---|---|" + "---|" * len(PHASES),
+    ]
+    for scenario, kind, label in _PLANNED_ROWS:
+        parts = (scenarios.get(scenario) or {}).get("handoff_phases_by_kind_s", {}).get(kind)
+        if not parts:
+            continue
+        cells = " | ".join(f"{_s(parts[p].get('p50'))} / {_s(parts[p].get('p99'))}" for p in PHASES)
+        lines.append(f"| {label} | {parts[PHASES[0]].get('n', 0)} | {cells} |")
+    return lines if len(lines) > 2 else []
+
+
 def _others(scenarios: dict[str, Any]) -> list[str]:
     lines = [
         "| scenario | produced | lost | delivered twice | concurrent owners | moved shards | "
@@ -92,8 +109,9 @@ def _settings_line(summary: dict[str, Any]) -> str:
         f"(`CONSUMER_IDLE_TIME_SECONDS`), scan interval {s['scan_interval']:g} s, inbox poll "
         f"{s['inbox_poll_interval']:g} s; moto serializing `{env.get('moto_serialized_services', '?')}`; "
         f"{env.get('cpus', '?')} CPUs, {env.get('date', '?')}, wall time {summary.get('wall_time_s', 0) / 60:.1f} "
-        "min. The producer is one thread making one PutRecords call every 0.1 s and falls behind its target "
-        "when the emulator is slow; every gap includes the wait for the shard's next record and for the next "
+        "min. The producer is one thread making one PutRecords call every 0.1 s, its records spread evenly over "
+        "the hash-key space (one per shard per call at 16 shards and 160 records/s); it falls behind its target "
+        "when the emulator is slow. Every gap includes the wait for the shard's next record and for the next "
         "paced GetRecords. The zero-cost floor is the gap a hand-off that took no time would show under the "
         "same producer and pacing: the silence around random instants of one owner's run."
     )
@@ -101,7 +119,9 @@ def _settings_line(summary: dict[str, Any]) -> str:
 
 def markdown(summary: dict[str, Any]) -> str:
     scenarios = summary["scenarios"]
-    parts = [_settings_line(summary), "", *_planned(scenarios), "", *_others(scenarios)]
+    phases = _phases(scenarios)
+    parts = [_settings_line(summary), "", *_planned(scenarios), "", *([*phases, ""] if phases else [])]
+    parts += _others(scenarios)
     zombie = scenarios.get("zombie_sigstop")
     if zombie:
         parts += [

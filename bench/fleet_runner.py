@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -292,6 +293,27 @@ class Fleet:
         out: dict[str, list[str]] = {}
         for shard, (_, w) in latest.items():
             out.setdefault(w, []).append(shard)
+        return out
+
+    def milestones(self) -> dict[tuple[str, str, int], float]:
+        """When each step of every hand-off happened (``bench.fleet_analysis.Milestones``), from the workers'
+        logs (millisecond timestamps) and journals (the processors' ``initialize``)."""
+        out: dict[tuple[str, str, int], float] = {}
+        for e in self.journal():
+            if e["k"] == "init":
+                out[("init", e["s"], int(e["e"]))] = float(e["t"])
+        names = {"shard_drained": "drained", "lease_handed_over": "handed_over", "lease_received": "received"}
+        for path in self.workdir.glob("*.log"):
+            for line in path.read_text(errors="replace").splitlines():
+                if not any(f'"{event}"' in line for event in names):
+                    continue
+                try:
+                    e = json.loads(line)
+                    shard = e.get("shard") or e["lease"].rsplit("#", 1)[-1]
+                    at = datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
+                    out[(names[e["event"]], shard, int(e["epoch"]))] = at
+                except (ValueError, KeyError, TypeError):
+                    continue
         return out
 
     def worker_stats(self) -> dict[str, list[dict[str, Any]]]:

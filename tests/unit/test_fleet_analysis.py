@@ -1,10 +1,11 @@
-"""The fleet benchmark's zero-cost floor: the gap a hand-off that took no time at all would show."""
+"""The fleet benchmark's analysis: the zero-cost floor (the gap a hand-off that took no time at all would show),
+takeover times, and where a hand-off's gap goes."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.fleet_analysis import Delivery, analyze, zero_cost_gaps
+from bench.fleet_analysis import PHASES, Delivery, analyze, handoff_phases, ownership_runs, zero_cost_gaps
 
 
 def _run(worker: str, epoch: int, times: list[float], shard: str = "s0") -> list[Delivery]:
@@ -51,3 +52,25 @@ def test_a_shard_that_moved_just_before_the_signal_is_not_timed_as_a_takeover() 
     )
     assert result["signal_to_new_owner_first_record_s"]["n"] == 1
     assert result["signal_to_new_owner_first_record_s"]["max"] == pytest.approx(0.6)
+
+
+def test_a_hand_off_gap_splits_into_its_phases_and_a_crash_takeover_is_not_timed() -> None:
+    # s0 moves w1 (epoch 1) -> w2 (epoch 2) by hand-off; s1 moves w1 -> w3 after a crash (no transfer logged).
+    deliveries = (
+        _run("w1", 1, [0.0, 1.0])
+        + _run("w2", 2, [1.9, 2.0])
+        + _run("w1", 1, [0.0, 1.0], shard="s1")
+        + _run("w3", 2, [9.0], shard="s1")
+    )
+    milestones = {
+        ("drained", "s0", 1): 1.05,
+        ("handed_over", "s0", 2): 1.15,
+        ("received", "s0", 2): 1.45,
+        ("init", "s0", 2): 1.5,
+        ("received", "s1", 2): 8.5,
+        ("init", "s1", 2): 8.6,
+    }
+    phases = handoff_phases(ownership_runs(deliveries), milestones)
+    assert list(phases) == [("s0", 2)]
+    assert phases[("s0", 2)] == pytest.approx(dict(zip(PHASES, [0.05, 0.1, 0.3, 0.05, 0.4], strict=True)))
+    assert sum(phases[("s0", 2)].values()) == pytest.approx(1.9 - 1.0)
