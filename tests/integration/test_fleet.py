@@ -18,7 +18,7 @@ FAST = FleetSettings(
     idle_time=0.05,
     metrics_interval=2.0,
 )
-TIMING = Timing(warmup=6.0, settle=5.0, steady_window=0.0)
+TIMING = Timing(warmup=4.0, settle=3.0, steady_window=0.0)
 
 
 @pytest.mark.parametrize("scenario", ["scale_out_2_to_4", "scale_in_4_to_2", "rolling_restart"])
