@@ -11,7 +11,6 @@ connection kept alive across many requests is handled response by response.
 from __future__ import annotations
 
 import binascii
-import contextlib
 import logging
 import selectors
 import socket
@@ -151,11 +150,14 @@ class EventStreamShim:
             sel.register(upstream, selectors.EVENT_READ)
             while not self._stop.is_set():
                 for key, _ in sel.select(timeout=0.2):
-                    with contextlib.suppress(OSError):
+                    # Either side may go away at any time (a fault proxy resets it): that ends this connection.
+                    try:
                         data = key.fileobj.recv(65536)  # type: ignore[union-attr]
-                    if not data:
+                        if not data:
+                            return
+                        if key.fileobj is client:
+                            upstream.sendall(data)
+                        else:
+                            client.sendall(responses.feed(data))
+                    except OSError:
                         return
-                    if key.fileobj is client:
-                        upstream.sendall(data)
-                    else:
-                        client.sendall(responses.feed(data))
