@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test lint typecheck typecheck-app typecheck-stacks unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-coordination synth dist clean
+.PHONY: setup test pytest lint typecheck typecheck-app typecheck-stacks unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-coordination synth dist clean
 
 # The three installs are independent: they run side by side (each is mostly one busy core).
 setup:
@@ -40,9 +40,14 @@ $(STAMPS)/node: package.json package-lock.json
 	@touch $@
 
 ## test: lint, type-check and run every test tier (unit, integration on local emulators, infra, spark)
-# The type checks start as soon as .venv is ready, beside the other installs and each other.
+# Side by side where nothing waits on the other: the type check of the app starts as soon as .venv is ready,
+# beside the other installs; the stacks' (a minute in aws_cdk's types, one core) beside the tests. Either
+# failing fails the target.
 test:
-	@$(MAKE) --no-print-directory -j3 $(STAMPS)/node $(STAMPS)/checkov lint typecheck
+	@$(MAKE) --no-print-directory -j3 $(STAMPS)/node $(STAMPS)/checkov lint typecheck-app
+	@$(MAKE) --no-print-directory -j2 typecheck-stacks pytest
+
+pytest: setup
 	$(PY) -m pytest tests
 
 lint: $(STAMPS)/python
