@@ -47,7 +47,7 @@ test:
 	@$(MAKE) --no-print-directory -j3 $(STAMPS)/node $(STAMPS)/checkov lint typecheck-app
 	@$(MAKE) --no-print-directory -j2 typecheck-stacks pytest
 
-pytest: setup
+pytest: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
 	$(PY) -m pytest tests
 
 lint: $(STAMPS)/python

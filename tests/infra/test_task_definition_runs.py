@@ -9,7 +9,8 @@ else (no region, no tuning) comes from the test, so a setting the stacks get wro
 Before the run, the resources the environment names are created on the emulators from their templates: the
 streams as the streaming stack defines them, the tables with the state stack's key schema, the queue, and the
 raw bucket. The worker must start, take a lease on every shard, consume every record (per its EMF metrics,
-the ones the scaling alarms watch) and, on SIGTERM, land them all in the raw bucket and exit 0.
+the ones the scaling alarms watch) and, on SIGTERM, land them all in the raw bucket and exit 0. The three
+environments' workers run side by side, each on resources of its own.
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ class Worker:
         )
         self.stdout: list[str] = []
         self.stderr: list[str] = []
+        self._terminated = False
         self._threads = [
             threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout), daemon=True),
             threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr), daemon=True),
@@ -211,9 +213,14 @@ class Worker:
             assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.tail()}"
             time.sleep(0.2)
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
+    def terminate(self) -> None:
+        """SIGTERM, once."""
+        if self.proc.poll() is None and not self._terminated:
             self.proc.send_signal(signal.SIGTERM)
+        self._terminated = True
+
+    def stop(self) -> int:
+        self.terminate()
         try:
             code = self.proc.wait(timeout=60)
         finally:
@@ -251,15 +258,29 @@ def _landed(s3: Any, bucket: str, prefix: str) -> list[dict[str, Any]]:
     return lines
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_the_task_definition_runs_a_consuming_worker(
-    synth: Synth,
-    emulators: Any,
-    unique_name: Callable[..., str],
-    worker_processes: list[Worker],
-    tmp_path: Path,
-    env: str,
-) -> None:
+@dataclass
+class Run:
+    """One environment's worker, started as its task definition says, and what it must consume."""
+
+    env: str
+    worker: Worker
+    task_env: dict[str, str]
+    shards: dict[str, list[str]]
+
+    @property
+    def streams(self) -> list[str]:
+        return list(self.shards)
+
+    def leased(self) -> set[tuple[str, str]]:
+        metrics = self.worker.metrics()
+        return {(d["Stream"], d["Shard"]) for d in metrics if d.get("LeasesTaken") and "Shard" in d}
+
+    def processed(self, stream: str) -> float:
+        metrics = self.worker.metrics()
+        return sum(d.get("RecordsProcessed", 0) for d in metrics if d["Stream"] == stream and "Shard" in d)
+
+
+def _start(env: str, synth: Synth, emulators: Any, unique_name: Callable[..., str], home: Path) -> Run:
     container = _container(synth, env)
     local = LocalStack(env, synth, emulators, unique_name)
     task_env = {e["Name"]: local.resolve(e["Value"]) for e in container["Environment"]}
@@ -277,41 +298,59 @@ def test_the_task_definition_runs_a_consuming_worker(
         assert kinesis.put_records(StreamName=stream, Records=entries).get("FailedRecordCount", 0) == 0
 
     access = emulators.env()
+    home.mkdir()
     process_env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),  # what any container has; HOME without AWS config
-        "HOME": str(tmp_path),
+        "HOME": str(home),
         **_image_environment(),
         **task_env,
         **{key: access[key] for key in EMULATOR_ACCESS},
     }
-    worker = Worker(_command(container), process_env, tmp_path)
-    worker_processes.append(worker)
-    application = task_env["CONSUMER_APPLICATION"]
-    every_shard = {(stream, shard) for stream, ids in shards.items() for shard in ids}
+    return Run(env, Worker(_command(container), process_env, home), task_env, shards)
 
-    def leased() -> set[tuple[str, str]]:
-        return {(d["Stream"], d["Shard"]) for d in worker.metrics() if d.get("LeasesTaken") and "Shard" in d}
 
-    def processed(stream: str) -> float:
-        return sum(
-            d.get("RecordsProcessed", 0) for d in worker.metrics() if d["Stream"] == stream and "Shard" in d
-        )
-
-    worker.wait_for(lambda: leased() >= every_shard, f"a lease on every shard of {sorted(streams)}")
-    worker.wait_for(
-        lambda: all(processed(s) >= RECORDS_PER_STREAM for s in streams),
-        f"{RECORDS_PER_STREAM} records per stream",
+def _consumes_everything(run: Run) -> None:
+    every_shard = {(stream, shard) for stream, ids in run.shards.items() for shard in ids}
+    run.worker.wait_for(
+        lambda: run.leased() >= every_shard, f"{run.env}: a lease on every shard of {run.streams}"
+    )
+    run.worker.wait_for(
+        lambda: all(run.processed(s) >= RECORDS_PER_STREAM for s in run.streams),
+        f"{run.env}: {RECORDS_PER_STREAM} records per stream",
     )
     # The scaling alarms watch MillisBehindLatest by Application and Stream: the worker must report it so.
-    lag = [d for d in worker.metrics() if "MillisBehindLatest" in d]
-    assert {d["Stream"] for d in lag} == set(streams)
-    assert {d["Application"] for d in worker.metrics()} == {application}
+    lag = [d for d in run.worker.metrics() if "MillisBehindLatest" in d]
+    assert {d["Stream"] for d in lag} == set(run.streams), run.env
+    assert {d["Application"] for d in run.worker.metrics()} == {run.task_env["CONSUMER_APPLICATION"]}, run.env
 
-    assert worker.stop() == 0, worker.tail()
+
+def _landed_everything(run: Run, emulators: Any) -> None:
+    task_env = run.task_env
     landed = _landed(emulators.client("s3"), task_env["CONSUMER_RAW_BUCKET"], task_env["CONSUMER_RAW_PREFIX"])
     # Fresh streams and a fresh bucket: every raw line is one of ours. Stream and partition key are kept by
     # every version of the raw format (docs/data-format.md), whatever the payload's encoding.
     assert {(line["stream"], line["partition_key"]) for line in landed} == {
-        (stream, f"key-{n}") for stream in streams for n in range(RECORDS_PER_STREAM)
-    }
-    assert len(landed) >= len(streams) * RECORDS_PER_STREAM
+        (stream, f"key-{n}") for stream in run.streams for n in range(RECORDS_PER_STREAM)
+    }, run.env
+    assert len(landed) >= len(run.streams) * RECORDS_PER_STREAM, run.env
+
+
+def test_each_environments_task_definition_runs_a_consuming_worker(
+    synth: Synth,
+    emulators: Any,
+    unique_name: Callable[..., str],
+    worker_processes: list[Worker],
+    tmp_path: Path,
+) -> None:
+    """The three environments' workers run side by side, each on resources of its own."""
+    runs = []
+    for env in ENVIRONMENTS:
+        runs.append(_start(env, synth, emulators, unique_name, tmp_path / env))
+        worker_processes.append(runs[-1].worker)
+    for run in runs:
+        _consumes_everything(run)
+    for run in runs:  # SIGTERM: each lands what it consumed in the raw bucket and exits 0
+        run.worker.terminate()
+    for run in runs:
+        assert run.worker.stop() == 0, f"{run.env}: {run.worker.tail()}"
+        _landed_everything(run, emulators)
