@@ -17,8 +17,10 @@ export PYTHONDONTWRITEBYTECODE := 1
 setup:
 	@$(MAKE) --no-print-directory -j3 $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
 
+# Both venv recipes make .venv first: `python -m venv` creates a missing directory without exist_ok, so the two
+# running side by side could otherwise race to create .venv (checkov's lives inside it).
 $(STAMPS)/python: $(REQS)
-	@mkdir -p $(STAMPS)
+	@mkdir -p $(STAMPS) $(VENV)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet $(foreach f,$(sort $(wildcard requirements/*.txt)),-r $(f))
@@ -28,7 +30,7 @@ $(STAMPS)/python: $(REQS)
 # checkov pins its own boto3 (and more), which cannot share .venv with the consumer's: it gets a venv of its own.
 CHECKOV_VENV := $(VENV)/checkov
 $(STAMPS)/checkov: requirements/tools/checkov.txt
-	@mkdir -p $(STAMPS)
+	@mkdir -p $(STAMPS) $(VENV)
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip==25.3
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements/tools/checkov.txt
