@@ -2,11 +2,15 @@
 
 Fenced leases (an ownership epoch per shard), checkpoints that only the current owner can write and that
 never go back, per-record manual checkpointing, processor failures that never skip a record, and
-cooperative hand-offs between workers.
+cooperative hand-offs between workers. Processors are synchronous or asyncio (``async def`` callbacks).
+
+Embed a worker with ``consumer.create_worker(config, session=...)`` (or ``Worker.create``), then ``start()``
+/ ``stop()`` / ``join()`` or ``with``; or run ``python -m consumer run``.
 """
 
 from __future__ import annotations
 
+from consumer._version import __version__
 from consumer.config import (
     CheckpointConfig,
     LeaseConfig,
@@ -16,6 +20,7 @@ from consumer.config import (
     StreamSpec,
     WorkerConfig,
 )
+from consumer.embed import create_worker
 from consumer.errors import (
     CheckpointRejectedError,
     ConfigError,
@@ -24,6 +29,7 @@ from consumer.errors import (
     MissingResourceError,
     ProcessorLoadError,
 )
+from consumer.lifecycle.async_processor import AsyncBaseProcessor, AsyncRecordProcessor
 from consumer.lifecycle.processor import (
     BaseProcessor,
     Checkpointer,
@@ -41,6 +47,8 @@ from consumer.records import SHARD_END, Position, Record
 
 __all__ = [
     "SHARD_END",
+    "AsyncBaseProcessor",
+    "AsyncRecordProcessor",
     "BaseProcessor",
     "CheckpointConfig",
     "CheckpointRejectedError",
@@ -67,4 +75,6 @@ __all__ = [
     "StreamSpec",
     "Worker",
     "WorkerConfig",
+    "__version__",
+    "create_worker",
 ]

@@ -10,32 +10,25 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-from collections.abc import Mapping, Sequence
-from types import FrameType
-from typing import Any
+from collections.abc import Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from consumer._version import __version__
 from consumer.admin.commands import add_admin_commands
 from consumer.aws import make_client
 from consumer.aws_errors import EXIT_INVALID, EXIT_UNREACHABLE, UnreachableError, aws_call, explain
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
-from consumer.config import WorkerConfig, default_text, env_float, worker_config_from_env
+from consumer.config import WorkerConfig, default_text, worker_config_from_env
 from consumer.dynamo import create_tables
+from consumer.embed import create_worker
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
 from consumer.errors import ConfigError, ConsumerError
-from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from consumer.lifecycle.worker import Worker
 from consumer.loader import load_processor
 from consumer.logs import configure_logging, log_event
-from consumer.metrics.sink import EmfMetrics
-from consumer.preflight import Clients, check_credentials, check_table_schema, run_preflight
-from consumer.retrieval.kinesis import BotoKinesis
-from consumer.sinks.dlq import SqsDeadLetterQueue
+from consumer.preflight import check_credentials, check_table_schema
 
-__all__ = ["build_worker", "main", "parser"]
+__all__ = ["main", "parser"]
 
 logger = logging.getLogger("consumer.cli")
 
@@ -50,30 +43,6 @@ _FLAG_ENV = {
     "worker_id": "CONSUMER_WORKER_ID",
 }
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-def _metrics_interval(env: Mapping[str, str]) -> float:
-    value = env_float(env, "CONSUMER_METRICS_INTERVAL_SECONDS", 10.0)
-    if not value > 0:
-        raise ConfigError("CONSUMER_METRICS_INTERVAL_SECONDS", f"must be > 0 seconds, got {value:g}")
-    return value
-
-
-def build_worker(config: WorkerConfig, *, metrics_out: Any = None, metrics_interval: float = 10.0) -> Worker:
-    """A worker on real clients (endpoints from the usual AWS_* variables, e.g. AWS_ENDPOINT_URL)."""
-    ddb = make_client("dynamodb")
-    dlq = None
-    if config.processing.dlq_url:
-        dlq = SqsDeadLetterQueue(make_client("sqs"), config.processing.dlq_url)
-    return Worker(
-        config,
-        DynamoDBLeaseRepository(ddb, config.lease_table, config.checkpoint_table),
-        DynamoDBCheckpointStore(ddb, config.checkpoint_table),
-        BotoKinesis(make_client("kinesis")),
-        dlq=dlq,
-        metrics=EmfMetrics(config.application, config.worker_id, metrics_out),
-        metrics_interval=metrics_interval,
-    )
 
 
 def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str]]:
@@ -94,24 +63,8 @@ def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str]]:
 
 def _run(args: argparse.Namespace) -> int:
     config, env = _config(args)
-    interval = _metrics_interval(env)
-    clients: dict[str, Any] = {}
-
-    def client(service: str) -> Any:
-        if service not in clients:
-            clients[service] = make_client(service)
-        return clients[service]
-
-    run_preflight(config, Clients(client), env)
-    worker = build_worker(config, metrics_interval=interval)
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log_event(logger, "signal_received", signal=signal.Signals(signum).name)
-        worker.request_shutdown()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    worker.run()
+    worker = create_worker(config, env=env)
+    worker.run(handle_signals=True)
     return 0
 
 
@@ -157,9 +110,11 @@ def _run_epilog() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line: ``run``, ``create-tables`` and the operator commands (``status``, ``drain`` ...)."""
     p = argparse.ArgumentParser(
         prog="python -m consumer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s (kinesis-fleet-consumer) {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser(
         "run",
@@ -201,6 +156,7 @@ def _fail(exc: ConsumerError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (errors are one line on stderr, never a traceback)."""
     level = os.environ.get("CONSUMER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
     if level not in _LOG_LEVELS:
         print(

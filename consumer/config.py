@@ -16,6 +16,7 @@ from consumer.env_vars import ENV_VARS, EnvVar, variable_for
 from consumer.errors import ConfigError, ProcessorLoadError
 
 if TYPE_CHECKING:
+    from consumer.lifecycle.async_processor import AsyncRecordProcessor
     from consumer.lifecycle.processor import RecordProcessor
 
 __all__ = [
@@ -36,7 +37,8 @@ __all__ = [
 ]
 
 InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
-ProcessorFactory = Callable[[], "RecordProcessor"]
+# A processor class or any callable making one processor per shard (synchronous or asyncio).
+ProcessorFactory = Callable[[], "RecordProcessor | AsyncRecordProcessor"]
 
 
 def _positive(name: str, value: float) -> None:
@@ -379,20 +381,28 @@ def _default(field: str) -> Any:
 
 
 def worker_config_from_env(
-    env: Mapping[str, str], load_processor: Callable[[str], ProcessorFactory]
+    env: Mapping[str, str],
+    load_processor: Callable[[str], ProcessorFactory],
+    *,
+    processor: ProcessorFactory | None = None,
 ) -> WorkerConfig:
     """Build a ``WorkerConfig`` from ``CONSUMER_*`` variables (``consumer.env_vars.ENV_VARS`` lists them).
 
     ``CONSUMER_STREAMS`` is ``name`` or ``name=package.module:Class`` items separated by commas; streams
-    without their own processor use ``CONSUMER_PROCESSOR``. Every error names the variable to change.
+    without their own processor use ``CONSUMER_PROCESSOR``, or ``processor`` (a class or factory given in
+    code) when that variable is unset. Every error names the variable to change.
     """
     try:
-        return _from_env(env, load_processor)
+        return _from_env(env, load_processor, processor)
     except ConfigError as exc:
         raise _for_operator(exc) from None
 
 
-def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorFactory]) -> WorkerConfig:
+def _from_env(
+    env: Mapping[str, str],
+    load_processor: Callable[[str], ProcessorFactory],
+    processor: ProcessorFactory | None = None,
+) -> WorkerConfig:
     def required(key: str) -> str:
         value = env.get(key, "").strip()
         if not value:
@@ -412,6 +422,9 @@ def _from_env(env: Mapping[str, str], load_processor: Callable[[str], ProcessorF
             continue
         name, _, path = item.partition("=")
         path = path or default_processor
+        if not path and processor is not None:
+            specs.append(StreamSpec(name.strip(), processor))
+            continue
         if not path:
             raise ConfigError(
                 "CONSUMER_PROCESSOR", f"no processor for stream {name!r} (set it, or {name}=pkg.mod:Class)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -69,28 +70,44 @@ def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], Recor
     return make
 
 
+def _warn_returned(path: str, result: object) -> None:
+    if result is None:
+        return
+    with _warned_lock:
+        first = path not in _warned
+        _warned.add(path)
+    if first:
+        log_event(
+            logger,
+            "processor_return_value_ignored",
+            logging.WARNING,
+            processor=path,
+            returned=type(result).__name__,
+            hint="process_records returns None: records are checkpointed when it returns (auto mode) "
+            "or when each is marked done() (manual mode); a returned value is ignored",
+        )
+
+
 def _report_return_values(path: str, processor: Any) -> None:
     original = processor.process_records
+    wrapper: Callable[[ProcessRecordsInput], Any]
+    if inspect.iscoroutinefunction(original):  # stays a coroutine function: the worker runs it on its loop
 
-    def process_records(data: ProcessRecordsInput) -> Any:
-        result = original(data)
-        if result is not None:
-            with _warned_lock:
-                first = path not in _warned
-                _warned.add(path)
-            if first:
-                log_event(
-                    logger,
-                    "processor_return_value_ignored",
-                    logging.WARNING,
-                    processor=path,
-                    returned=type(result).__name__,
-                    hint="process_records returns None: records are checkpointed when it returns (auto mode) "
-                    "or when each is marked done() (manual mode); a returned value is ignored",
-                )
-        return result
+        async def process_records_async(data: ProcessRecordsInput) -> Any:
+            result = await original(data)
+            _warn_returned(path, result)
+            return result
 
+        wrapper = process_records_async
+    else:
+
+        def process_records(data: ProcessRecordsInput) -> Any:
+            result = original(data)
+            _warn_returned(path, result)
+            return result
+
+        wrapper = process_records
     try:
-        processor.process_records = process_records
+        processor.process_records = wrapper
     except (AttributeError, TypeError):  # __slots__ or a read-only attribute: leave it unwrapped
         log_event(logger, "processor_not_wrapped", logging.DEBUG, processor=path)

@@ -19,12 +19,12 @@ from consumer.aws import region
 from consumer.aws_errors import aws_call
 from consumer.config import WorkerConfig
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
-from consumer.lifecycle.processor import RecordProcessor
 from consumer.logs import log_event
 from consumer.resources import Resource
 
 __all__ = [
     "LEASE_KEY",
+    "AwsTarget",
     "Clients",
     "check_credentials",
     "check_resource",
@@ -51,10 +51,28 @@ class Clients:
         return self.make(service)
 
 
-def check_credentials() -> None:
-    """The region and credentials resolve (from variables, a profile or a role)."""
-    session = boto3.session.Session()
-    if not region():
+@dataclass(frozen=True)
+class AwsTarget:
+    """Whose credentials and which region the clients use: a boto3 session (default: a new one on the usual
+    chain) and a region that overrides the session's."""
+
+    session: boto3.session.Session | None = None
+    region: str | None = None
+
+    def resolved_region(self) -> str | None:
+        """The region the clients will use (``region``, else the session's, else ``AWS_REGION``)."""
+        if self.region:
+            return self.region
+        if self.session is not None:
+            return self.session.region_name or region()
+        return region()
+
+
+def check_credentials(target: AwsTarget | None = None) -> None:
+    """The region and credentials resolve (from variables, a profile, a role or the given session)."""
+    target = target or AwsTarget()
+    session = target.session or boto3.session.Session()
+    if not target.resolved_region():
         raise ConfigError(
             "AWS_REGION", "no AWS region: set AWS_REGION or AWS_DEFAULT_REGION (or a profile's region)"
         )
@@ -102,6 +120,7 @@ def check_table_schema(ddb: Any, table: str, setting: str) -> None:
 
 
 def check_stream(kinesis: Any, stream: str, setting: str) -> None:
+    """The stream exists and is ACTIVE (or UPDATING); the error names ``setting``."""
     with aws_call("kinesis", f"describe stream {stream!r}", setting):
         try:
             summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
@@ -146,6 +165,7 @@ def _check_bucket(s3: Any, bucket: str, setting: str) -> None:
 
 
 def check_resource(clients: Clients, resource: Resource) -> None:
+    """A resource a processor declared exists: a stream, a bucket or a queue."""
     if resource.kind == "kinesis_stream":
         check_stream(clients("kinesis"), resource.name, resource.setting)
     elif resource.kind == "s3_bucket":
@@ -171,8 +191,8 @@ def _processor_setting(env: Mapping[str, str], stream: str) -> str:
     return "CONSUMER_STREAMS" if own else "CONSUMER_PROCESSOR"
 
 
-def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, RecordProcessor]]:
-    made = []
+def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, object]]:
+    made: list[tuple[str, object]] = []
     for spec in config.streams:
         try:
             made.append((spec.name, spec.processor_factory()))
@@ -190,9 +210,13 @@ def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, 
     return made
 
 
-def run_preflight(config: WorkerConfig, clients: Clients, env: Mapping[str, str]) -> None:
-    """Run every start-up check; raise the first problem found (the worker warns about risky settings)."""
-    check_credentials()
+def run_preflight(
+    config: WorkerConfig, clients: Clients, env: Mapping[str, str], target: AwsTarget | None = None
+) -> None:
+    """Run every start-up check; raise the first problem found (the worker warns about risky settings).
+    ``env`` tells which variable set each processor (to name it in errors); ``target`` is whose credentials
+    and region the clients use."""
+    check_credentials(target)
     ddb = clients("dynamodb")
     check_table_schema(ddb, config.lease_table, "CONSUMER_LEASE_TABLE")
     check_table_schema(ddb, config.checkpoint_table, "CONSUMER_CHECKPOINT_TABLE")

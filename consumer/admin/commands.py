@@ -99,8 +99,9 @@ def _status(args: argparse.Namespace) -> int:
             return fleet_status(repo, store, kinesis, lease_duration=duration)
 
     if args.watch:
-        from consumer.admin.watch import watch
+        from consumer.admin.watch import require_rich, watch
 
+        require_rich()
         watch(read, count=args.count)
         return 0
     status = read()

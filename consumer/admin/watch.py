@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from consumer.admin.status import FleetStatus
+from consumer.errors import ConfigError
 
-__all__ = ["render", "watch"]
+__all__ = ["render", "require_rich", "watch"]
 
 _LEASE_STYLE = {
     "running": "green",
@@ -63,6 +64,18 @@ def render(status: FleetStatus) -> Any:
         style="bold",
     )
     return Group(header, shards, workers)
+
+
+def require_rich() -> None:
+    """Fail in one line, naming the extra to install, when ``rich`` (an optional dependency) is missing."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "--watch",
+            "needs the optional package 'rich': pip install 'kinesis-fleet-consumer[watch]' "
+            "(or run status without --watch)",
+        ) from None
 
 
 def watch(read: Callable[[], FleetStatus], *, interval: float = 1.0, count: int | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -153,7 +154,12 @@ class ShardCheckpointer:
     def last_checkpoint(self) -> Position | None:
         return self._writer.last
 
+    async def acheckpoint(self, position: Position | Record | None = None) -> None:
+        """``checkpoint`` from a coroutine: the write runs on the loop's default executor."""
+        await asyncio.to_thread(self.checkpoint, position)
+
     def checkpoint(self, position: Position | Record | None = None) -> None:
+        """Checkpoint ``position`` (a record or position), or the callback's default position."""
         pos = position.position if isinstance(position, Record) else position
         if pos is None:
             pos = self._default()

@@ -34,9 +34,13 @@ class LeaseGuard(Protocol):
     """Lets a processor with external side effects check, just before them, that it still owns the shard."""
 
     @property
-    def epoch(self) -> int: ...
+    def epoch(self) -> int:
+        """The ownership epoch: write it beside external side effects to fence out older owners."""
+        ...
 
-    def is_valid(self) -> bool: ...
+    def is_valid(self) -> bool:
+        """Whether this worker can still prove that it owns the shard (checked on its own monotonic clock)."""
+        ...
 
     def ensure_valid(self) -> None:
         """Raise ``LeaseLostError`` when the lease can no longer be proven ours."""
@@ -50,12 +54,20 @@ class Checkpointer(Protocol):
         """Checkpoint ``position`` (a record or position), or everything delivered and done so far."""
         ...
 
+    async def acheckpoint(self, position: Position | Record | None = None) -> None:
+        """``checkpoint`` for asyncio processors: the write runs on a thread, the event loop goes on."""
+        ...
+
     @property
-    def last_checkpoint(self) -> Position | None: ...
+    def last_checkpoint(self) -> Position | None:
+        """The position last written for this ownership (or the one it started at)."""
+        ...
 
 
 @dataclass(frozen=True)
 class InitializationInput:
+    """A shard's ownership begins: where it starts (the checkpoint, or the initial position without one)."""
+
     stream: str
     shard_id: str
     epoch: int
@@ -66,6 +78,8 @@ class InitializationInput:
 
 @dataclass(frozen=True)
 class ProcessRecordsInput:
+    """A batch of one shard's records, in order, with the checkpointer and the ownership's epoch and guard."""
+
     records: Sequence[Record]
     checkpointer: Checkpointer
     epoch: int
@@ -100,17 +114,30 @@ class ShutdownRequestedInput:
 
 @runtime_checkable
 class RecordProcessor(Protocol):
-    """One instance per shard lease. Exceptions from ``process_records`` are retried, never skipped."""
+    """One instance per shard lease. Exceptions from ``process_records`` are retried, never skipped.
 
-    def initialize(self, data: InitializationInput) -> None: ...
+    Callbacks may also be coroutines (``async def``, see ``consumer.AsyncBaseProcessor``): the worker runs
+    them on its event loop with the same guarantees."""
 
-    def process_records(self, data: ProcessRecordsInput) -> None: ...
+    def initialize(self, data: InitializationInput) -> None:
+        """The shard's ownership begins (before its first batch)."""
+        ...
 
-    def lease_lost(self, data: LeaseLostInput) -> None: ...
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        """Process one batch; raise to have it retried (then dead-lettered or the shard halted)."""
+        ...
 
-    def shard_ended(self, data: ShardEndedInput) -> None: ...
+    def lease_lost(self, data: LeaseLostInput) -> None:
+        """The lease moved on without a hand-off: stop side effects; nothing can be checkpointed."""
+        ...
 
-    def shutdown_requested(self, data: ShutdownRequestedInput) -> None: ...
+    def shard_ended(self, data: ShardEndedInput) -> None:
+        """The shard is closed and fully read: checkpoint its end so that its children can start."""
+        ...
+
+    def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        """The worker stops or hands the shard over: flush and checkpoint now."""
+        ...
 
 
 class BaseProcessor:

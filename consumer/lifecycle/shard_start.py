@@ -14,6 +14,7 @@ from consumer.clock import Clock
 from consumer.config import StreamSpec, WorkerConfig
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
+from consumer.lifecycle.async_processor import EventLoopThread, adapt
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import InitializationInput, RecordProcessor
@@ -43,6 +44,8 @@ class ConsumerContext:
     report: Callable[[ShardFinished], None]  # how the consumer's one answer reaches the coordinator
     fanout: FanOutApi | None = None
     fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
+    # The worker's one event loop for asyncio processors (its thread starts only when one runs).
+    event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: Sha
     start = stored.position
     if start is not None and start.is_shard_end:
         return Outcome.SHARD_END
-    processor = spec.processor_factory()
+    processor = adapt(spec.processor_factory(), ctx.event_loop)
     # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
     # count records as done the moment they were handed over.
     mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)

@@ -1,14 +1,18 @@
 """The worker: a thin shell that steps the coordinator and carries out its actions.
 
-One coordinator thread; every shard runs on its own thread and reports back through the one event queue.
+One coordinator thread; every shard runs on its own thread and reports back through the one event queue;
+asyncio processors' coroutines run on one event loop shared by the worker's shards.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import signal
 import threading
-from typing import cast
+from collections.abc import Mapping
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
@@ -27,12 +31,61 @@ from consumer.metrics.sink import InMemoryMetrics, MetricsSink
 from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.sinks.dlq import DeadLetterQueue
 
+if TYPE_CHECKING:
+    import boto3
+
+    from consumer.config import ProcessorFactory
+
 __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 class Worker:
+    """One member of the fleet: it registers, takes its share of the shards' leases, runs a processor per
+    shard, hands leases over cooperatively, and deregisters when stopped.
+
+    Build one on AWS clients with ``Worker.create(config, session=...)`` (start-up checks included), or
+    inject the seams (repository, checkpoint store, Kinesis) directly as the tests do. Run it in the
+    foreground with ``run()``, or in the background with ``start()`` / ``stop(timeout)`` / ``join()`` or a
+    ``with`` block; no signal handler is installed unless asked (``handle_signals=True``).
+    """
+
+    @classmethod
+    def create(
+        cls,
+        config: WorkerConfig | None = None,
+        *,
+        processor: ProcessorFactory | None = None,
+        env: Mapping[str, str] | None = None,
+        session: boto3.session.Session | None = None,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        endpoints: Mapping[str, str] | None = None,
+        checks: bool = True,
+        metrics: MetricsSink | None = None,
+        metrics_out: TextIO | None = None,
+        metrics_interval: float | None = None,
+    ) -> Worker:
+        """A worker on AWS clients, checked before it is returned; see ``consumer.create_worker``."""
+        from consumer.embed import create_worker
+
+        return create_worker(
+            config,
+            processor=processor,
+            env=env,
+            session=session,
+            region=region,
+            endpoint_url=endpoint_url,
+            endpoints=endpoints,
+            checks=checks,
+            metrics=metrics,
+            metrics_out=metrics_out,
+            metrics_interval=metrics_interval,
+        )
+
     def __init__(
         self,
         config: WorkerConfig,
@@ -82,6 +135,10 @@ class Worker:
         )
         self._metrics_interval = metrics_interval
         self._born = self._clock.monotonic()
+        self._control = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._saved_handlers: dict[int, Any] = {}
 
     @property
     def owned(self) -> dict[str, Ownership]:
@@ -93,10 +150,97 @@ class Worker:
         """Begin the graceful shutdown (safe from a signal handler: it only puts an event on the queue)."""
         self._events.put(ShutdownRequested())
 
-    def run(self) -> None:
-        """Register, consume until shutdown is requested, then hand every lease over and deregister.
+    def start(self, *, handle_signals: bool = False) -> None:
+        """Run the worker on a thread of its own and return at once (``join()`` waits for it to end).
+
+        With ``handle_signals`` (from the main thread only) SIGTERM and SIGINT start the graceful shutdown;
+        the previous handlers come back when ``join()`` or ``stop()`` sees the worker stopped."""
+        with self._control:
+            if self._thread is not None:
+                raise RuntimeError(f"worker {self.id} was already started; create a new one to run again")
+            self._thread = threading.Thread(target=self._run_capturing, name=f"worker-{self.id}", daemon=True)
+        if handle_signals:
+            self._install_signal_handlers()
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Begin the graceful shutdown (hand-offs, final checkpoints, deregistration) and wait up to
+        ``timeout`` seconds (None: until it ends). True when the worker has stopped; re-raises the error
+        that ended it, if any."""
+        self.request_shutdown()
+        return self.join(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: until it ends) for a started worker to stop. True when it
+        has stopped; re-raises the error that ended it, if any. Ctrl-C interrupts the wait."""
+        thread = self._thread
+        if thread is None:
+            raise RuntimeError(f"worker {self.id} was not started; call start() first")
+        thread.join(timeout)
+        if thread.is_alive():
+            return False
+        self._restore_signal_handlers()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    @property
+    def running(self) -> bool:
+        """True from ``start()`` until the worker has stopped."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _run_capturing(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # the worker's own thread: keep the error for join() to raise
+            self._error = exc
+            log_event(
+                logger, "worker_failed", logging.ERROR, worker=self.id, error=f"{type(exc).__name__}: {exc}"
+            )
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("handle_signals=True needs the main thread (Python delivers signals there)")
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            log_event(logger, "signal_received", signal=signal.Signals(signum).name)
+            self.request_shutdown()
+
+        for sig in _SIGNALS:
+            self._saved_handlers[sig] = signal.signal(sig, on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        if not self._saved_handlers or threading.current_thread() is not threading.main_thread():
+            return
+        for sig, handler in self._saved_handlers.items():
+            signal.signal(sig, handler)
+        self._saved_handlers.clear()
+
+    def run(self, *, handle_signals: bool = False) -> None:
+        """Register, consume until shutdown is requested, then hand every lease over and deregister; in the
+        calling thread. With ``handle_signals`` (main thread only), SIGTERM and SIGINT request the shutdown
+        while it runs.
 
         Leases are created by the leader's discovery (ListShards), not by every worker at start."""
+        if handle_signals:
+            self._install_signal_handlers()
+            try:
+                self._run()
+            finally:
+                self._restore_signal_handlers()
+            return
+        self._run()
+
+    def _run(self) -> None:
         if (warning := polling_rate_warning(self.config)) is not None:  # the settings, before any read
             log_event(logger, "config_warning", logging.WARNING, warning=warning)
         self._repo.register_worker(
@@ -116,8 +260,10 @@ class Worker:
             self._loop()
         finally:
             self._join_consumers()
+            self._ctx.event_loop.close(self.config.shutdown.final_checkpoint_timeout)
             self.metrics.flush()
             self.stopped.set()
+            log_event(logger, "worker_stopped", worker=self.id)
 
     def _loop(self) -> None:
         next_metrics = self._clock.monotonic() + self._metrics_interval

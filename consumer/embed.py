@@ -1,0 +1,138 @@
+"""Running a worker inside your own process: ``create_worker`` (also ``Worker.create``).
+
+It builds the worker the CLI runs, on AWS clients made from your boto3 session (or a region and endpoints),
+after the same start-up checks with the same one-line errors (``consumer.preflight``). It installs no signal
+handler: ``worker.start(handle_signals=True)`` or ``worker.run(handle_signals=True)`` ask for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+from consumer.aws import make_client
+from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
+from consumer.errors import ConfigError
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.lifecycle.worker import Worker
+from consumer.loader import checked_factory, load_processor
+from consumer.metrics.sink import EmfMetrics, MetricsSink
+from consumer.preflight import AwsTarget, Clients, run_preflight
+from consumer.retrieval.kinesis import BotoKinesis
+from consumer.sinks.dlq import SqsDeadLetterQueue
+
+if TYPE_CHECKING:
+    import boto3
+
+__all__ = ["create_worker"]
+
+logger = logging.getLogger(__name__)
+
+_SERVICES = ("dynamodb", "kinesis", "sqs", "s3")
+
+
+def create_worker(
+    config: WorkerConfig | None = None,
+    *,
+    processor: ProcessorFactory | None = None,
+    env: Mapping[str, str] | None = None,
+    session: boto3.session.Session | None = None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    endpoints: Mapping[str, str] | None = None,
+    checks: bool = True,
+    metrics: MetricsSink | None = None,
+    metrics_out: TextIO | None = None,
+    metrics_interval: float | None = None,
+) -> Worker:
+    """A worker on real AWS clients, checked and ready to ``start()`` (or ``run()``).
+
+    - ``config``: a typed ``WorkerConfig``; without one, the ``CONSUMER_*`` variables of ``env`` (default:
+      ``os.environ``) are read as ``python -m consumer run`` reads them, and ``processor`` (a class or
+      factory) serves the streams that name none when ``CONSUMER_PROCESSOR`` is unset.
+    - ``session``: the boto3 session whose credentials and region the clients use; ``region`` overrides
+      its region; ``endpoint_url`` (every service) or ``endpoints`` (by service: ``dynamodb``, ``kinesis``,
+      ``sqs``, ``s3``) point at other endpoints, e.g. local emulators. Without them, the usual AWS_* chain.
+    - ``checks``: the CLI's start-up checks (region and credentials, both tables and their key schema,
+      every stream, the dead-letter queue, each processor constructed once and its resources). A problem
+      raises a ``ConsumerError`` whose message is the CLI's one line (``ConfigError``,
+      ``MissingResourceError``, ``ProcessorLoadError``; ``UnreachableError`` for an endpoint that does not
+      answer).
+    - ``metrics``: where the worker's metrics go; default CloudWatch EMF documents written to
+      ``metrics_out`` (default stdout) every ``metrics_interval`` seconds (default
+      ``CONSUMER_METRICS_INTERVAL_SECONDS`` or 10).
+    """
+    source = dict(os.environ if env is None else env)
+    if config is None:
+        config = worker_config_from_env(source, load_processor, processor=_checked(processor))
+    elif processor is not None:
+        raise ConfigError(
+            "processor", "give processors in config.streams (StreamSpec) or read the environment, not both"
+        )
+    interval = metrics_interval if metrics_interval is not None else _metrics_interval(source)
+    if not interval > 0:
+        raise ConfigError("metrics_interval", f"must be > 0 seconds, got {interval:g}")
+
+    unknown = sorted(set(endpoints or {}) - set(_SERVICES))
+    if unknown:
+        raise ConfigError("endpoints", f"unknown service {unknown[0]!r}; known: {', '.join(_SERVICES)}")
+    target = AwsTarget(session=session, region=region)
+    clients = _Clients(target, endpoint_url, dict(endpoints or {}))
+    if checks:
+        run_preflight(config, Clients(clients), source, target)
+    return _build(
+        config, clients, metrics or EmfMetrics(config.application, config.worker_id, metrics_out), interval
+    )
+
+
+def _checked(processor: ProcessorFactory | None) -> ProcessorFactory | None:
+    if processor is None:
+        return None
+    name = getattr(processor, "__qualname__", type(processor).__name__)
+    return checked_factory(f"{getattr(processor, '__module__', '?')}:{name}", processor)
+
+
+def _metrics_interval(env: Mapping[str, str]) -> float:
+    value = env_float(env, "CONSUMER_METRICS_INTERVAL_SECONDS", 10.0)
+    if not value > 0:
+        raise ConfigError("CONSUMER_METRICS_INTERVAL_SECONDS", f"must be > 0 seconds, got {value:g}")
+    return value
+
+
+class _Clients:
+    """One client per service, made on first use with the caller's session, region and endpoints."""
+
+    def __init__(self, target: AwsTarget, endpoint_url: str | None, endpoints: dict[str, str]) -> None:
+        self._target = target
+        self._endpoint_url = endpoint_url
+        self._endpoints = endpoints
+        self._made: dict[str, Any] = {}
+
+    def __call__(self, service: str) -> Any:
+        if service not in self._made:
+            self._made[service] = make_client(
+                service,
+                endpoint_url=self._endpoints.get(service, self._endpoint_url),
+                region=self._target.region,
+                session=self._target.session,
+            )
+        return self._made[service]
+
+
+def _build(config: WorkerConfig, clients: _Clients, metrics: MetricsSink, interval: float) -> Worker:
+    ddb = clients("dynamodb")
+    dlq = None
+    if config.processing.dlq_url:
+        dlq = SqsDeadLetterQueue(clients("sqs"), config.processing.dlq_url)
+    return Worker(
+        config,
+        DynamoDBLeaseRepository(ddb, config.lease_table, config.checkpoint_table),
+        DynamoDBCheckpointStore(ddb, config.checkpoint_table),
+        BotoKinesis(clients("kinesis")),
+        dlq=dlq,
+        metrics=metrics,
+        metrics_interval=interval,
+    )

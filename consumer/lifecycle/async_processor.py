@@ -1,0 +1,235 @@
+"""Asyncio processors: callbacks written with ``async def`` run on one event loop per worker.
+
+Each shard keeps its own thread and its own order: the shard's thread hands a callback's coroutine to the
+worker's loop and waits for it, exactly as it waits for a synchronous callback, so ordering, retries,
+``done()``, fencing and checkpoints are the same code for both kinds. Coroutines of different shards run
+concurrently on the one loop: one that awaits slow I/O holds up only its own shard. One that blocks the loop
+(a synchronous call inside a coroutine) stalls the other async shards, never the coordinator (heartbeats,
+hand-offs run on threads of their own); a watchdog logs ``async_loop_blocked`` with the blocking stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import sys
+import threading
+import traceback
+from collections.abc import Awaitable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from consumer.lifecycle.processor import (
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
+from consumer.logs import log_event
+
+__all__ = [
+    "AsyncBaseProcessor",
+    "AsyncProcessorAdapter",
+    "AsyncRecordProcessor",
+    "EventLoopThread",
+    "adapt",
+    "is_async_processor",
+]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+CALLBACKS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
+
+
+@runtime_checkable
+class AsyncRecordProcessor(Protocol):
+    """A record processor whose callbacks are coroutines; same meaning and inputs as ``RecordProcessor``.
+
+    Checkpoint from a coroutine with ``await data.checkpointer.acheckpoint()``: the write runs on a thread,
+    so the loop (and the other shards' coroutines) go on meanwhile."""
+
+    async def initialize(self, data: InitializationInput) -> None: ...
+
+    async def process_records(self, data: ProcessRecordsInput) -> None: ...
+
+    async def lease_lost(self, data: LeaseLostInput) -> None: ...
+
+    async def shard_ended(self, data: ShardEndedInput) -> None: ...
+
+    async def shutdown_requested(self, data: ShutdownRequestedInput) -> None: ...
+
+
+class AsyncBaseProcessor:
+    """Convenience base for asyncio processors: no-op callbacks, and the shard end and a requested shutdown
+    checkpointed as the protocol requires. Subclasses define ``async def process_records``."""
+
+    async def initialize(self, data: InitializationInput) -> None:
+        return None
+
+    async def lease_lost(self, data: LeaseLostInput) -> None:
+        return None
+
+    async def shard_ended(self, data: ShardEndedInput) -> None:
+        await data.checkpointer.acheckpoint()
+
+    async def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        await data.checkpointer.acheckpoint()
+
+
+def is_async_processor(processor: object) -> bool:
+    """True when any of the processor's lifecycle callbacks is a coroutine function."""
+    return any(inspect.iscoroutinefunction(getattr(processor, name, None)) for name in CALLBACKS)
+
+
+class EventLoopThread:
+    """One asyncio event loop on a daemon thread of its own, started on first use and shared by a worker's
+    shards. ``run(coro)`` blocks the calling thread (a shard's) until the coroutine finishes."""
+
+    def __init__(self, name: str, *, blocked_warning: float = 1.0) -> None:
+        self._name = name
+        self._blocked_warning = blocked_warning
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        self.blocked_episodes = 0  # times the watchdog saw the loop held past ``blocked_warning``
+
+    @property
+    def started(self) -> bool:
+        """Whether the loop's thread was ever started (it is only when an async processor runs)."""
+        return self._thread is not None
+
+    def run(self, coro: Awaitable[_T]) -> _T:
+        """Run ``coro`` on the loop and return its result (or raise its exception) in the calling thread."""
+        loop = self._ensure_started()
+        future = asyncio.run_coroutine_threadsafe(_as_coroutine(coro), loop)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise RuntimeError(f"{self._name}: the event loop stopped while a callback ran") from None
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel what still runs, stop the loop and wait up to ``timeout`` for its thread."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._closed.set()
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(_cancel_all, loop)
+        thread.join(timeout)
+
+    def _ensure_started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._closed.is_set():
+                raise RuntimeError(f"{self._name}: the event loop is closed")
+            if self._loop is None:
+                ready = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._main, args=(ready,), name=self._name, daemon=True
+                )
+                self._thread.start()
+                ready.wait()
+            assert self._loop is not None
+            return self._loop
+
+    def _main(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        ready.set()
+        watchdog = threading.Thread(
+            target=self._watch, args=(loop,), name=f"{self._name}-watchdog", daemon=True
+        )
+        watchdog.start()
+        log_event(logger, "async_loop_started", loop=self._name)
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
+            log_event(logger, "async_loop_stopped", loop=self._name)
+
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Ping the loop; when a ping waits past ``blocked_warning``, a callback is blocking it: say where."""
+        while not self._closed.is_set() and not loop.is_closed():
+            answered = threading.Event()
+            try:
+                loop.call_soon_threadsafe(answered.set)
+            except RuntimeError:  # closed meanwhile
+                return
+            if answered.wait(self._blocked_warning) or self._closed.is_set():
+                self._closed.wait(self._blocked_warning)
+                continue
+            self.blocked_episodes += 1
+            log_event(
+                logger,
+                "async_loop_blocked",
+                logging.WARNING,
+                loop=self._name,
+                blocked_for_s=self._blocked_warning,
+                hint="a coroutine called something that blocks; await it, or run it with asyncio.to_thread",
+                stack=self._loop_stack(),
+            )
+            while not answered.wait(self._blocked_warning) and not self._closed.is_set():
+                pass  # one line per episode: wait until the loop answers again
+
+    def _loop_stack(self) -> str:
+        thread = self._thread
+        frame = sys._current_frames().get(thread.ident) if thread is not None and thread.ident else None
+        return "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
+
+
+async def _as_coroutine(awaitable: Awaitable[_T]) -> _T:
+    return await awaitable
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon(loop.stop)
+
+
+class AsyncProcessorAdapter:
+    """A ``RecordProcessor`` in front of an async one: each callback that returns an awaitable is run on the
+    worker's ``EventLoopThread`` while the shard's thread waits for it; plain callbacks run as they are.
+    Other attributes (``checkpoint_mode``, ``required_resources`` ...) are the wrapped processor's."""
+
+    def __init__(self, processor: object, loop: EventLoopThread) -> None:
+        self.processor = processor
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.processor, name)
+
+    def _call(self, name: str, data: object) -> None:
+        result = getattr(self.processor, name)(data)
+        if inspect.isawaitable(result):
+            self._loop.run(result)
+
+    def initialize(self, data: InitializationInput) -> None:
+        self._call("initialize", data)
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        self._call("process_records", data)
+
+    def lease_lost(self, data: LeaseLostInput) -> None:
+        self._call("lease_lost", data)
+
+    def shard_ended(self, data: ShardEndedInput) -> None:
+        self._call("shard_ended", data)
+
+    def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        self._call("shutdown_requested", data)
+
+
+def adapt(processor: RecordProcessor | AsyncRecordProcessor, loop: EventLoopThread) -> RecordProcessor:
+    """``processor`` itself when synchronous; an ``AsyncProcessorAdapter`` on ``loop`` when it is async."""
+    if is_async_processor(processor):
+        return AsyncProcessorAdapter(processor, loop)
+    return processor  # type: ignore[return-value]
