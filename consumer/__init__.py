@@ -11,6 +11,7 @@ Embed a worker with ``consumer.create_worker(config, session=...)`` (or ``Worker
 from __future__ import annotations
 
 from consumer._version import __version__
+from consumer.aws_errors import UnreachableError
 from consumer.config import (
     CheckpointConfig,
     LeaseConfig,
@@ -73,6 +74,7 @@ __all__ = [
     "ShutdownReason",
     "ShutdownRequestedInput",
     "StreamSpec",
+    "UnreachableError",
     "Worker",
     "WorkerConfig",
     "__version__",

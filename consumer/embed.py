@@ -12,7 +12,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from consumer.aws import make_client
+from consumer.aws_errors import explain
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
 from consumer.errors import ConfigError
@@ -82,7 +85,13 @@ def create_worker(
     target = AwsTarget(session=session, region=region)
     clients = _Clients(target, endpoint_url, dict(endpoints or {}))
     if checks:
-        run_preflight(config, Clients(clients), source, target)
+        try:
+            run_preflight(config, Clients(clients), source, target)
+        except (BotoCoreError, ClientError) as exc:  # one the checks did not name: the CLI's wording too
+            translated = explain(exc)
+            if translated is None:
+                raise
+            raise translated from exc
     return _build(
         config, clients, metrics or EmfMetrics(config.application, config.worker_id, metrics_out), interval
     )

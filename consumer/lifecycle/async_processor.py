@@ -106,7 +106,12 @@ class EventLoopThread:
 
     def run(self, coro: Awaitable[_T]) -> _T:
         """Run ``coro`` on the loop and return its result (or raise its exception) in the calling thread."""
-        loop = self._ensure_started()
+        try:
+            loop = self._ensure_started()
+        except RuntimeError:
+            if inspect.iscoroutine(coro):
+                coro.close()  # never to run: close it rather than leave it un-awaited
+            raise
         future = asyncio.run_coroutine_threadsafe(_as_coroutine(coro), loop)
         try:
             return future.result()

@@ -20,6 +20,7 @@ from consumer.config import WorkerConfig, polling_rate_warning
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.repository import LeaseRepository
+from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Deregister, Event, ShutdownRequested, Stop
@@ -120,6 +121,7 @@ class Worker:
             self._clock,
             self._events.put,
             fanout,
+            event_loop=EventLoopThread(f"asyncio-{self.id}"),
         )
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())

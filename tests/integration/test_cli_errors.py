@@ -59,10 +59,27 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])  # closed again when the block ends: nothing listens there
 
 
-def _run(base: Mapping[str, str], case: Case) -> tuple[Case, subprocess.CompletedProcess[str]]:
+# What an application embedding a worker does (``create_worker()`` reads the same variables as ``run``),
+# reporting a refusal the way the CLI does, so that the two messages can be compared line for line.
+_API_SCRIPT = """
+import sys
+from consumer import ConsumerError, UnreachableError, create_worker
+try:
+    create_worker()
+except ConsumerError as exc:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(4 if isinstance(exc, UnreachableError) else 2)
+print("error: create_worker() accepted it", file=sys.stderr)
+"""
+
+
+def _run(
+    base: Mapping[str, str], case: Case, api: bool = False
+) -> tuple[Case, subprocess.CompletedProcess[str]]:
     env = {k: v for k, v in {**base, **case.env}.items() if k not in case.drop}
+    command = ["-c", _API_SCRIPT] if api else ["-m", "consumer", *case.args]
     out = subprocess.run(
-        [sys.executable, "-m", "consumer", *case.args],
+        [sys.executable, *command],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -73,10 +90,13 @@ def _run(base: Mapping[str, str], case: Case) -> tuple[Case, subprocess.Complete
     return case, out
 
 
-def _check_all(base: Mapping[str, str], cases: list[Case]) -> None:
+def _check_all(base: Mapping[str, str], cases: list[Case], api: bool = False) -> dict[str, str]:
+    """Run every case; fail unless each gives its exit code and one ``error:`` line with its needles.
+    Returns each case's error line."""
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda c: _run(base, c), cases))
+        results = list(pool.map(lambda c: _run(base, c, api), cases))
     problems = []
+    lines = {}
     for case, out in results:
         errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
         ok = (
@@ -89,7 +109,9 @@ def _check_all(base: Mapping[str, str], cases: list[Case]) -> None:
         print(f"{case.name} -> {out.returncode}: {errors}")  # shown with -s: every message, for review
         if not ok:
             problems.append(f"{case.name}: exit {out.returncode}, stderr:\n{out.stderr[-1500:]}")
+        lines[case.name] = errors[0] if errors else ""
     assert not problems, "\n\n".join(problems)
+    return lines
 
 
 _NO_FILES = {
@@ -259,7 +281,12 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
         Case("no credentials", run, _NO_FILES, 2, ("AWS_ACCESS_KEY_ID", "credentials"), drop=_CREDENTIALS),
         Case("no region", run, _NO_FILES, 2, ("AWS_REGION",), drop=_REGION),
     ]
-    _check_all(base, cases)
+    cli = _check_all(base, cases)
+    # The same settings through the embedding API: the same start-up checks, the very same one line each
+    # (flags and CONSUMER_LOG_LEVEL belong to the CLI alone).
+    api_cases = [c for c in cases if c.name not in {"flag", "log level"}]
+    api = _check_all(base, api_cases, api=True)
+    assert {c.name: api[c.name] for c in api_cases} == {c.name: cli[c.name] for c in api_cases}
     # Nothing was registered, created or taken by any of them.
     assert dynamodb_client.scan(TableName=names.lease_table, ConsistentRead=True)["Items"] == []
 

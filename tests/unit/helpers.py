@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from consumer.config import (
     WorkerConfig,
 )
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
+from consumer.lifecycle.async_processor import AsyncBaseProcessor
 from consumer.lifecycle.processor import (
     BaseProcessor,
     InitializationInput,
@@ -42,6 +44,7 @@ class Journal:
     )  # worker, shard, seq, sub, epoch
     events: list[tuple[str, str, str]] = field(default_factory=list)  # worker, shard, event
     lock: threading.Lock = field(default_factory=threading.Lock)
+    threads: set[str] = field(default_factory=set)  # the threads async callbacks ran on
 
     def sequences(self, shard: str | None = None) -> list[str]:
         with self.lock:
@@ -91,6 +94,50 @@ class RecordingProcessor(BaseProcessor):
         data.checkpointer.checkpoint()
 
 
+class AsyncRecordingProcessor(AsyncBaseProcessor):
+    """``RecordingProcessor`` with ``async def`` callbacks: it awaits between records (so shards interleave on
+    the worker's one event loop), checkpoints with ``acheckpoint``, and notes which threads ran it."""
+
+    def __init__(
+        self, journal: Journal, worker: str, fail: Callable[[bytes], bool] | None = None, manual: bool = False
+    ) -> None:
+        self.sync = RecordingProcessor(journal, worker, fail, manual)
+        self.threads: set[str] = journal.threads
+
+    def _note_thread(self) -> None:
+        with self.sync.j.lock:
+            self.threads.add(threading.current_thread().name)
+
+    async def initialize(self, data: InitializationInput) -> None:
+        self._note_thread()
+        await asyncio.sleep(0)
+        self.sync.initialize(data)
+
+    async def process_records(self, data: ProcessRecordsInput) -> None:
+        self._note_thread()
+        await asyncio.sleep(0)
+        self.sync.process_records(data)
+
+    async def lease_lost(self, data: LeaseLostInput) -> None:
+        self._note_thread()
+        self.sync.lease_lost(data)
+
+    async def shard_ended(self, data: ShardEndedInput) -> None:
+        self._note_thread()
+        with self.sync.j.lock:
+            self.sync.j.events.append((self.sync.worker, self.sync.shard, "shard_ended"))
+        await data.checkpointer.acheckpoint()
+
+    async def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        self._note_thread()
+        with self.sync.j.lock:
+            self.sync.j.events.append((self.sync.worker, self.sync.shard, "shutdown_requested"))
+        await data.checkpointer.acheckpoint()
+
+
+PROCESSOR_KINDS = ("sync", "async")
+
+
 FAST_LEASES = LeaseConfig(
     lease_duration=1.0,
     safety_margin=0.3,
@@ -118,16 +165,18 @@ def make_worker(
     retrieval: RetrievalConfig | None = None,
     wrap_repo: Callable[[InMemoryLeaseRepository], Any] | None = None,
     wrap_checkpoints: Callable[[InMemoryCheckpointStore], Any] | None = None,
+    kind: str = "sync",
+    processor: Callable[[], Any] | None = None,
 ) -> Worker:
     manual = checkpoint is not None and checkpoint.mode == "manual"
+    processor_class = {"sync": RecordingProcessor, "async": AsyncRecordingProcessor}[kind]
+    factory = processor or (lambda: processor_class(journal, worker_id, fail, manual))
     config = WorkerConfig(
         application="app",
         lease_table="leases",
         checkpoint_table="checkpoints",
         worker_id=worker_id,
-        streams=tuple(
-            StreamSpec(name, lambda: RecordingProcessor(journal, worker_id, fail, manual)) for name in streams
-        ),
+        streams=tuple(StreamSpec(name, factory) for name in streams),
         lease=lease,
         retrieval=retrieval or RetrievalConfig(idle_time_between_reads=0.01, max_records=50),
         processing=processing or ProcessingConfig(backoff_base=0.001, backoff_max=0.01),

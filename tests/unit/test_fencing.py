@@ -15,7 +15,7 @@ from consumer.leases.repository import OwnerObservation
 from consumer.records import Position
 from consumer.retrieval.memory import InMemoryKinesis
 
-from .helpers import Journal, make_worker, start, wait_until
+from .helpers import PROCESSOR_KINDS, Journal, make_worker, start, wait_until
 
 
 class Partition:
@@ -36,13 +36,19 @@ class Partition:
         return call
 
 
-def test_cut_off_worker_stops_delivering_and_is_fenced() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_cut_off_worker_stops_delivering_and_is_fenced(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 1)
     shard = "shardId-000000000000"
     partitions: list[Partition] = []
     a = make_worker(
-        "a", tables, kinesis, journal, wrap_repo=lambda r: partitions.append(Partition(r)) or partitions[-1]
+        "a",
+        tables,
+        kinesis,
+        journal,
+        wrap_repo=lambda r: partitions.append(Partition(r)) or partitions[-1],
+        kind=kind,
     )
     wrapped = partitions[0]
     ta = start(a)
@@ -50,7 +56,7 @@ def test_cut_off_worker_stops_delivering_and_is_fenced() -> None:
         lambda: tables.leases.get(("s", shard)) is not None and tables.leases[("s", shard)].owner == "a"
     )
     old_epoch = tables.leases[("s", shard)].epoch
-    b = make_worker("b", tables, kinesis, journal)
+    b = make_worker("b", tables, kinesis, journal, kind=kind)
     tb = start(b)
     wrapped.cut.set()
     cut_at = time.monotonic()
@@ -104,13 +110,19 @@ def test_checkpoint_never_moves_back() -> None:
     assert not info.value.stale_epoch
 
 
-def test_a_lapse_without_a_taker_suspends_and_resumes_the_same_ownership() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_a_lapse_without_a_taker_suspends_and_resumes_the_same_ownership(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 1)
     shard = "shardId-000000000000"
     partitions: list[Partition] = []
     a = make_worker(
-        "a", tables, kinesis, journal, wrap_repo=lambda r: partitions.append(Partition(r)) or partitions[-1]
+        "a",
+        tables,
+        kinesis,
+        journal,
+        wrap_repo=lambda r: partitions.append(Partition(r)) or partitions[-1],
+        kind=kind,
     )
     wrapped = partitions[0]
     ta = start(a)

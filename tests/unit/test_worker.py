@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from consumer.config import CheckpointConfig, ProcessingConfig
 from consumer.leases.memory import InMemoryTables
 from consumer.leases.model import LeaseState
@@ -9,7 +11,7 @@ from consumer.records import SHARD_END, Position
 from consumer.retrieval.memory import InMemoryKinesis
 from consumer.sinks.dlq import InMemoryDeadLetterQueue
 
-from .helpers import Journal, make_worker, start, wait_until
+from .helpers import PROCESSOR_KINDS, Journal, make_worker, start, wait_until
 
 
 def fill(kinesis: InMemoryKinesis, stream: str, shards: int, per_shard: int) -> dict[str, list[str]]:
@@ -26,10 +28,11 @@ def checkpoint(tables: InMemoryTables, stream: str, shard: str) -> Position | No
     return item.position if item else None
 
 
-def test_every_record_delivered_once_and_checkpointed() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_every_record_delivered_once_and_checkpointed(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 3, 120)
-    worker = make_worker("w1", tables, kinesis, journal)
+    worker = make_worker("w1", tables, kinesis, journal, kind=kind)
     t = start(worker)
     wait_until(lambda: len(journal.deliveries) == 360, what="all records")
     wait_until(lambda: all(checkpoint(tables, "s", sh) == Position(seqs[-1]) for sh, seqs in put.items()))
@@ -37,6 +40,9 @@ def test_every_record_delivered_once_and_checkpointed() -> None:
     t.join(5)
     for shard, seqs in put.items():
         assert journal.sequences(shard) == seqs  # in order, none twice
+    # Async callbacks ran on the worker's one event loop, not a loop per shard; sync ones never start it.
+    assert journal.threads == ({"asyncio-w1"} if kind == "async" else set())
+    assert worker._ctx.event_loop.started is (kind == "async")
     assert not tables.workers  # deregistered
     assert all(lease.owner is None for lease in tables.leases.values())  # released: nobody left to take it
 
@@ -53,7 +59,8 @@ def test_two_streams_each_with_its_processor() -> None:
     assert {k[0] for k in tables.leases} == {"a", "b"}
 
 
-def test_failing_record_goes_to_dlq_and_nothing_is_skipped() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_failing_record_goes_to_dlq_and_nothing_is_skipped(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 1, 20)
     dlq = InMemoryDeadLetterQueue()
@@ -67,6 +74,7 @@ def test_failing_record_goes_to_dlq_and_nothing_is_skipped() -> None:
         processing=ProcessingConfig(
             max_attempts=3, backoff_base=0.001, on_failure="dlq", dlq_url="mem://dlq"
         ),
+        kind=kind,
     )
     t = start(worker)
     shard = "shardId-000000000000"
@@ -81,7 +89,8 @@ def test_failing_record_goes_to_dlq_and_nothing_is_skipped() -> None:
     assert worker.metrics.total("DeadLettered") == 1  # type: ignore[attr-defined]
 
 
-def test_halt_policy_stops_the_shard_before_the_failing_record() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_halt_policy_stops_the_shard_before_the_failing_record(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 2, 20)
     worker = make_worker(
@@ -91,6 +100,7 @@ def test_halt_policy_stops_the_shard_before_the_failing_record() -> None:
         journal,
         fail=lambda d: d == b"r0-5",
         processing=ProcessingConfig(max_attempts=2, backoff_base=0.001, on_failure="halt"),
+        kind=kind,
     )
     t = start(worker)
     bad, good = "shardId-000000000000", "shardId-000000000001"
@@ -105,11 +115,17 @@ def test_halt_policy_stops_the_shard_before_the_failing_record() -> None:
     assert checkpoint(tables, "s", bad) == Position(put[bad][4])
 
 
-def test_manual_mode_checkpoints_what_is_done() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_manual_mode_checkpoints_what_is_done(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 2, 50)
     worker = make_worker(
-        "w1", tables, kinesis, journal, checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05)
+        "w1",
+        tables,
+        kinesis,
+        journal,
+        checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05),
+        kind=kind,
     )
     t = start(worker)
     wait_until(lambda: all(checkpoint(tables, "s", sh) == Position(seqs[-1]) for sh, seqs in put.items()))
@@ -117,10 +133,11 @@ def test_manual_mode_checkpoints_what_is_done() -> None:
     t.join(5)
 
 
-def test_split_and_merge_children_after_parents_and_nothing_lost() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_split_and_merge_children_after_parents_and_nothing_lost(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 2, 30)
-    worker = make_worker("w1", tables, kinesis, journal)
+    worker = make_worker("w1", tables, kinesis, journal, kind=kind)
     t = start(worker)
     wait_until(lambda: len(journal.deliveries) == 60)
     kid_a, kid_b = kinesis.split("s", "shardId-000000000000")
@@ -159,11 +176,12 @@ def test_expired_iterator_is_recovered_without_skipping() -> None:
     assert journal.sequences(shard) == put[shard] + more
 
 
-def test_shutdown_hands_leases_to_the_other_worker_which_resumes_at_the_checkpoint() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_shutdown_hands_leases_to_the_other_worker_which_resumes_at_the_checkpoint(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 4, 40)
-    a = make_worker("a", tables, kinesis, journal)
-    b = make_worker("b", tables, kinesis, journal)
+    a = make_worker("a", tables, kinesis, journal, kind=kind)
+    b = make_worker("b", tables, kinesis, journal, kind=kind)
     ta, tb = start(a), start(b)
     wait_until(lambda: len(journal.deliveries) == 160)
     wait_until(lambda: {lease.owner for lease in tables.leases.values()} == {"a", "b"}, what="balanced")
@@ -178,13 +196,14 @@ def test_shutdown_hands_leases_to_the_other_worker_which_resumes_at_the_checkpoi
         assert journal.sequences(shard) == put[shard] + extra[shard]  # exactly once across the hand-off
 
 
-def test_scale_out_moves_leases_by_handoff_without_duplicates() -> None:
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
+def test_scale_out_moves_leases_by_handoff_without_duplicates(kind: str) -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     put = fill(kinesis, "s", 4, 20)
-    a = make_worker("a", tables, kinesis, journal)
+    a = make_worker("a", tables, kinesis, journal, kind=kind)
     ta = start(a)
     wait_until(lambda: len(journal.deliveries) == 80)
-    b = make_worker("b", tables, kinesis, journal)
+    b = make_worker("b", tables, kinesis, journal, kind=kind)
     tb = start(b)
     wait_until(lambda: sum(1 for x in tables.leases.values() if x.owner == "b") == 2, what="b gets its share")
     more = {sh: [kinesis.put("s", sh, b"x") for _ in range(5)] for sh in put}
