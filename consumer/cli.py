@@ -24,6 +24,7 @@ from consumer.dynamo import create_tables
 from consumer.embed import create_worker
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
 from consumer.errors import ConfigError, ConsumerError
+from consumer.health import add_health_command, attach_heartbeat
 from consumer.loader import load_processor
 from consumer.logs import configure_logging, log_event
 from consumer.preflight import check_credentials, check_table_schema
@@ -64,6 +65,7 @@ def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str]]:
 def _run(args: argparse.Namespace) -> int:
     config, env = _config(args)
     worker = create_worker(config, env=env)
+    attach_heartbeat(worker, config.health)  # the liveness file `health` checks (CONSUMER_HEALTH_FILE)
     worker.run(handle_signals=True)
     return 0
 
@@ -146,6 +148,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ct.set_defaults(func=_create_tables)
     add_admin_commands(sub)
+    add_health_command(sub)
     return p
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckpointConfig",
+    "HealthConfig",
     "LeaseConfig",
     "ProcessingConfig",
     "RetrievalConfig",
@@ -249,6 +250,18 @@ class ShutdownConfig:
 
 
 @dataclass(frozen=True)
+class HealthConfig:
+    """Liveness: the coordinator loop touches ``file`` on every step (at least once a second while it runs);
+    ``python -m consumer health`` fails when the file is older than ``max_age`` seconds, or missing."""
+
+    file: str | None = None
+    max_age: float = 30.0
+
+    def __post_init__(self) -> None:
+        _positive("health.max_age", self.max_age)
+
+
+@dataclass(frozen=True)
 class StreamSpec:
     """One stream this application consumes and the factory of its record processors (one per shard)."""
 
@@ -278,6 +291,7 @@ class WorkerConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     processing: ProcessingConfig = field(default_factory=ProcessingConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
 
     def __post_init__(self) -> None:
         for name in ("application", "lease_table", "checkpoint_table", "worker_id"):
@@ -303,6 +317,7 @@ _SECTIONS: dict[str, type] = {
     "checkpoint": CheckpointConfig,
     "processing": ProcessingConfig,
     "shutdown": ShutdownConfig,
+    "health": HealthConfig,
 }
 
 #: Polling faster than this can exceed Kinesis's 5 GetRecords per second per shard.
@@ -487,6 +502,10 @@ def _from_env(
                 "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS",
                 min(_default("shutdown.final_checkpoint_timeout"), deadline),
             ),
+        ),
+        health=HealthConfig(
+            file=env.get("CONSUMER_HEALTH_FILE", "").strip() or None,
+            max_age=f("CONSUMER_HEALTH_MAX_AGE_SECONDS", "health.max_age"),
         ),
     )
 

@@ -123,6 +123,17 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "wait for in-flight records at shutdown (at most the deadline)",
         default="min(5, shutdown deadline)",
     ),
+    EnvVar(
+        "CONSUMER_HEALTH_FILE",
+        "health.file",
+        "touched on every coordinator step; `health` checks its age (the image sets it)",
+        default="",
+    ),
+    EnvVar(
+        "CONSUMER_HEALTH_MAX_AGE_SECONDS",
+        "health.max_age",
+        "`health` fails when the file is older than this",
+    ),
     EnvVar("CONSUMER_METRICS_INTERVAL_SECONDS", "metrics_interval", "EMF metrics flush", default="10"),
     EnvVar("CONSUMER_LOG_LEVEL", "log_level", "DEBUG, INFO, WARNING or ERROR", default="INFO"),
 )

@@ -82,6 +82,9 @@ class Coordinator:
         self._deadline = self._release_at = float("inf")
         self.done = False
         self._now, self._wall_ms = now, 0
+        # Called with ``now`` at the start of every step: the liveness hook (consumer.health.Heartbeat). The
+        # step itself stays pure; whoever drives it decides what a step's pulse does.
+        self.on_step: Callable[[float], None] | None = None
         self._handlers: dict[type, Callable[[Any], list[Action]]] = {
             Tick: lambda _ev: [],
             HeartbeatResult: lambda ev: self.membership.on_heartbeat(ev, self._now),
@@ -100,6 +103,8 @@ class Coordinator:
 
     # -- the step ---------------------------------------------------------------------------------
     def step(self, now: float, wall_ms: int, events: Sequence[Event]) -> list[Action]:
+        if self.on_step is not None:
+            self.on_step(now)
         self._now, self._wall_ms = now, wall_ms
         actions: list[Action] = []
         for ev in events:
