@@ -146,6 +146,8 @@ PROCESSOR_ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("RAW_MAX_RECORDS", "", "raw S3 sink: flush a buffer at this many records", default="10000"),
     EnvVar("RAW_MAX_AGE_SECONDS", "", "raw S3 sink: flush a buffer this old", default="60"),
     EnvVar("COPIER_TARGET_STREAM", "", "stream copier: the stream to copy into", required=True),
+    EnvVar("WEBHOOK_URL", "", "async webhook: the endpoint each batch is POSTed to", required=True),
+    EnvVar("WEBHOOK_TIMEOUT_SECONDS", "", "async webhook: connect, send and answer timeout", default="10"),
 )
 
 _BY_FIELD = {v.field: v.name for v in ENV_VARS if v.field}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import threading
@@ -12,10 +13,11 @@ import pytest
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import CheckpointConfig, ProcessingConfig
 from consumer.errors import CheckpointRejectedError
+from consumer.lifecycle.async_processor import AsyncBaseProcessor
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
-from consumer.records import Position
+from consumer.records import Position, Record
 from consumer.sinks.dlq import SqsDeadLetterQueue
-from tests.unit.helpers import Journal, RecordingProcessor
+from tests.unit.helpers import PROCESSOR_KINDS, AsyncRecordingProcessor, Journal, RecordingProcessor
 
 from .support import (
     create_stream,
@@ -38,14 +40,16 @@ def _by_shard(results: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
 def test_every_record_of_a_multi_shard_stream_is_delivered_and_checkpointed(
-    emulators, kinesis_client, dynamodb_client, unique_name
+    emulators, kinesis_client, dynamodb_client, unique_name, kind
 ) -> None:
     names = make_names(unique_name, dynamodb_client)
     create_stream(kinesis_client, names.stream, 3)
     put = _by_shard(put_records(kinesis_client, names.stream, [f"r{i}".encode() for i in range(300)]))
     journal = Journal()
-    worker = dynamo_worker("w1", emulators, names, lambda: RecordingProcessor(journal, "w1"))
+    processor = {"sync": RecordingProcessor, "async": AsyncRecordingProcessor}[kind]
+    worker = dynamo_worker("w1", emulators, names, lambda: processor(journal, "w1"))
     t = run_in_thread(worker)
     try:
         wait_until(lambda: len(journal.deliveries) >= 300, what="300 deliveries")
@@ -61,6 +65,7 @@ def test_every_record_of_a_multi_shard_stream_is_delivered_and_checkpointed(
         t.join(15)
     for shard, seqs in put.items():
         assert journal.sequences(shard) == seqs
+    assert journal.threads == ({"asyncio-w1"} if kind == "async" else set())
 
 
 def test_split_and_merge_during_consumption_parents_first_nothing_lost(
@@ -127,8 +132,30 @@ class RandomCompleter(BaseProcessor):
         threading.Thread(target=complete, daemon=True).start()
 
 
+class AsyncRandomCompleter(AsyncBaseProcessor):
+    """``RandomCompleter`` as asyncio code: one task per record on the worker's loop, each done after a
+    random await, so completions arrive out of order while later batches are already delivered."""
+
+    def __init__(self, done: set[str], lock: threading.Lock) -> None:
+        self.done, self.lock = done, lock
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def process_records(self, data: ProcessRecordsInput) -> None:
+        async def complete(r: Record) -> None:
+            await asyncio.sleep(random.random() / 10)
+            with self.lock:
+                self.done.add(r.sequence_number)
+            r.done()
+
+        for r in data.records:
+            task = asyncio.create_task(complete(r))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+
+@pytest.mark.parametrize("kind", PROCESSOR_KINDS)
 def test_manual_checkpoint_advances_only_over_contiguous_completions(
-    emulators, kinesis_client, dynamodb_client, unique_name
+    emulators, kinesis_client, dynamodb_client, unique_name, kind
 ) -> None:
     names = make_names(unique_name, dynamodb_client)
     create_stream(kinesis_client, names.stream, 2)
@@ -140,7 +167,7 @@ def test_manual_checkpoint_advances_only_over_contiguous_completions(
         "w1",
         emulators,
         names,
-        lambda: RandomCompleter(done, lock),
+        lambda: {"sync": RandomCompleter, "async": AsyncRandomCompleter}[kind](done, lock),
         checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05),
     )
     t = run_in_thread(worker)
