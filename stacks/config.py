@@ -19,6 +19,7 @@ __all__ = [
     "ConsumerSettings",
     "EnvironmentSettings",
     "InstanceType",
+    "ProcessorTableSettings",
     "ScalingSettings",
     "StreamSettings",
     "load_environments",
@@ -64,6 +65,24 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 }
 _PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_ENV_VAR = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+_ATTRIBUTE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
+_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
+# ECR or any other registry: [host/]repository[:tag][@sha256:digest]; a tag or a digest is required.
+_IMAGE_URI = re.compile(r"^[a-z0-9.-]+(:\d+)?/[a-z0-9._/-]+(:[A-Za-z0-9_.-]{1,128}|@sha256:[0-9a-f]{64})$")
+# Item-level DynamoDB actions a processor may be granted on its table (no table management, no streams).
+PROCESSOR_TABLE_ACTIONS = (
+    "GetItem",
+    "BatchGetItem",
+    "Query",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "BatchWriteItem",
+    "ConditionCheckItem",
+)
 _FARGATE_CPU = (256, 512, 1024, 2048, 4096)
 
 
@@ -86,11 +105,29 @@ class StreamSettings:
 
 
 @dataclass(frozen=True)
+class ProcessorTableSettings:
+    """A DynamoDB table of the processor's own: its name reaches the task as ``variable``, and the task role may
+    call ``actions`` (item-level only) on it and nothing else."""
+
+    variable: str
+    partition_key: str
+    actions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ConsumerSettings:
-    """What the consumer task runs with; most values become ``CONSUMER_*`` environment variables."""
+    """What the consumer task runs with; most values become ``CONSUMER_*`` environment variables.
+
+    The processor's code: ``processor_project`` (a Python project folder, relative to ``cdk.json``, installed
+    into the image on top of the consumer), or ``image`` (a URI the team builds itself), or neither (one of
+    the processors shipped in the ``consumer`` package).
+    """
 
     application: str
     processor: str
+    processor_project: str | None
+    image: str | None
+    processor_table: ProcessorTableSettings | None
     on_failure: Literal["dlq", "halt"]
     lease_duration_seconds: float
     shutdown_deadline_seconds: float
@@ -156,13 +193,26 @@ class AlarmSettings:
     leases_lost_per_5_minutes: int
     handoff_latency_ms: int
     emails: tuple[str, ...]
+    topic_arn: str | None
+
+    @property
+    def has_target(self) -> bool:
+        """Whether an alarm reaches anybody: an e-mail subscription or an existing SNS topic."""
+        return bool(self.emails) or self.topic_arn is not None
 
 
 @dataclass(frozen=True)
 class EnvironmentSettings:
-    """Everything that differs between dev, staging and prod."""
+    """Everything that differs between dev, staging and prod.
+
+    ``account`` and ``region`` pin the stacks to one AWS environment (``None``: the deploying credentials').
+    A ``production`` environment must name both and an alarm target; its stacks get termination protection.
+    """
 
     name: str
+    account: str | None
+    region: str | None
+    production: bool
     deletion_protection: bool
     streams: tuple[StreamSettings, ...]
     consumer: ConsumerSettings
@@ -200,6 +250,17 @@ class _Section:
 
     def section(self, key: str) -> _Section:
         return _Section(f"{self.path}.{key}", self._get(key))
+
+    def optional_text(self, key: str, pattern: re.Pattern[str], hint: str) -> str | None:
+        """A string matching ``pattern``, or null or absent (CDK drops null context values); ``hint`` says what a
+        good value looks like."""
+        self._read.add(key)
+        value = self._raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not pattern.match(value):
+            raise ConfigError(f"{self.path}.{key}", f"must be {hint} or null, got {value!r}")
+        return value
 
     def text(self, key: str, pattern: re.Pattern[str] | None = None) -> str:
         value = self._get(key)
@@ -272,6 +333,9 @@ def _environment(name: str, env: _Section) -> EnvironmentSettings:
     capacity = _capacity(env.section("capacity"))
     settings = EnvironmentSettings(
         name=name,
+        account=env.optional_text("account", _ACCOUNT, "a 12-digit AWS account id"),
+        region=env.optional_text("region", _REGION, "an AWS region such as eu-west-1"),
+        production=env.flag("production"),
         deletion_protection=env.flag("deletion_protection"),
         streams=streams,
         consumer=consumer,
@@ -309,6 +373,11 @@ def _consumer(c: _Section) -> ConsumerSettings:
     settings = ConsumerSettings(
         application=c.text("application", re.compile(r"^[A-Za-z0-9_-]{1,64}$")),
         processor=c.text("processor", _PROCESSOR),
+        processor_project=c.optional_text(
+            "processor_project", re.compile(r"^[^/\\].*$"), "a folder relative to cdk.json"
+        ),
+        image=c.optional_text("image", _IMAGE_URI, "an image URI with a tag or digest (repo/name:tag)"),
+        processor_table=_processor_table(c),
         on_failure=cast(Any, c.choice("on_failure", ("dlq", "halt"))),
         lease_duration_seconds=c.number("lease_duration_seconds", 1.0),
         shutdown_deadline_seconds=c.number("shutdown_deadline_seconds", 1.0),
@@ -320,7 +389,42 @@ def _consumer(c: _Section) -> ConsumerSettings:
         log_retention_days=c.integer("log_retention_days", 1, 3653),
     )
     c.done()
+    if settings.processor_project is not None and settings.image is not None:
+        raise ConfigError(
+            f"{c.path}.image",
+            "set either consumer.processor_project (the app builds the image) or consumer.image (you build "
+            "it), not both",
+        )
     return settings
+
+
+def _processor_table(c: _Section) -> ProcessorTableSettings | None:
+    c._read.add("processor_table")
+    if c._raw.get("processor_table") is None:  # null or absent
+        return None
+    t = c.section("processor_table")
+    actions = t._get("actions")
+    if (
+        not isinstance(actions, list)
+        or not actions
+        or not all(isinstance(a, str) and a in PROCESSOR_TABLE_ACTIONS for a in actions)
+    ):
+        raise ConfigError(
+            f"{t.path}.actions",
+            f"must be a non-empty list of DynamoDB item actions from {', '.join(PROCESSOR_TABLE_ACTIONS)}; "
+            f"got {actions!r}",
+        )
+    table = ProcessorTableSettings(
+        variable=t.text("variable", _ENV_VAR),
+        partition_key=t.text("partition_key", _ATTRIBUTE),
+        actions=tuple(dict.fromkeys(actions)),
+    )
+    t.done()
+    if table.variable.startswith(("CONSUMER_", "AWS_")):
+        raise ConfigError(
+            f"{t.path}.variable", f"{table.variable!r}: CONSUMER_* and AWS_* are taken; pick another"
+        )
+    return table
 
 
 def _scaling(s: _Section) -> ScalingSettings:
@@ -377,6 +481,9 @@ def _alarms(a: _Section) -> AlarmSettings:
         leases_lost_per_5_minutes=a.integer("leases_lost_per_5_minutes", 1),
         handoff_latency_ms=a.integer("handoff_latency_ms", 1),
         emails=tuple(emails),
+        topic_arn=a.optional_text(
+            "topic_arn", _TOPIC_ARN, "an SNS topic ARN (arn:aws:sns:<region>:<account>:<name>)"
+        ),
     )
     a.done()
     return settings
@@ -385,6 +492,8 @@ def _alarms(a: _Section) -> AlarmSettings:
 def _check_across(path: str, env: EnvironmentSettings) -> None:
     """Rules that relate two settings; the message names the one an operator should change."""
     scaling, consumer, capacity = env.scaling, env.consumer, env.capacity
+    if env.production:
+        _check_production(path, env)
     if scaling.min_tasks > scaling.max_tasks:
         raise ConfigError(
             f"{path}.scaling.min_tasks",
@@ -413,6 +522,26 @@ def _check_across(path: str, env: EnvironmentSettings) -> None:
         )
     if capacity.launch_type == "EC2":
         _check_ec2_capacity(path, env)
+
+
+def _check_production(path: str, env: EnvironmentSettings) -> None:
+    """A production environment deploys to a named account and region, and its alarms reach somebody."""
+    for key, value, example in (
+        ("account", env.account, '"123456789012"'),
+        ("region", env.region, '"eu-west-1"'),
+    ):
+        if value is None:
+            raise ConfigError(
+                f"{path}.{key}",
+                f"a production environment must name its AWS {key}: set it, e.g. {example} (null deploys "
+                f"wherever the credentials point)",
+            )
+    if not env.alarms.has_target:
+        raise ConfigError(
+            f"{path}.alarms.emails",
+            "a production environment's alarms must reach somebody: add an address to alarms.emails or set "
+            "alarms.topic_arn to an existing SNS topic",
+        )
 
 
 def _check_ec2_capacity(path: str, env: EnvironmentSettings) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import jsii
@@ -10,6 +11,7 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -23,7 +25,17 @@ from stacks.metrics import consumer_lag
 from stacks.nag import LOG_GROUP_NOT_KMS, skip_checkov
 from stacks.retention import log_retention
 
-__all__ = ["ConsumerResources", "ConsumerService"]
+__all__ = ["HEALTH_CHECK_COMMAND", "HEALTH_FILE", "ConsumerResources", "ConsumerService"]
+
+# The image's liveness contract (consumer/Dockerfile, consumer/health.py): the worker touches HEALTH_FILE on every
+# step of its coordinator loop, and the command fails once the file is older than the bound.
+HEALTH_FILE = "/tmp/consumer.heartbeat"
+HEALTH_MAX_AGE_SECONDS = 30
+HEALTH_CHECK_COMMAND = ("/opt/venv/bin/python", "-m", "consumer", "health")
+_ECR_URI = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/"
+    r"(?P<repository>[^:@]+)(:(?P<tag>[^@]+)|@(?P<digest>sha256:[0-9a-f]{64}))$"
+)
 
 # Application Auto Scaling acts on ECS services through this service-linked role (created on first use).
 _ECS_SCALING_ROLE = "aws-service-role/ecs.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_ECSService"
@@ -62,6 +74,7 @@ class ConsumerResources:
     checkpoint_table_name: str
     dead_letter_queue_url: str
     raw_bucket_name: str
+    processor_table_name: str | None = None
 
 
 class ConsumerService(Construct):
@@ -79,7 +92,7 @@ class ConsumerService(Construct):
         vpc: ec2.IVpc,
         settings: EnvironmentSettings,
         resources: ConsumerResources,
-        image_directory: str,
+        image_directory: str | None,
     ) -> None:
         super().__init__(scope, id)
         consumer = settings.consumer
@@ -109,11 +122,7 @@ class ConsumerService(Construct):
         skip_checkov(self.log_group, LOG_GROUP_NOT_KMS)
         self.container = self.task_definition.add_container(
             "Consumer",
-            image=ecs.ContainerImage.from_asset(
-                image_directory,
-                file="consumer/Dockerfile",
-                platform=ecr_assets.Platform.LINUX_AMD64,
-            ),
+            image=self._image(settings, image_directory),
             cpu=consumer.cpu,
             memory_limit_mib=consumer.memory_mib,
             essential=True,
@@ -122,6 +131,14 @@ class ConsumerService(Construct):
             # An init process forwards SIGTERM to the worker and reaps children.
             linux_parameters=ecs.LinuxParameters(self, "Linux", init_process_enabled=True),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="consumer", log_group=self.log_group),
+            # Unhealthy once the worker's coordinator loop stops stepping (consumer/health.py): ECS replaces it.
+            health_check=ecs.HealthCheck(
+                command=["CMD", *HEALTH_CHECK_COMMAND],
+                interval=Duration.seconds(30),
+                timeout=Duration.seconds(10),
+                retries=3,
+                start_period=Duration.seconds(60),
+            ),
             environment=self._environment(settings, resources),
         )
         self.security_group = ec2.SecurityGroup(
@@ -157,6 +174,33 @@ class ConsumerService(Construct):
             apply_to_children=True,
         )
 
+    def _image(self, settings: EnvironmentSettings, directory: str | None) -> ecs.ContainerImage:
+        """``consumer.image`` (pulled from its ECR repository, which the execution role may then read, or any
+        registry), else the image built from the assembled context (stacks/image_context.py)."""
+        uri = settings.consumer.image
+        if uri is None:
+            assert directory is not None, "an image context is assembled whenever consumer.image is unset"
+            return ecs.ContainerImage.from_asset(
+                directory, file="consumer/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64
+            )
+        match = _ECR_URI.match(uri)
+        if match is None:
+            return ecs.ContainerImage.from_registry(uri)
+        name = match["repository"]
+        repository = ecr.Repository.from_repository_attributes(
+            self,
+            "ProcessorImageRepository",
+            repository_arn=Stack.of(self).format_arn(
+                service="ecr",
+                account=match["account"],
+                region=match["region"],
+                resource="repository",
+                resource_name=name,
+            ),
+            repository_name=name,
+        )
+        return ecs.ContainerImage.from_ecr_repository(repository, match["tag"] or match["digest"])
+
     def _environment(self, settings: EnvironmentSettings, resources: ConsumerResources) -> dict[str, str]:
         """The ``CONSUMER_*`` contract with the consumer's config loader (consumer/config.py).
 
@@ -165,7 +209,10 @@ class ConsumerService(Construct):
         """
         consumer = settings.consumer
         region = Stack.of(self).region
-        fanout = {"CONSUMER_FANOUT_NAME": consumer.application} if consumer.retrieval == "fanout" else {}
+        extra = {"CONSUMER_FANOUT_NAME": consumer.application} if consumer.retrieval == "fanout" else {}
+        table = consumer.processor_table
+        if table is not None and resources.processor_table_name is not None:
+            extra[table.variable] = resources.processor_table_name  # the processor's own table
         return {
             "CONSUMER_APPLICATION": consumer.application,
             "CONSUMER_STREAMS": ",".join(resources.stream_names),
@@ -179,7 +226,9 @@ class ConsumerService(Construct):
             "CONSUMER_RAW_BUCKET": resources.raw_bucket_name,
             "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
             "CONSUMER_RETRIEVAL": consumer.retrieval,
-            **fanout,
+            "CONSUMER_HEALTH_FILE": HEALTH_FILE,
+            "CONSUMER_HEALTH_MAX_AGE_SECONDS": str(HEALTH_MAX_AGE_SECONDS),
+            **extra,
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
         }

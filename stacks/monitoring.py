@@ -48,6 +48,12 @@ class FleetMonitoring(Construct):
         self.topic = sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
         for email in settings.alarms.emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
+        # An existing topic of the team's (chat, paging): every alarm notifies it too.
+        self.team_topic = (
+            None
+            if settings.alarms.topic_arn is None
+            else sns.Topic.from_topic_arn(self, "TeamTopic", settings.alarms.topic_arn)
+        )
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self._per_stream_alarms(streams)
         thresholds = settings.alarms
@@ -145,8 +151,10 @@ class FleetMonitoring(Construct):
             treat_missing_data=missing,
             alarm_description=description,
         )
-        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
-        alarm.add_ok_action(cw_actions.SnsAction(self.topic))
+        for topic in (self.topic, self.team_topic):
+            if topic is not None:
+                alarm.add_alarm_action(cw_actions.SnsAction(topic))
+                alarm.add_ok_action(cw_actions.SnsAction(topic))
         self.alarms[name] = alarm
 
     def _dashboard(

@@ -111,8 +111,12 @@ def suppress_bucket_deployment_handler(stack: Stack) -> None:
             NagPackSuppression(
                 id="AwsSolutions-IAM4",
                 reason="AWSLambdaBasicExecutionRole only lets the deploy-time handler write its own logs.",
+                # The partition is a literal once the stage names its region (partition literals are on).
                 applies_to=[
-                    "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+                    {
+                        "regex": "/^Policy::arn:(<AWS::Partition>|aws[a-z-]*):iam::aws:policy\\/service-role\\/"
+                        "AWSLambdaBasicExecutionRole$/"
+                    }
                 ],
             ),
             NagPackSuppression(
@@ -121,7 +125,11 @@ def suppress_bucket_deployment_handler(stack: Stack) -> None:
                 "bucket: read on the assets bucket's objects, write on the artifacts bucket's objects.",
                 applies_to=[
                     *_GRANT_ACTION_FAMILIES,
-                    "Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*",
+                    # Tokens in an environment-agnostic stage; literals where cdk.json names account and region.
+                    {
+                        "regex": "/^Resource::arn:(<AWS::Partition>|aws[a-z-]*):s3:::cdk-hnb659fds-assets-"
+                        "(<AWS::AccountId>|\\d{12})-(<AWS::Region>|[a-z0-9-]+)\\/\\*$/"
+                    },
                     {"regex": "/^Resource::<DataLakeArtifacts[0-9A-F]+\\.Arn>\\/\\*$/"},
                 ],
             ),

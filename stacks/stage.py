@@ -16,6 +16,7 @@ from stacks.config import EnvironmentSettings
 from stacks.consumer_service import ConsumerResources, ConsumerService
 from stacks.data_lake import DataLake
 from stacks.emr import SparkApplication
+from stacks.image_context import assemble, processor_project
 from stacks.monitoring import FleetMonitoring
 from stacks.nag import suppress_bucket_deployment_handler, suppress_cdk_vpc_handler, suppress_grant_wildcards
 from stacks.network import Network
@@ -42,9 +43,10 @@ _TABLE_ACTIONS = (
 
 @dataclass(frozen=True)
 class SourcePaths:
-    """Where synth finds the code it ships: the Docker build context (repo root) and ``spark_jobs/``."""
+    """Where synth finds the code it ships: the repository (``cdk.json``'s folder: the consumer, its locks and
+    the processor projects, from which each stage assembles its image's build context) and ``spark_jobs/``."""
 
-    image_context: Path
+    root: Path
     spark_jobs: Path
 
 
@@ -59,7 +61,12 @@ class StreamingStack(Stack):
 class StateStack(Stack):
     def __init__(self, scope: Construct, id: str, *, settings: EnvironmentSettings, **kwargs: object) -> None:
         super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
-        self.state = ConsumerState(self, "State", deletion_protection=settings.deletion_protection)
+        self.state = ConsumerState(
+            self,
+            "State",
+            deletion_protection=settings.deletion_protection,
+            processor_table=settings.consumer.processor_table,
+        )
 
 
 class AnalyticsStack(Stack):
@@ -123,7 +130,7 @@ class ConsumerServiceStack(Stack):
         streams: StreamingStack,
         state: StateStack,
         analytics: AnalyticsStack,
-        image_context: Path,
+        image_context: Path | None,
         **kwargs: object,
     ) -> None:
         self._max_azs = settings.capacity.max_azs
@@ -143,7 +150,7 @@ class ConsumerServiceStack(Stack):
             "Consumer",
             vpc=network.vpc,
             settings=settings,
-            image_directory=str(image_context),
+            image_directory=None if image_context is None else str(image_context),
             resources=ConsumerResources(
                 # Physical names are fixed by the settings: no cross-stack reference needed.
                 stream_names=tuple(s.name for s in settings.streams),
@@ -151,6 +158,9 @@ class ConsumerServiceStack(Stack):
                 checkpoint_table_name=tables.checkpoint_table.table_name,
                 dead_letter_queue_url=tables.dead_letter_queue.queue_url,
                 raw_bucket_name=raw.bucket_name,
+                processor_table_name=(
+                    None if tables.processor_table is None else tables.processor_table.table_name
+                ),
             ),
         )
         role = self.service.task_role
@@ -165,6 +175,14 @@ class ConsumerServiceStack(Stack):
                 resources=[tables.lease_table.table_arn, tables.checkpoint_table.table_arn],
             )
         )
+        if tables.processor_table is not None and settings.consumer.processor_table is not None:
+            # The processor's own table: exactly the item actions cdk.json lists for it.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in settings.consumer.processor_table.actions],
+                    resources=[tables.processor_table.table_arn],
+                )
+            )
         tables.key.grant_encrypt_decrypt(role)
         tables.dead_letter_queue.grant_send_messages(role)
         raw.grant_put(role, f"{settings.consumer.raw_prefix}/*")
@@ -234,26 +252,38 @@ class MonitoringStack(Stack):
 class FleetStage(Stage):
     """One environment: five stacks named ``kinesis-fleet-<env>-<unit>``, checked by cdk-nag AwsSolutions.
 
-    Stacks are environment-agnostic (no account or region at synth), so synth needs no credentials; ``cdk
-    deploy`` takes the account and region from the caller's credentials.
+    The stacks deploy to ``account`` and ``region`` from ``cdk.json`` when set (a production environment must
+    set both), otherwise wherever the deploying credentials point; synth needs no credentials either way (no
+    lookups). A production environment's stacks have termination protection.
     """
 
     def __init__(
         self, scope: Construct, id: str, *, settings: EnvironmentSettings, sources: SourcePaths
     ) -> None:
-        super().__init__(scope, id, env=Environment())
+        super().__init__(scope, id, env=Environment(account=settings.account, region=settings.region))
         prefix = f"kinesis-fleet-{settings.name}"
+        protect = settings.production
         self.streaming = StreamingStack(
-            self, "Streaming", settings=settings, stack_name=f"{prefix}-streaming"
+            self,
+            "Streaming",
+            settings=settings,
+            stack_name=f"{prefix}-streaming",
+            termination_protection=protect,
         )
-        self.state = StateStack(self, "State", settings=settings, stack_name=f"{prefix}-state")
+        self.state = StateStack(
+            self, "State", settings=settings, stack_name=f"{prefix}-state", termination_protection=protect
+        )
         self.analytics = AnalyticsStack(
             self,
             "Analytics",
             settings=settings,
             spark_jobs=sources.spark_jobs,
             stack_name=f"{prefix}-analytics",
+            termination_protection=protect,
         )
+        # The image: your own (consumer.image), or built from a context holding the consumer and your project.
+        project = processor_project(settings, sources.root)
+        image_context = None if settings.consumer.image else assemble(sources.root, project)
         self.consumer = ConsumerServiceStack(
             self,
             "ConsumerService",
@@ -261,8 +291,9 @@ class FleetStage(Stage):
             streams=self.streaming,
             state=self.state,
             analytics=self.analytics,
-            image_context=sources.image_context,
+            image_context=image_context,
             stack_name=f"{prefix}-consumer",
+            termination_protection=protect,
         )
         self.monitoring = MonitoringStack(
             self,
@@ -273,6 +304,7 @@ class FleetStage(Stage):
             analytics=self.analytics,
             consumer=self.consumer,
             stack_name=f"{prefix}-monitoring",
+            termination_protection=protect,
         )
         self.stacks: tuple[Stack, ...] = (
             self.streaming, self.state, self.analytics, self.consumer, self.monitoring

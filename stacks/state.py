@@ -9,6 +9,8 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from stacks.config import ProcessorTableSettings
+
 __all__ = ["ConsumerState"]
 
 # The consumer's schema: one string partition key, no sort key, no index (consumer/leases, consumer/checkpoint).
@@ -21,7 +23,14 @@ class ConsumerState(Construct):
     The lease table has no DynamoDB stream: the consumer polls it for membership and hand-off requests.
     """
 
-    def __init__(self, scope: Construct, id: str, *, deletion_protection: bool) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        deletion_protection: bool,
+        processor_table: ProcessorTableSettings | None = None,
+    ) -> None:
         super().__init__(scope, id)
         removal = RemovalPolicy.RETAIN if deletion_protection else RemovalPolicy.DESTROY
         self.key = kms.Key(
@@ -33,6 +42,14 @@ class ConsumerState(Construct):
         )
         self.lease_table = self._table("LeaseTable", deletion_protection, removal)
         self.checkpoint_table = self._table("CheckpointTable", deletion_protection, removal)
+        # The processor's own table (cdk.json: consumer.processor_table), under the same key.
+        self.processor_table = (
+            None
+            if processor_table is None
+            else self._table(
+                "ProcessorTable", deletion_protection, removal, partition_key=processor_table.partition_key
+            )
+        )
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetterQueue",
@@ -53,12 +70,14 @@ class ConsumerState(Construct):
             ],
         )
 
-    def _table(self, id: str, deletion_protection: bool, removal: RemovalPolicy) -> dynamodb.Table:
+    def _table(
+        self, id: str, deletion_protection: bool, removal: RemovalPolicy, partition_key: str = PARTITION_KEY
+    ) -> dynamodb.Table:
         # Table, not TableV2: TableV2 cannot render a customer managed key in a region-agnostic stack.
         return dynamodb.Table(
             self,
             id,
-            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
             encryption_key=self.key,
