@@ -141,6 +141,7 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._saved_handlers: dict[int, Any] = {}
+        self._finished = threading.Event()  # set when the thread started by start() is done
 
     @property
     def owned(self) -> dict[str, Ownership]:
@@ -178,9 +179,11 @@ class Worker:
         thread = self._thread
         if thread is None:
             raise RuntimeError(f"worker {self.id} was not started; call start() first")
-        thread.join(timeout)
-        if thread.is_alive():
+        # Waiting on an event, not in Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
+        # looking finished while it still runs, and the process would exit in the middle of the shutdown.
+        if not self._finished.wait(timeout):
             return False
+        thread.join()  # past run()'s last statement: returns at once
         self._restore_signal_handlers()
         if self._error is not None:
             raise self._error
@@ -208,6 +211,8 @@ class Worker:
             log_event(
                 logger, "worker_failed", logging.ERROR, worker=self.id, error=f"{type(exc).__name__}: {exc}"
             )
+        finally:
+            self._finished.set()
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
