@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,24 +42,16 @@ def clean_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh virtualenv with the wheel built from this checkout installed the normal way (with its
     dependencies, without extras)."""
     root = tmp_path_factory.mktemp("package")
-    dist = root / "dist"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            dist,
-            REPO,
-        ],
-        check=True,
-        cwd=root,
-        timeout=300,
+    source, dist = root / "source", root / "dist"
+    # The sdist's files, copied: setuptools writes build/ and *.egg-info beside the sources it builds.
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, source / name)
+    shutil.copytree(
+        REPO / "consumer", source / "consumer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
+    wheel_cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*wheel_cmd, "-w", dist, source], check=True, cwd=root, timeout=300)
     (wheel,) = dist.glob("kinesis_fleet_consumer-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
