@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test pytest lint typecheck typecheck-app typecheck-stacks unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-coordination synth dist clean
+.PHONY: setup lock test pytest lint typecheck typecheck-app typecheck-stacks unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-coordination synth dist clean
 
 # The three installs are independent: they run side by side (each is mostly one busy core).
 setup:
@@ -25,6 +25,7 @@ $(STAMPS)/python: $(REQS)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet $(foreach f,$(sort $(wildcard requirements/*.txt)),-r $(f))
 	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e examples/latest-per-key
 	@touch $@
 
 # checkov pins its own boto3 (and more), which cannot share .venv with the consumer's: it gets a venv of its own.
@@ -105,6 +106,12 @@ bench-datapath: setup
 ## bench-coordination: DynamoDB cost of coordination: real workers metered by a proxy, the simulator to 10,000 shards
 bench-coordination: setup
 	$(PY) -m bench.coordination --wall-budget 900
+
+## lock: re-lock the image's runtime and build requirements with hashes (tests/infra/test_container.py checks them)
+PIP_COMPILE := $(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
+lock: $(STAMPS)/python
+	$(PIP_COMPILE) --output-file requirements/consumer.lock requirements/consumer.txt
+	$(PIP_COMPILE) --output-file requirements/build.lock requirements/build.in
 
 ## synth: synthesize every environment offline into cdk.out
 synth: setup

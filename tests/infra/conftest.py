@@ -8,7 +8,10 @@ so ``test_security`` can name every finding instead of the fixture crashing.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +47,15 @@ class Synth:
         return found[0]
 
 
+def arn_parts(settings: dict[str, Any], env: str) -> tuple[str, str, str]:
+    """(partition, region, account) as ``cfn.render`` shows them in ``env``'s templates: CloudFormation's pseudo
+    parameters in an environment-agnostic stage, literals where cdk.json names the account and region."""
+    body = settings[env]
+    if body.get("account") and body.get("region"):
+        return "aws", body["region"], body["account"]
+    return "AWS::Partition", "AWS::Region", "AWS::AccountId"
+
+
 def _spark_jobs_dir(tmp: Path) -> Path:
     """The real spark_jobs package once its entry files exist; until then a placeholder in the tmp dir."""
     real = REPO_ROOT / "spark_jobs"
@@ -73,6 +85,54 @@ def _read_assembly(outdir: Path, synth: Synth) -> None:
             synth.messages[(env, unit)] = [
                 {"path": p, **entry} for p, entries in metadata.items() for entry in entries
             ]
+
+
+def image_context(synth: Synth, env: str) -> Path:
+    """The build context cdk.out staged for ``env``'s consumer image (what ``docker build`` would be given)."""
+    manifest = next(synth.outdir.glob(f"assembly-{env}/*ConsumerService*.assets.json"))
+    (image,) = json.loads(manifest.read_text())["dockerImages"].values()
+    assert image["source"]["dockerFile"] == "consumer/Dockerfile"
+    return (manifest.parent / image["source"]["directory"]).resolve()
+
+
+@dataclass(frozen=True)
+class ImageVenv:
+    """A fresh virtualenv holding what ``env``'s image holds, installed by the Dockerfile's own build script."""
+
+    env: str
+    context: Path
+    venv: Path
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def dev_image_venv(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> ImageVenv:
+    """dev's image without Docker: its staged context, installed as consumer/Dockerfile's build stage does
+    (``sh consumer/install-image.sh CONTEXT VENV BUILDER`` with a Python 3.11), into a fresh virtualenv."""
+    context = image_context(synth, "dev")
+    tmp = tmp_path_factory.mktemp("image")
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    env = {**os.environ, "PYTHON": str(base)}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [
+            "sh",
+            str(context / "consumer" / "install-image.sh"),
+            str(context),
+            str(tmp / "venv"),
+            str(tmp / "b"),
+        ],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"the image's install failed:\n{done.stdout}\n{done.stderr}"
+    return ImageVenv("dev", context, tmp / "venv")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 from stacks.spark_code import bundle_spark_jobs
 
 from .cfn import as_list, logical_id, render, statements_of
-from .conftest import ENVIRONMENTS, Synth
+from .conftest import ENVIRONMENTS, Synth, arn_parts
 
 pytestmark = pytest.mark.infra
 
@@ -107,9 +107,8 @@ def test_job_role_can_set_up_cloudwatch_logging(synth: Synth, env: str) -> None:
     group = {r for r in logs["logs:PutLogEvents"]}
     assert len(group) == 1 and next(iter(group)).startswith("SparkJobLogs")
     assert logs["logs:CreateLogStream"] == logs["logs:DescribeLogStreams"] == group
-    assert logs["logs:DescribeLogGroups"] == {
-        "arn:AWS::Partition:logs:AWS::Region:AWS::AccountId:log-group:*"
-    }
+    partition, region, account = arn_parts(synth.settings, env)
+    assert logs["logs:DescribeLogGroups"] == {f"arn:{partition}:logs:{region}:{account}:log-group:*"}
 
 
 def _definition(synth: Synth, env: str) -> dict[str, Any]:

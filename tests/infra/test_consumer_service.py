@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from .cfn import as_list, logical_id, render, statements_of
-from .conftest import ENVIRONMENTS, REPO_ROOT, Synth
+from .conftest import ENVIRONMENTS, REPO_ROOT, Synth, arn_parts
 
 pytestmark = pytest.mark.infra
 
@@ -25,6 +25,8 @@ CONTRACT = {
     "CONSUMER_RAW_BUCKET",
     "CONSUMER_RAW_PREFIX",
     "CONSUMER_RETRIEVAL",
+    "CONSUMER_HEALTH_FILE",
+    "CONSUMER_HEALTH_MAX_AGE_SECONDS",
     "AWS_REGION",
     "AWS_DEFAULT_REGION",
 }
@@ -44,10 +46,14 @@ def _environment(synth: Synth, env: str) -> dict[str, str]:
 def test_environment_is_the_consumer_contract(synth: Synth, env: str) -> None:
     settings = synth.settings[env]
     variables = _environment(synth, env)
-    assert set(variables) == CONTRACT
+    table = settings["consumer"].get("processor_table")
+    # The processor's own table, where cdk.json gives it one, under the variable cdk.json names.
+    assert set(variables) == CONTRACT | ({table["variable"]} if table else set())
+    if table:
+        assert "StateProcessorTable" in variables[table["variable"]]
     assert variables["CONSUMER_APPLICATION"] == settings["consumer"]["application"]
     assert variables["CONSUMER_STREAMS"] == ",".join(s["name"] for s in settings["streams"])
-    assert variables["CONSUMER_PROCESSOR"] == "consumer.sinks.raw_s3:RawS3Sink"
+    assert variables["CONSUMER_PROCESSOR"] == settings["consumer"]["processor"]
     assert variables["CONSUMER_ON_FAILURE"] in {"dlq", "halt"}
     assert "StateLeaseTable" in variables["CONSUMER_LEASE_TABLE"]
     assert "StateCheckpointTable" in variables["CONSUMER_CHECKPOINT_TABLE"]
@@ -56,7 +62,7 @@ def test_environment_is_the_consumer_contract(synth: Synth, env: str) -> None:
     assert variables["CONSUMER_RAW_PREFIX"] == "raw"
     assert variables["CONSUMER_RETRIEVAL"] == settings["consumer"]["retrieval"] == "polling"
     # botocore reads AWS_DEFAULT_REGION, and on EC2 the ECS agent adds neither variable when one is set.
-    assert variables["AWS_REGION"] == variables["AWS_DEFAULT_REGION"] == "AWS::Region"
+    assert variables["AWS_REGION"] == variables["AWS_DEFAULT_REGION"] == arn_parts(synth.settings, env)[1]
     assert (
         float(variables["CONSUMER_LEASE_DURATION_SECONDS"]) == settings["consumer"]["lease_duration_seconds"]
     )
@@ -214,8 +220,9 @@ def test_scale_out_steps_are_the_documented_multiples_of_the_target(synth: Synth
 def test_scaling_uses_the_ecs_service_linked_role(synth: Synth, env: str) -> None:
     """Application Auto Scaling acts on ECS through its service-linked role; no unused role is created."""
     target = synth.one(env, "consumer", "AWS::ApplicationAutoScaling::ScalableTarget")["Properties"]
+    partition, _, account = arn_parts(synth.settings, env)
     assert render(target["RoleARN"]) == (
-        "arn:AWS::Partition:iam::AWS::AccountId:role/aws-service-role/ecs.application-autoscaling.amazonaws.com"
+        f"arn:{partition}:iam::{account}:role/aws-service-role/ecs.application-autoscaling.amazonaws.com"
         "/AWSServiceRoleForApplicationAutoScaling_ECSService"
     )
     roles = synth.resources(env, "consumer", "AWS::IAM::Role").values()
@@ -261,10 +268,20 @@ def test_task_role_reaches_only_its_own_resources(synth: Synth, env: str) -> Non
     actions = {a for s in statements_of(template, role) for a in as_list(s["Action"])}
     assert "kinesis:RegisterStreamConsumer" not in actions  # polling: no enhanced fan-out consumer
     assert all("streaming:" in r and "Streamskinesisfleet" in r for r in grants["kinesis"])
+    table = synth.settings[env]["consumer"].get("processor_table")
     assert {r.split("FnGetAtt")[1].split("Table")[0] for r in grants["dynamodb"]} == {
         "StateLease",
         "StateCheckpoint",
+        *(["StateProcessor"] if table else []),
     }
+    if table:  # the processor's table: exactly the actions cdk.json lists, on that table only
+        on_table = {
+            a
+            for s in statements_of(template, role)
+            for a in as_list(s["Action"])
+            if any("StateProcessorTable" in render(r) for r in as_list(s["Resource"]))
+        }
+        assert on_table == {f"dynamodb:{a}" for a in table["actions"]}
     assert len(grants["sqs"]) == 1 and "StateDeadLetterQueue" in next(iter(grants["sqs"]))
     (raw,) = grants["s3"]
     assert "DataLakeRaw" in raw and raw.endswith("/raw/*")
