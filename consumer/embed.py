@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -30,11 +30,26 @@ from consumer.sinks.dlq import SqsDeadLetterQueue
 if TYPE_CHECKING:
     import boto3
 
-__all__ = ["create_worker"]
+__all__ = ["CreateOptions", "create_worker"]
 
 logger = logging.getLogger(__name__)
 
 _SERVICES = ("dynamodb", "kinesis", "sqs", "s3")
+
+
+class CreateOptions(TypedDict, total=False):
+    """``create_worker``'s keyword arguments, for ``Worker.create`` to pass on."""
+
+    processor: ProcessorFactory | None
+    env: Mapping[str, str] | None
+    session: boto3.session.Session | None
+    region: str | None
+    endpoint_url: str | None
+    endpoints: Mapping[str, str] | None
+    checks: bool
+    metrics: MetricsSink | None
+    metrics_out: TextIO | None
+    metrics_interval: float | None
 
 
 def create_worker(

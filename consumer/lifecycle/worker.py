@@ -10,9 +10,8 @@ import logging
 import queue
 import signal
 import threading
-from collections.abc import Mapping
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
@@ -33,9 +32,7 @@ from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.sinks.dlq import DeadLetterQueue
 
 if TYPE_CHECKING:
-    import boto3
-
-    from consumer.config import ProcessorFactory
+    from consumer.embed import CreateOptions
 
 __all__ = ["Worker"]
 
@@ -55,37 +52,13 @@ class Worker:
     """
 
     @classmethod
-    def create(
-        cls,
-        config: WorkerConfig | None = None,
-        *,
-        processor: ProcessorFactory | None = None,
-        env: Mapping[str, str] | None = None,
-        session: boto3.session.Session | None = None,
-        region: str | None = None,
-        endpoint_url: str | None = None,
-        endpoints: Mapping[str, str] | None = None,
-        checks: bool = True,
-        metrics: MetricsSink | None = None,
-        metrics_out: TextIO | None = None,
-        metrics_interval: float | None = None,
-    ) -> Worker:
-        """A worker on AWS clients, checked before it is returned; see ``consumer.create_worker``."""
+    def create(cls, config: WorkerConfig | None = None, **options: Unpack[CreateOptions]) -> Worker:
+        """A worker on AWS clients, checked before it is returned: ``consumer.create_worker`` (its
+        keyword arguments: ``processor``, ``env``, ``session``, ``region``, ``endpoint_url``, ``endpoints``,
+        ``checks``, ``metrics``, ``metrics_out``, ``metrics_interval``)."""
         from consumer.embed import create_worker
 
-        return create_worker(
-            config,
-            processor=processor,
-            env=env,
-            session=session,
-            region=region,
-            endpoint_url=endpoint_url,
-            endpoints=endpoints,
-            checks=checks,
-            metrics=metrics,
-            metrics_out=metrics_out,
-            metrics_interval=metrics_interval,
-        )
+        return create_worker(config, **options)
 
     def __init__(
         self,
