@@ -117,6 +117,7 @@ class LeaseConfig:
 
     @property
     def owner_validity(self) -> float:
+        """Seconds after a good heartbeat's start during which the owner may still deliver."""
         return self.lease_duration - self.safety_margin
 
     @property
@@ -131,6 +132,7 @@ class LeaseConfig:
 
     @property
     def handoff_stall_after(self) -> float:
+        """Seconds after which an unanswered hand-off counts as stalled (metric and alarm)."""
         return self.handoff_timeout or 2 * self.lease_duration
 
 
@@ -306,6 +308,7 @@ class WorkerConfig:
             raise ConfigError("streams", f"stream names must be unique, got {names}")
 
     def stream(self, name: str) -> StreamSpec:
+        """The spec of the stream called ``name``."""
         return next(s for s in self.streams if s.name == name)
 
 

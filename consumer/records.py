@@ -35,6 +35,7 @@ class Position:
 
     @property
     def is_shard_end(self) -> bool:
+        """Whether this is the SHARD_END sentinel (the shard is closed and fully read)."""
         return self.sequence == "SHARD_END"
 
     def sort_key(self) -> str:
@@ -94,12 +95,15 @@ class Record(_RecordFields):
 
     @property
     def position(self) -> Position:
+        """Where this record stands in its shard (sequence and sub-sequence number)."""
         return Position(self.sequence_number, self.sub_sequence_number)
 
     def text(self) -> str:
+        """The data as UTF-8 text (raises ``UnicodeDecodeError`` otherwise)."""
         return self.data.decode("utf-8")
 
     def json(self) -> Any:
+        """The data parsed as JSON (raises ``ValueError`` otherwise)."""
         return json.loads(self.data)
 
     def done(self) -> None:

@@ -53,15 +53,25 @@ class AsyncRecordProcessor(Protocol):
     Checkpoint from a coroutine with ``await data.checkpointer.acheckpoint()``: the write runs on a thread,
     so the loop (and the other shards' coroutines) go on meanwhile."""
 
-    async def initialize(self, data: InitializationInput) -> None: ...
+    async def initialize(self, data: InitializationInput) -> None:
+        """The shard's ownership begins (before its first batch)."""
+        ...
 
-    async def process_records(self, data: ProcessRecordsInput) -> None: ...
+    async def process_records(self, data: ProcessRecordsInput) -> None:
+        """Process one batch; raise to have it retried (then dead-lettered or the shard halted)."""
+        ...
 
-    async def lease_lost(self, data: LeaseLostInput) -> None: ...
+    async def lease_lost(self, data: LeaseLostInput) -> None:
+        """The lease moved on without a hand-off: stop side effects; nothing can be checkpointed."""
+        ...
 
-    async def shard_ended(self, data: ShardEndedInput) -> None: ...
+    async def shard_ended(self, data: ShardEndedInput) -> None:
+        """The shard is closed and fully read: checkpoint its end so that its children can start."""
+        ...
 
-    async def shutdown_requested(self, data: ShutdownRequestedInput) -> None: ...
+    async def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        """The worker stops or hands the shard over: flush and checkpoint now."""
+        ...
 
 
 class AsyncBaseProcessor:
@@ -69,15 +79,19 @@ class AsyncBaseProcessor:
     checkpointed as the protocol requires. Subclasses define ``async def process_records``."""
 
     async def initialize(self, data: InitializationInput) -> None:
+        """Nothing to prepare by default."""
         return None
 
     async def lease_lost(self, data: LeaseLostInput) -> None:
+        """Nothing to undo by default (the lease is gone; nothing can be checkpointed)."""
         return None
 
     async def shard_ended(self, data: ShardEndedInput) -> None:
+        """Checkpoint the shard's end, so that its children can start."""
         await data.checkpointer.acheckpoint()
 
     async def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        """Checkpoint what is done before the lease is handed over or released."""
         await data.checkpointer.acheckpoint()
 
 

@@ -141,18 +141,23 @@ class RecordProcessor(Protocol):
 
 
 class BaseProcessor:
-    """Convenience base: no-op callbacks, and the shard end checkpointed as the protocol requires."""
+    """Convenience base: no-op callbacks, and the shard end checkpointed as the protocol requires.
+    Subclasses define ``process_records``."""
 
     def initialize(self, data: InitializationInput) -> None:
+        """Nothing to prepare by default."""
         return None
 
     def lease_lost(self, data: LeaseLostInput) -> None:
+        """Nothing to undo by default (the lease is gone; nothing can be checkpointed)."""
         return None
 
     def shard_ended(self, data: ShardEndedInput) -> None:
+        """Checkpoint the shard's end, so that its children can start."""
         data.checkpointer.checkpoint()
 
     def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        """Checkpoint what is done before the lease is handed over or released."""
         data.checkpointer.checkpoint()
 
 
