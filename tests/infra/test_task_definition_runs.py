@@ -3,8 +3,15 @@
 For dev, staging and prod: the consumer container's environment and command are read from the synthesized task
 definition (the command from the image's ENTRYPOINT, as the task definition sets none), the values that are
 CloudFormation references are resolved the way CloudFormation would resolve them, and exactly that runs.
-The only additions are what the emulators need to be reached: their endpoints and test credentials. Nothing
-else (no region, no tuning) comes from the test, so a setting the stacks get wrong, or leave out, fails here.
+The only additions are what the emulators need to be reached: their endpoints and test credentials (and each
+container's /tmp is a folder of its own). Nothing else (no region, no tuning) comes from the test, so a
+setting the stacks get wrong, or leave out, fails here.
+
+dev runs in a fresh virtualenv holding exactly what dev's image holds: its staged build context installed by
+the Dockerfile's own build script (``dev_image_venv``), with the example processor project
+(examples/latest-per-key) that cdk.json deploys there. Its side effect, each key's newest record in the
+processor's own table, must be there after the run, and a write with an older epoch must be refused. While
+it runs, the task definition's health check command must pass.
 
 Before the run, the resources the environment names are created on the emulators from their templates: the
 streams as the streaming stack defines them, the tables with the state stack's key schema, the queue, and the
@@ -15,6 +22,7 @@ environments' workers run side by side, each on resources of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -27,12 +35,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import ENVIRONMENTS, REPO_ROOT, Synth
+from .conftest import ENVIRONMENTS, REPO_ROOT, ImageVenv, Synth
 
 pytestmark = [pytest.mark.infra, pytest.mark.integration]
 
@@ -61,19 +70,29 @@ def _dockerfile() -> list[tuple[str, str]]:
 
 
 def _image_environment() -> dict[str, str]:
-    """The image's own ``ENV`` (``K=V`` pairs), which the container starts with."""
-    pairs = [item for op, args in _dockerfile() if op == "ENV" for item in args.split()]
+    """The runtime stage's own ``ENV`` (``K=V`` pairs), which the container starts with."""
+    instructions = _dockerfile()
+    runtime = max(i for i, (op, _) in enumerate(instructions) if op == "FROM")
+    pairs = [item for op, args in instructions[runtime:] if op == "ENV" for item in args.split()]
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-def _command(container: dict[str, Any]) -> list[str]:
+IMAGE_PYTHON = "/opt/venv/bin/python"  # the runtime stage's interpreter (consumer/Dockerfile)
+
+
+def _command(container: dict[str, Any], python: str) -> list[str]:
     """ENTRYPOINT + CMD as ECS combines them: the task definition's if set, else the image's."""
     image = dict(_dockerfile())
     entrypoint = container.get("EntryPoint") or json.loads(image["ENTRYPOINT"])
     command = container.get("Command") or (json.loads(image["CMD"]) if "CMD" in image else [])
     argv = [*entrypoint, *command]
-    assert argv[0] == "python", argv  # the image's interpreter; here the one the consumer is installed in
-    return [sys.executable, *argv[1:]]
+    assert argv[0] == IMAGE_PYTHON, argv  # the image's virtualenv; here ``python``, which holds the same
+    return [python, *argv[1:]]
+
+
+def _own_tmp(value: str, home: Path) -> str:
+    """Every container has a /tmp of its own; the workers here share a machine."""
+    return str(home / "tmp" / value.removeprefix("/tmp/")) if value.startswith("/tmp/") else value
 
 
 # ------------------------------------------------------------------------------- the resources it names
@@ -133,7 +152,13 @@ class LocalStack:
             elif kind == "AWS::SQS::Queue":
                 value = self.emulators.client("sqs").create_queue(QueueName=name)["QueueUrl"]  # Ref: its URL
             elif kind == "AWS::S3::Bucket":
-                self.emulators.client("s3").create_bucket(Bucket=name)
+                s3, region = self.emulators.client("s3"), self.emulators.region
+                where = (
+                    {}
+                    if region == "us-east-1"
+                    else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+                )
+                s3.create_bucket(Bucket=name, **where)
                 value = name  # Ref of a bucket: its name
             else:
                 raise AssertionError(f"{unit}/{logical}: no local stand-in for a {kind}")
@@ -266,6 +291,7 @@ class Run:
     worker: Worker
     task_env: dict[str, str]
     shards: dict[str, list[str]]
+    emulators: Any  # in the task's region
 
     @property
     def streams(self) -> list[str]:
@@ -280,10 +306,15 @@ class Run:
         return sum(d.get("RecordsProcessed", 0) for d in metrics if d["Stream"] == stream and "Shard" in d)
 
 
-def _start(env: str, synth: Synth, emulators: Any, unique_name: Callable[..., str], home: Path) -> Run:
+def _start(
+    env: str, synth: Synth, emulators: Any, unique_name: Callable[..., str], home: Path, python: str
+) -> Run:
     container = _container(synth, env)
+    # Where cdk.json names the region (prod), the task says it literally: its resources live in that region.
+    emulators = dataclasses.replace(emulators, region=synth.settings[env].get("region") or emulators.region)
     local = LocalStack(env, synth, emulators, unique_name)
-    task_env = {e["Name"]: local.resolve(e["Value"]) for e in container["Environment"]}
+    (home / "tmp").mkdir(parents=True)
+    task_env = {e["Name"]: _own_tmp(local.resolve(e["Value"]), home) for e in container["Environment"]}
     streams = task_env["CONSUMER_STREAMS"].split(",")
     shards = {stream: local.create_stream(stream) for stream in streams}
 
@@ -298,15 +329,14 @@ def _start(env: str, synth: Synth, emulators: Any, unique_name: Callable[..., st
         assert kinesis.put_records(StreamName=stream, Records=entries).get("FailedRecordCount", 0) == 0
 
     access = emulators.env()
-    home.mkdir()
     process_env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),  # what any container has; HOME without AWS config
         "HOME": str(home),
-        **_image_environment(),
+        **{k: _own_tmp(v, home) for k, v in _image_environment().items()},
         **task_env,
         **{key: access[key] for key in EMULATOR_ACCESS},
     }
-    return Run(env, Worker(_command(container), process_env, home), task_env, shards)
+    return Run(env, Worker(_command(container, python), process_env, home), task_env, shards, emulators)
 
 
 def _consumes_everything(run: Run) -> None:
@@ -335,22 +365,72 @@ def _landed_everything(run: Run, emulators: Any) -> None:
     assert len(landed) >= len(run.streams) * RECORDS_PER_STREAM, run.env
 
 
+def _health_check_passes(run: Run, synth: Synth, python: str) -> None:
+    """The task definition's health check command, run beside the worker as ECS runs it in the container."""
+    check = _container(synth, run.env)["HealthCheck"]["Command"]
+    assert check[0] == "CMD" and check[1] == IMAGE_PYTHON, check
+    done = subprocess.run([python, *check[2:]], env=_env_of(run), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{run.env}: {done.stdout}{done.stderr}"
+    assert done.stdout.startswith("healthy"), done.stdout
+
+
+def _env_of(run: Run) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **run.task_env}
+
+
+def _newest_per_key_is_fenced(run: Run, emulators: Any) -> None:
+    """The example's side effect: every key's newest record in its table, written under the shard's epoch;
+    a write carrying an older epoch is refused by the table's condition."""
+    from latest_per_key.table import FencedLatestTable, StaleEpochError
+
+    from consumer.records import Record
+
+    table = run.task_env["LATEST_TABLE"]
+    dynamodb = emulators.client("dynamodb")
+    items = {i["key"]["S"]: i for i in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]}
+    (stream,) = run.streams
+    assert set(items) == {f"key-{n}" for n in range(RECORDS_PER_STREAM)}, run.env
+    for n in range(RECORDS_PER_STREAM):
+        item = items[f"key-{n}"]
+        assert json.loads(item["data"]["B"])["n"] == n and item["shard"]["S"] in run.shards[stream]
+        assert int(item["epoch"]["N"]) >= 1
+    key, item = "key-0", items["key-0"]
+    stale = Record(
+        stream=stream,
+        shard_id=item["shard"]["S"],
+        sequence_number="9" * 56,  # even a later position
+        sub_sequence_number=0,
+        partition_key=key,
+        data=b'{"stale": true}',
+        approximate_arrival=datetime.now(UTC),
+    )
+    with pytest.raises(StaleEpochError):
+        FencedLatestTable(dynamodb, table).upsert(item["shard"]["S"], int(item["epoch"]["N"]) - 1, stale)
+    after = dynamodb.get_item(TableName=table, Key={"key": {"S": key}}, ConsistentRead=True)["Item"]
+    assert after == item
+
+
 def test_each_environments_task_definition_runs_a_consuming_worker(
     synth: Synth,
     emulators: Any,
     unique_name: Callable[..., str],
     worker_processes: list[Worker],
     tmp_path: Path,
+    dev_image_venv: ImageVenv,
 ) -> None:
-    """The three environments' workers run side by side, each on resources of its own."""
+    """The three environments' workers run side by side, each on resources of its own; dev's from the
+    virtualenv its image's build installs, with the example processor."""
+    pythons = {env: sys.executable for env in ENVIRONMENTS} | {"dev": str(dev_image_venv.python)}
     runs = []
     for env in ENVIRONMENTS:
-        runs.append(_start(env, synth, emulators, unique_name, tmp_path / env))
+        runs.append(_start(env, synth, emulators, unique_name, tmp_path / env, pythons[env]))
         worker_processes.append(runs[-1].worker)
     for run in runs:
         _consumes_everything(run)
+    _health_check_passes(runs[0], synth, pythons["dev"])
     for run in runs:  # SIGTERM: each lands what it consumed in the raw bucket and exits 0
         run.worker.terminate()
     for run in runs:
         assert run.worker.stop() == 0, f"{run.env}: {run.worker.tail()}"
-        _landed_everything(run, emulators)
+        _landed_everything(run, run.emulators)
+    _newest_per_key_is_fenced(runs[0], runs[0].emulators)
