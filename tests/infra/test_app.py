@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aws_cdk import App, Stage
@@ -11,7 +17,7 @@ from aws_cdk import App, Stage
 import app as entry
 from stacks.config import ConfigError
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, Synth
 
 pytestmark = pytest.mark.infra
 
@@ -60,3 +66,100 @@ def test_missing_spark_entry_file_fails_the_synth(tmp_path: Path) -> None:
     cdk_app = App(context={**entry.cdk_json_context(REPO_ROOT), "env": "dev"}, outdir=str(tmp_path / "out"))
     with pytest.raises(Exception, match=r"missing Spark entry file\(s\) aggregate.py"):
         entry.build(cdk_app, REPO_ROOT, spark_jobs=package)
+
+
+# ------------------------------------------------------------------------ a bad cdk.json value, as users see it
+
+
+def _bad(env: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    environments = copy.deepcopy(entry.cdk_json_context(REPO_ROOT)["environments"])
+    change(environments[env])
+    return environments
+
+
+def _no_pyproject(tmp: Path) -> str:
+    project = tmp / "bare"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "mod.py").write_text("class P: ...\n")
+    return os.path.relpath(project, REPO_ROOT)  # relative to cdk.json
+
+
+REFUSALS = {
+    "missing-project": (
+        "dev",
+        lambda e, tmp: e["consumer"].update(processor_project="examples/no-such-project"),
+        "environments.dev.consumer.processor_project: 'examples/no-such-project' does not exist",
+    ),
+    "no-pyproject": (
+        "dev",
+        lambda e, tmp: e["consumer"].update(processor_project=_no_pyproject(tmp), processor="pkg.mod:P"),
+        "has no pyproject.toml or requirements.txt: add one",
+    ),
+    "undefined-entry-point": (
+        "dev",
+        lambda e, tmp: e["consumer"].update(processor="latest_per_key.processor:Nope"),
+        "environments.dev.consumer.processor: 'latest_per_key.processor:Nope' is not defined by "
+        "examples/latest-per-key",
+    ),
+    "prod-without-account": (
+        "prod",
+        lambda e, tmp: e.pop("account"),
+        "environments.prod.account: a production environment must name its AWS account",
+    ),
+    "prod-without-region": (
+        "prod",
+        lambda e, tmp: e.update(region=None),
+        "environments.prod.region: a production environment must name its AWS region",
+    ),
+    "prod-without-alarm-target": (
+        "prod",
+        lambda e, tmp: e["alarms"].update(emails=[], topic_arn=None),
+        "environments.prod.alarms.emails: a production environment's alarms must reach somebody",
+    ),
+}
+
+
+def test_each_bad_value_fails_synth_with_one_line(tmp_path: Path) -> None:
+    """``python app.py`` (what ``cdk synth`` runs) with each bad value as CLI context: one line on stderr naming
+    the key and the fix, exit 2, no traceback. The runs go side by side (each imports aws_cdk)."""
+    runs = {}
+    for name, (env, change, _) in REFUSALS.items():
+        environments = _bad(env, lambda e, change=change: change(e, tmp_path))
+        process_env = {
+            **os.environ,
+            "CDK_CONTEXT_JSON": json.dumps({"environments": environments}),
+            "CDK_OUTDIR": str(tmp_path / f"out-{name}"),
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        }
+        runs[name] = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "app.py")],
+            env=process_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    for name, process in runs.items():
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 2, f"{name}: {err}"
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in err, f"{name}: {err}"
+        assert lines[0].startswith("error: cdk.json context environments."), lines[0]
+        assert REFUSALS[name][2] in lines[0], lines[0]
+        assert not (tmp_path / f"out-{name}" / "manifest.json").exists()
+
+
+def test_prod_stacks_carry_account_region_protection_and_alarm_subscription(synth: Synth) -> None:
+    settings = synth.settings["prod"]
+    manifest = json.loads((synth.outdir / "assembly-prod" / "manifest.json").read_text())
+    stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
+    assert len(stacks) == 5
+    for stack in stacks:
+        assert stack["environment"] == f"aws://{settings['account']}/{settings['region']}"
+        assert stack["properties"]["terminationProtection"] is True
+    subscriptions = synth.resources("prod", "monitoring", "AWS::SNS::Subscription").values()
+    assert {s["Properties"]["Endpoint"] for s in subscriptions} == set(settings["alarms"]["emails"])
+    assert {s["Properties"]["Protocol"] for s in subscriptions} == {"email"}
+    dev = json.loads((synth.outdir / "assembly-dev" / "manifest.json").read_text())
+    for stack in (a for a in dev["artifacts"].values() if a["type"] == "aws:cloudformation:stack"):
+        assert stack["environment"] == "aws://unknown-account/unknown-region"
+        assert not stack["properties"].get("terminationProtection")
