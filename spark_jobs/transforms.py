@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_jobs.jsontext import canonical_base64, one_json_text, within_bounds, wrapped
 from spark_jobs.schemas import RAW_FORMAT, RAW_RECORD_SCHEMA, REASON_DETAILS, Reason
 
 __all__ = [
@@ -78,10 +79,22 @@ _STRINGS = (
     "payload_base64",
 )
 _INTEGERS = ("v", "sub_sequence_number", "epoch")
+#: The typed fields in the order of the format's table: ``detail`` lists wrong ones in this order.
+_TYPED = (
+    "v",
+    "stream",
+    "shard_id",
+    "sequence_number",
+    "sub_sequence_number",
+    "partition_key",
+    "arrival_time",
+    "epoch",
+    "data",
+    "data_base64",
+    "payload_base64",
+)
 _SEQUENCE = r"^[0-9]{1,56}$"
 _ISO_UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
-# Strict base64 (RFC 4648, padded, no whitespace); only character classes, so no regex recursion on long values.
-_BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
 _FIELD = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
 #: Strict parsing (RFC 8259): Spark's JSON reader accepts NaN/Infinity and single quotes unless told not to.
 _JSON_OPTIONS = {
@@ -94,6 +107,8 @@ _JSON_OPTIONS = {
     "allowUnquotedControlChars": "false",
     "allowBackslashEscapingAnyCharacter": "false",
 }
+#: The same, without a corrupt-record column (for reading fields out of a payload).
+_STRICT_OPTIONS = {k: v for k, v in _JSON_OPTIONS.items() if k != "columnNameOfCorruptRecord"}
 
 
 class MissingColumnsError(ValueError):
@@ -123,30 +138,6 @@ def _path_part(path: Column, from_end: int, name: str) -> Column:
     """The value of the ``name=`` directory ``from_end`` levels above the object (empty if it is not there)."""
     segment = F.substring_index(F.substring_index(path, "/", -from_end), "/", 1)
     return F.when(segment.startswith(f"{name}="), F.substring(segment, len(name) + 2, 1 << 20)).otherwise("")
-
-
-def _wrapped(text: Column) -> Column:
-    """``[text]`` parsed as a VARIANT (null when it is not strict JSON); see :func:`_one_json_text`."""
-    return F.try_parse_json(F.concat(F.lit("["), text, F.lit("]")))
-
-
-def _one_json_text(text: Column, wrapped: Column) -> Column:
-    """Whether ``text`` is exactly one strict JSON text, given ``wrapped = _wrapped(text)``.
-
-    ``parse_json`` is strict (no NaN, single quotes, comments, trailing commas, control characters, duplicate
-    keys or lone surrogates) but stops after the first value. Wrapped in ``[...]``, anything after that value
-    makes the array invalid or longer than one element, except text that starts with ``]``; so text holding a
-    ``]`` is parsed once more as ``{"k": text}``, where a ``]`` after the value is invalid.
-    """
-    one = (
-        F.try_variant_get(wrapped, "$[0]", "variant").isNotNull()
-        & F.try_variant_get(wrapped, "$[1]", "variant").isNull()
-        & (
-            (F.instr(text, "]") == 0)
-            | F.try_parse_json(F.concat(F.lit('{"k":'), text, F.lit("}"))).isNotNull()
-        )
-    )
-    return F.coalesce(one, F.lit(False))
 
 
 def _first(conditions: Iterable[tuple[Column, str]]) -> Column:
@@ -186,10 +177,10 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     canonical = (F.col("j.v") == RAW_FORMAT) & (F.col("line") == F.to_json("j"))
     parsed = parsed.withColumn("_canonical", F.coalesce(canonical, F.lit(False)))
     an_object = F.col("line").rlike(r"^[ \t\r\n]*\{")
-    parsed = parsed.withColumn("_strict", F.when(~F.col("_canonical"), _wrapped(F.col("line")))).withColumn(
+    parsed = parsed.withColumn("_strict", F.when(~F.col("_canonical"), wrapped(F.col("line")))).withColumn(
         "_syntax_ok",
         F.col("_canonical")
-        | F.when(~F.col("_canonical"), _one_json_text(F.col("line"), F.col("_strict")) & an_object),
+        | F.when(~F.col("_canonical"), one_json_text(F.col("line"), F.col("_strict")) & an_object),
     )
 
     # The JSON type of each field, for lines not in the sink's layout only. A lambda over the object's fields
@@ -203,8 +194,35 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
             (name.isin(*_STRINGS) & not_string) | (name.isin(*_INTEGERS) & not_integer)
         )
 
-    fields = F.map_entries(F.try_variant_get(F.col("_strict"), "$[0]", "map<string,variant>"))
-    wrong_type = F.try_element_at(F.filter(fields, wrong), F.lit(1)).getField("key")
+    # The line's fields (key, VARIANT value), kept as a column: several checks below read them.
+    parsed = parsed.withColumn(
+        "_fields",
+        F.when(
+            F.col("_syntax_ok") & ~F.col("_canonical"),
+            F.map_entries(F.try_variant_get(F.col("_strict"), "$[0]", "map<string,variant>")),
+        ),
+    )
+    fields = F.col("_fields")
+    wrong_keys = F.transform(F.filter(fields, wrong), lambda f: f.getField("key"))
+    wrong_ordered = F.filter(
+        F.array(*[F.lit(name) for name in _TYPED]), lambda n: F.array_contains(wrong_keys, n)
+    )
+    wrong_type = F.when(F.size(wrong_keys) > 0, F.array_join(wrong_ordered, ", "))
+    # A payload field that is there but null (the sink never writes one): "data": null beside data_base64.
+    null_payload_keys = F.transform(
+        F.filter(
+            fields,
+            lambda f: (
+                F.is_variant_null(f.getField("value"))
+                & f.getField("key").isin("data", "data_base64", "payload_base64")
+            ),
+        ),
+        lambda f: f.getField("key"),
+    )
+    # "v" is there (null included): a line in the sink's layout has it; lines without it are format 1.
+    v_given = F.col("_canonical") | F.coalesce(
+        F.exists(fields, lambda f: f.getField("key") == "v"), F.lit(False)
+    )
     text = F.col("j.arrival_time")
     parsed = parsed.select(
         "source_object",
@@ -220,7 +238,9 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         ).alias("_unparseable"),
         F.when(F.col("_syntax_ok") & ~F.col("_canonical"), wrong_type).alias("_wrong_type"),
         F.col("j._corrupt").isNotNull().alias("_corrupt"),
-        F.coalesce(F.col("j.v"), F.lit(1)).alias("v"),
+        v_given.alias("_v_given"),
+        F.when(v_given, F.col("j.v")).otherwise(F.lit(1)).alias("v"),
+        null_payload_keys.alias("_null_payload"),
         *[F.col(f"j.{name}").alias(name) for name in _REQUIRED if name != "arrival_time"],
         text.alias("_arrival_text"),
         F.when(text.rlike(_ISO_UTC), F.try_to_timestamp(text)).alias("arrival_time"),
@@ -229,15 +249,20 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         F.col("j.payload").alias("payload"),
         F.col("j.payload_base64").alias("payload_base64"),
     )
-    parsed = parsed.withColumn("data_json", F.when(F.col("data").isNotNull(), _wrapped(F.col("data"))))
-    data_ok = _one_json_text(F.col("data"), F.col("data_json"))
+    parsed = parsed.withColumn("data_json", F.when(F.col("data").isNotNull(), wrapped(F.col("data"))))
+    data_ok = one_json_text(F.col("data"), F.col("data_json")) & within_bounds(F.col("data"))
     text_of = {name: "_arrival_text" if name == "arrival_time" else name for name in _REQUIRED}
-    missing = F.coalesce(*[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED])
+    # every missing field, in the order of the format's table
+    missing = F.concat_ws(", ", *[F.when(F.col(text_of[name]).isNull(), F.lit(name)) for name in _REQUIRED])
     any_missing = reduce(Column.__or__, [F.col(text_of[name]).isNull() for name in _REQUIRED])
     v2 = F.col("v") == RAW_FORMAT
     text_payload = F.when(v2, F.col("data")).otherwise(F.col("payload"))
     base64 = F.when(v2, F.col("data_base64")).otherwise(F.col("payload_base64"))
-    bad_base64 = base64.isNotNull() & ((F.length(base64) % 4 != 0) | ~base64.rlike(_BASE64))
+    bad_base64 = base64.isNotNull() & ~canonical_base64(base64)
+    null_payload = F.when(
+        v2,
+        F.array_contains("_null_payload", "data") | F.array_contains("_null_payload", "data_base64"),
+    ).otherwise(F.array_contains("_null_payload", "payload_base64"))
     bad_data = (
         v2
         & F.col("data").isNotNull()
@@ -252,13 +277,13 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         [
             (F.col("_unparseable"), Reason.UNPARSEABLE),
             (F.col("_wrong_type").isNotNull() | F.col("_corrupt"), Reason.WRONG_TYPE),
-            (~F.col("v").isin(1, RAW_FORMAT), Reason.UNSUPPORTED_VERSION),
+            (F.col("_v_given") & ~F.coalesce(v2, F.lit(False)), Reason.UNSUPPORTED_VERSION),
             (any_missing, Reason.MISSING_FIELD),
             (~F.col("sequence_number").rlike(_SEQUENCE), Reason.BAD_SEQUENCE_NUMBER),
             (F.col("sub_sequence_number") < 0, Reason.BAD_SUB_SEQUENCE_NUMBER),
             (F.col("epoch") < 0, Reason.BAD_EPOCH),
             (F.col("arrival_time").isNull(), Reason.BAD_ARRIVAL_TIME),
-            (text_payload.isNotNull() == base64.isNotNull(), Reason.BAD_PAYLOAD),
+            ((text_payload.isNotNull() == base64.isNotNull()) | null_payload, Reason.BAD_PAYLOAD),
             (bad_base64 | bad_data, Reason.BAD_PAYLOAD),
             ((F.col("stream") != F.col("path_stream")) | ~arrival_hour, Reason.WRONG_PARTITION),
         ]
@@ -269,7 +294,7 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     return (
         parsed.withColumn("reason", reason)
         .withColumn("field", field)
-        .drop("_unparseable", "_wrong_type", "_corrupt", "_arrival_text")
+        .drop("_unparseable", "_wrong_type", "_corrupt", "_arrival_text", "_v_given", "_null_payload")
     )
 
 
@@ -280,21 +305,57 @@ def event_id_path(field: str) -> str:
     return "$" + "".join(f"['{part}']" for part in field.split("."))
 
 
+def _strings_at(names: list[str]) -> T.StructType:
+    """A JSON schema that reads the member at ``names`` (nested objects) as text."""
+    schema = T.StructType([T.StructField(names[-1], T.StringType())])
+    for name in reversed(names[:-1]):
+        schema = T.StructType([T.StructField(name, schema)])
+    return schema
+
+
+def _member(struct: Column, names: list[str]) -> Column:
+    return reduce(lambda column, name: column.getField(name), names, struct)
+
+
 def with_event_id(field: str | None) -> Callable[[DataFrame], DataFrame]:
-    """Add ``event_id``: the payload's ``field`` as a string (null without a field, or for binary payloads)."""
+    """Add ``event_id``: the payload's ``field`` as text, compared exactly, never through a double.
+
+    A JSON string gives its value; a JSON integer its exact digits, however many (``-0`` is ``0``). Anything
+    else gives null, so that the row is deduplicated by its record key alone: no field, a binary payload, a
+    number with a fraction or an exponent (Spark cannot give its exact text), an object, an array, a boolean,
+    ``null``.
+    """
 
     def transform(parsed: DataFrame) -> DataFrame:
-        _require(parsed, "with_event_id", ["data_json", "payload"])
+        _require(parsed, "with_event_id", ["data_json", "payload", "line", "v"])
         if field is None:
             return parsed.withColumn("event_id", F.lit(None).cast("string"))
         path = event_id_path(field)
-        return parsed.withColumn(
-            "event_id",
-            F.coalesce(
-                F.try_variant_get(F.col("data_json"), "$[0]" + path[1:], "string"),
-                F.try_variant_get(F.col("payload"), path, "string"),
-            ),
+        names = field.split(".")
+        value = F.coalesce(
+            F.try_variant_get(F.col("data_json"), "$[0]" + path[1:], "variant"),
+            F.try_variant_get(F.col("payload"), path, "variant"),
         )
+        string = F.try_variant_get(value, "$", "binary").isNotNull()  # only a JSON string casts to binary
+        kind = F.schema_of_variant(value)
+        number = kind.isin("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE") | kind.startswith(
+            "DECIMAL"
+        )
+        # A VARIANT keeps 38 digits at most (then a double); Spark's JSON reader reads a number into a string
+        # column as its digits when it is an integer (a BigInteger), as a double's text otherwise.
+        digits = F.when(
+            F.col("v") == RAW_FORMAT,
+            _member(F.from_json(F.col("data"), _strings_at(names), _STRICT_OPTIONS), names),
+        ).otherwise(
+            _member(
+                F.from_json(F.col("line"), _strings_at(["payload", *names]), _STRICT_OPTIONS),
+                ["payload", *names],
+            )
+        )
+        event_id = F.when(string, F.try_variant_get(value, "$", "string")).when(
+            number, F.when(digits.rlike(r"^-?[0-9]+$"), digits)
+        )
+        return parsed.withColumn("event_id", event_id)
 
     return transform
 
@@ -319,7 +380,8 @@ def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFra
 
     They are derived from the exact text, never from a double: a DECIMAL column holds the written digits
     (null when they do not fit its precision and scale), an integer column null when the value is not an
-    integer that fits. Binary payloads, absent fields and values of another JSON type give null.
+    integer that fits. A number column (integer, DECIMAL, DOUBLE, ...) takes only JSON numbers: a JSON string
+    (``"0.5"``, ``"NaN"``) gives null, as do binary payloads, absent fields and values of another JSON type.
     """
 
     def transform(curated: DataFrame) -> DataFrame:
@@ -332,9 +394,22 @@ def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFra
         clash = set(struct.fieldNames()) & set(curated.columns)
         if clash:
             raise ValueError(f"payload columns {sorted(clash)} clash with columns of the table")
-        options = {k: v for k, v in _JSON_OPTIONS.items() if k != "columnNameOfCorruptRecord"}
-        typed = F.from_json(F.col("payload"), struct, options)
-        return curated.select("*", *[typed.getField(name).alias(name) for name in struct.fieldNames()])
+        typed = F.from_json(F.col("payload"), struct, _STRICT_OPTIONS)
+        columns = {name: typed.getField(name) for name in struct.fieldNames()}
+        numeric = [f.name for f in struct.fields if isinstance(f.dataType, T.NumericType)]
+        if not numeric:
+            return curated.select("*", *[column.alias(name) for name, column in columns.items()])
+        # Spark's JSON reader reads a DECIMAL from a JSON string ("0.5") and a DOUBLE from "NaN": a number
+        # column takes JSON numbers only, so a string member (only strings cast to binary) gives null.
+        members = F.col("_payload_members")
+        for name in numeric:
+            member = F.try_element_at(members, F.lit(name))
+            string = F.try_variant_get(member, "$", "binary").isNotNull()
+            columns[name] = F.when(~F.coalesce(string, F.lit(False)), columns[name])
+        return curated.withColumn(
+            "_payload_members",
+            F.try_variant_get(F.try_parse_json(F.col("payload")), "$", "map<string,variant>"),
+        ).select(*curated.columns, *[column.alias(name) for name, column in columns.items()])
 
     return transform
 
@@ -395,7 +470,10 @@ def quarantined(parsed: DataFrame) -> DataFrame:
         )
         .otherwise(F.element_at(texts, F.col("reason")))
     )
-    line_base64 = F.when(~F.is_valid_utf8("line"), F.base64(F.col("line").cast("binary")))
+    # Strict base64: Spark's base64() breaks its output into MIME lines of 76 characters (CR-LF between).
+    line_base64 = F.when(
+        ~F.is_valid_utf8("line"), F.translate(F.base64(F.col("line").cast("binary")), "\r\n", "")
+    )
     return parsed.where(F.col("reason").isNotNull()).select(
         "source_object",
         "line",
