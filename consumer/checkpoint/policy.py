@@ -10,7 +10,7 @@ from consumer.checkpoint.checkpointer import CheckpointWriter, OrderedTracker
 from consumer.clock import Clock
 from consumer.records import Position, Record
 
-__all__ = ["AutoCheckpoints", "CheckpointPolicy", "ManualCheckpoints"]
+__all__ = ["AutoCheckpoints", "CheckpointPolicy", "ExplicitCheckpoints", "ManualCheckpoints"]
 
 
 class CheckpointPolicy(Protocol):
@@ -119,3 +119,36 @@ class ManualCheckpoints:
 
     def close(self) -> None:
         self._tracker.close()
+
+
+class ExplicitCheckpoints:
+    """``checkpoint_mode = "explicit"``: only the processor's own ``checkpoint(position)`` calls write.
+
+    Nothing is written after a batch, at a requested stop or on a timer, and nothing is waited for: the
+    processor answers for every position it checkpoints (the MultiLang daemon writes exactly what its child
+    asks for). ``checkpoint()`` without a position writes nothing, except in ``shard_ended`` (SHARD_END)."""
+
+    def track(self, batch: Sequence[Record]) -> Sequence[Record]:
+        return batch
+
+    def delivered(self, batch: Sequence[Record], dead_lettered: Sequence[Record]) -> None:
+        return None
+
+    def halted(self, batch: Sequence[Record], failed: Record | None, dead_lettered: Sequence[Record]) -> None:
+        return None
+
+    def position(self) -> Position | None:
+        return None
+
+    def save_due(self, writer: CheckpointWriter, idle: bool) -> None:
+        return None
+
+    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
+        return None
+
+    @property
+    def pending(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        return None

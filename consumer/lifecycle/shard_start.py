@@ -8,7 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from consumer.checkpoint.checkpointer import CheckpointWriter
-from consumer.checkpoint.policy import AutoCheckpoints, CheckpointPolicy, ManualCheckpoints
+from consumer.checkpoint.policy import (
+    AutoCheckpoints,
+    CheckpointPolicy,
+    ExplicitCheckpoints,
+    ManualCheckpoints,
+)
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock
 from consumer.config import StreamSpec, WorkerConfig
@@ -89,11 +94,13 @@ def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: Sha
     # count records as done the moment they were handed over.
     mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)
     cp = ctx.config.checkpoint
-    policy: CheckpointPolicy = (
-        ManualCheckpoints(cp.flush_interval, ctx.clock)
-        if mode == "manual"
-        else AutoCheckpoints(start, cp.auto_interval, ctx.clock)
-    )
+    policy: CheckpointPolicy
+    if mode == "manual":
+        policy = ManualCheckpoints(cp.flush_interval, ctx.clock)
+    elif mode == "explicit":  # only the processor's checkpoint(position) calls write (MultiLang)
+        policy = ExplicitCheckpoints()
+    else:
+        policy = AutoCheckpoints(start, cp.auto_interval, ctx.clock)
     writer = CheckpointWriter(
         ctx.checkpoints,
         lease.stream,
