@@ -125,7 +125,7 @@ class SimWorker:
         clock = self.sim.clock
         events, self.pending = self.pending, []
         before = self.sim.client_requests()
-        actions = self.coordinator.step(clock.now, clock.wall_ms(), events)
+        actions = self.coordinator.step(clock.now, events)
         results = [e for a in actions if (e := self.effects.run(a)) is not None]
         if self.coordinator.done:
             self.done = True

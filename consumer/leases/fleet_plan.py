@@ -34,8 +34,9 @@ class FleetInput:
     live: frozenset[str]  # heartbeat seen moving (draining ones included)
     draining: frozenset[str]
     dead_owners: Mapping[str, OwnerObservation]
-    now_ms: int
-    handoff_stall_ms: int
+    # Hand-off requests this leader has watched stand unanswered for the stall time, on its own monotonic
+    # clock (the request's wall stamp is another worker's clock: for display only).
+    stalled_requests: frozenset[str] = frozenset()
     max_leases: int | None = None
     max_moves: int = 100
 
@@ -124,8 +125,7 @@ def _pending(
             withdraw.append(lease)
             continue
         wanted[lease.key] = to
-        since = lease.handoff_requested_ms
-        if since is not None and inp.now_ms - since >= inp.handoff_stall_ms:
+        if lease.key in inp.stalled_requests:
             stalled.append(lease)
     return wanted, withdraw, stalled
 

@@ -1,4 +1,4 @@
-"""The worker's decisions as a pure step: ``step(now, wall_ms, events) -> actions``. No I/O, no threads.
+"""The worker's decisions as a pure step: ``step(now, events) -> actions``. No I/O, no threads.
 
 Every worker is a member: it heartbeats, polls its own item (its inbox), reads its own leases when the inbox
 says something changed, starts the leases given to it, hands a lease on when the leader asks, and drains at
@@ -81,7 +81,7 @@ class Coordinator:
         self.shutting_down = False
         self._deadline = self._release_at = float("inf")
         self.done = False
-        self._now, self._wall_ms = now, 0
+        self._now = now
         # Called with ``now`` at the start of every step: the liveness hook (consumer.health.Heartbeat). The
         # step itself stays pure; whoever drives it decides what a step's pulse does.
         self.on_step: Callable[[float], None] | None = None
@@ -102,10 +102,12 @@ class Coordinator:
         }
 
     # -- the step ---------------------------------------------------------------------------------
-    def step(self, now: float, wall_ms: int, events: Sequence[Event]) -> list[Action]:
+    def step(self, now: float, events: Sequence[Event]) -> list[Action]:
+        """Take in ``events`` at monotonic time ``now`` and return the actions to carry out, in order. No
+        decision reads a wall clock: ours or, through the table's stamps, another worker's."""
         if self.on_step is not None:
             self.on_step(now)
-        self._now, self._wall_ms = now, wall_ms
+        self._now = now
         actions: list[Action] = []
         for ev in events:
             actions += self._handlers[type(ev)](ev)
@@ -219,7 +221,7 @@ class Coordinator:
             return []
         if not self.duties.active:
             return []
-        p = self.duties.on_table(ev.snapshot, self._now, self._wall_ms, self.shutting_down)
+        p = self.duties.on_table(ev.snapshot, self._now, self.shutting_down)
         if not self.membership.valid(self._now):  # our heartbeat is not current: plan nothing
             return []
         actions = self.duties.write(p, self._now)
@@ -238,7 +240,7 @@ class Coordinator:
         the leader reassigns it."""
         if not self.duties.active:
             return None
-        return self.duties.fleet.hand_to((key,), self._now, self._wall_ms)[key]
+        return self.duties.fleet.hand_to((key,), self._now)[key]
 
     def _pass_on(self, lease: Lease) -> list[Action]:
         """Given a lease while shutting down (the giver had not seen us draining yet): hand it on unread."""

@@ -1,7 +1,9 @@
 """What the leader knows of the fleet from its last read of the lease table, and the decisions that follow
 from it alone: who is alive, what the fleet plan says, whom to hand a lease to, which dead items to forget.
 
-Pure: ``now`` (monotonic) and ``wall_ms`` come in; nothing here reads a clock or calls DynamoDB.
+Pure: ``now`` (monotonic) comes in; nothing here reads a clock or calls DynamoDB. Every duration is measured
+on this leader's monotonic clock from when it saw something change: the wall-clock stamps in the table
+(``heartbeat_ms``, ``started_ms``, ``handoff_requested_ms``) are other workers' clocks, kept for display only.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class FleetView:
         self.snapshot = TableSnapshot((), ())
         self._forgetting: set[tuple[str, int]] = set()
         self._known_dead: dict[str, OwnerObservation] = {}  # a leader we replaced, fenced by our claim
+        # Hand-off requests in the table: key -> (who asked, when we first saw that request).
+        self._requests: dict[str, tuple[str, float]] = {}
 
     def known_dead(self, obs: OwnerObservation) -> None:
         """A worker we proved dead ourselves (we claimed leadership from it): no need to watch it again."""
@@ -49,7 +53,18 @@ class FleetView:
         """Take in a fresh read of the whole table."""
         self.snapshot = snap
         self._liveness.observe(snap.workers, snap.leases, now)
+        requests = {x.key: x.handoff_to for x in snap.leases if x.handoff_to is not None}
+        self._requests = {
+            key: seen if (seen := self._requests.get(key)) is not None and seen[0] == to else (to, now)
+            for key, to in requests.items()
+        }
         return self.snapshot
+
+    def stalled_requests(self, now: float) -> frozenset[str]:
+        """Lease keys whose hand-off request we have watched stand for the stall time (a new leader starts
+        every request it finds at "just seen")."""
+        stall = self._cfg.handoff_stall_after
+        return frozenset(key for key, (_to, since) in self._requests.items() if now - since >= stall)
 
     def streams(self) -> tuple[str, ...]:
         """Every stream that we or a worker in the table consume (during a deploy that adds a stream, only
@@ -62,32 +77,30 @@ class FleetView:
             w.worker_id for w in self.snapshot.workers if w.worker_id in live and stream in w.streams
         ) | (mine & live)
 
-    def live(self, now: float, wall_ms: int) -> frozenset[str]:
-        """Workers to share leases with: heartbeat seen moving, and not long silent by its own wall time
-        (a hint that only spares a new worker from waiting out crashed workers' items; takes of owned
-        leases still wait a full lease duration on our monotonic clock)."""
-        stale_ms = self._cfg.lease_duration * 1000
+    def live(self, now: float) -> frozenset[str]:
+        """Workers to share leases with: heartbeat (incarnation and counter) seen changing within a lease
+        duration, on our monotonic clock. A worker we see for the first time counts as just seen: a new
+        leader waits out a crashed worker's item for one lease duration rather than trust its wall stamps."""
         return frozenset(
             w.worker_id
             for w in self.snapshot.workers
-            if self._liveness.is_alive(w.worker_id, now)
-            and self._still_dead(w.worker_id) is None
-            and wall_ms - max(w.heartbeat_ms, w.started_ms) < stale_ms
+            if self._liveness.is_alive(w.worker_id, now) and self._still_dead(w.worker_id) is None
         ) | {self.me}
 
-    def successors(self, now: float, wall_ms: int) -> frozenset[str]:
+    def successors(self, now: float) -> frozenset[str]:
         """Live workers other than us that are not draining: who may take a lease we give up."""
         draining = {w.worker_id for w in self.snapshot.workers if w.draining}
-        return frozenset(self.live(now, wall_ms) - draining - {self.me})
+        return frozenset(self.live(now) - draining - {self.me})
 
-    def hand_to(self, keys: tuple[str, ...], now: float, wall_ms: int) -> dict[str, str | None]:
+    def hand_to(self, keys: tuple[str, ...], now: float) -> dict[str, str | None]:
         """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
-        return plan_shutdown(self.me, self.snapshot.leases, self.successors(now, wall_ms), keys)
+        return plan_shutdown(self.me, self.snapshot.leases, self.successors(now), keys)
 
-    def plan(self, now: float, wall_ms: int, leaving: bool = False, budget: int = 100) -> FleetPlan:
+    def plan(self, now: float, leaving: bool = False, budget: int = 100) -> FleetPlan:
         """The fleet plan, stream by stream among the workers that consume it; ``leaving``: we are shutting
         down too (our leases go like a draining worker's); ``budget``: the moves it may spend (fleet_plan)."""
-        live = self.live(now, wall_ms)
+        live = self.live(now)
+        stalled = self.stalled_requests(now)
         dead: dict[str, OwnerObservation] = {}
         for lease in self.snapshot.leases:
             if lease.owner is not None and lease.owner not in live and lease.owner not in dead:
@@ -105,8 +118,7 @@ class FleetView:
                     live=self._consumers(stream, live),
                     draining=frozenset(draining),
                     dead_owners=dead,
-                    now_ms=wall_ms,
-                    handoff_stall_ms=int(self._cfg.handoff_stall_after * 1000),
+                    stalled_requests=stalled,
                     max_leases=self._cfg.max_leases_per_worker,
                     max_moves=budget,
                 )

@@ -82,13 +82,13 @@ class LeaderDuties:
             )
         return actions
 
-    def on_table(self, snap: TableSnapshot, now: float, wall_ms: int, leaving: bool) -> FleetPlan:
+    def on_table(self, snap: TableSnapshot, now: float, leaving: bool) -> FleetPlan:
         self.fleet.observe(snap, now)
         self._scanned = True
         rate = self._cfg.max_moves_per_second
         self._tokens = min(float(rate), self._tokens + max(0.0, now - self._filled_at) * rate)
         self._filled_at = now
-        p = self.fleet.plan(now, wall_ms, leaving, int(self._tokens))
+        p = self.fleet.plan(now, leaving, int(self._tokens))
         self._tokens -= p.cost
         if p.truncated:  # more to do: read and plan again once a fifth of a second's worth has come in
             self.scan_soon(now, max(0.0, (rate / 5 - self._tokens) / rate))

@@ -250,7 +250,7 @@ class Worker:
         events: list[Event] = []
         while True:
             now = self._clock.monotonic()
-            actions = self.coordinator.step(now, self._clock.wall_ms(), events)
+            actions = self.coordinator.step(now, events)
             events = [e for a in actions if (e := self._effects.run(a)) is not None]
             if self.coordinator.done:
                 return

@@ -74,23 +74,23 @@ def writes(actions: list[Action], kind: WriteKind) -> list[LeaseWrite]:
 
 def alive(c: Coordinator, now: float = T0) -> None:
     """Start-up: heartbeat written, so the worker may act on leases until now + 8 s."""
-    first = c.step(now, WALL, [])
+    first = c.step(now, [])
     assert of(first, Heartbeat) and of(first, ReadInbox)
-    assert of(c.step(now, WALL, [HeartbeatResult(now, Result.OK)]), Renew) == [Renew(now)]
+    assert of(c.step(now, [HeartbeatResult(now, Result.OK)]), Renew) == [Renew(now)]
 
 
 def follow(c: Coordinator, leader: str = "z", now: float = T0 + 1.0) -> None:
     """Learn that ``leader`` leads (a follower from then on)."""
-    assert of(c.step(now, WALL, []), ReadLeader)
-    c.step(now, WALL, [LeaderRead(Leader(leader, 1))])
+    assert of(c.step(now, []), ReadLeader)
+    c.step(now, [LeaderRead(Leader(leader, 1))])
 
 
 def lead(c: Coordinator, now: float = T0 + 1.0) -> list[Action]:
     """Claim the absent leadership item; returns the actions of the step that follows the claim."""
-    assert of(c.step(now, WALL, []), ReadLeader)
-    [claim] = of(c.step(now, WALL, [LeaderRead(None)]), ClaimLeadership)
+    assert of(c.step(now, []), ReadLeader)
+    [claim] = of(c.step(now, [LeaderRead(None)]), ClaimLeadership)
     assert claim == ClaimLeadership(None, None)
-    acts = c.step(now, WALL, [LeadershipResult(claim, Result.OK, Leader(c.id, 1))])
+    acts = c.step(now, [LeadershipResult(claim, Result.OK, Leader(c.id, 1))])
     assert c.leadership.leading and of(acts, ReadTable)
     return acts
 
@@ -98,10 +98,10 @@ def lead(c: Coordinator, now: float = T0 + 1.0) -> list[Action]:
 def given(c: Coordinator, lease: Lease, now: float = T0, inbox: int = 1) -> list[Action]:
     """Our item says ``lease`` was given to us; read it and return the actions of that read."""
     item = worker(c.id, inbox=inbox, given=frozenset({lease.key}))
-    [read] = of(c.step(now, WALL, [InboxRead(item)]), ReadOwn)
+    [read] = of(c.step(now, [InboxRead(item)]), ReadOwn)
     assert lease.key in read.keys
     held = tuple(o.lease for k, o in c.owned.items() if k != lease.key)  # unchanged
-    return c.step(now, WALL, [OwnRead(read.keys, (lease, *held))])
+    return c.step(now, [OwnRead(read.keys, (lease, *held))])
 
 
 def owning(c: Coordinator, shard: str = "sh0", epoch: int = 1, now: float = T0) -> Lease:

@@ -56,34 +56,34 @@ from tests.unit.coordinator_support import (
 # -- start-up and polling -------------------------------------------------------------------------------
 def test_a_member_heartbeats_polls_its_own_item_and_never_reads_the_table() -> None:
     c = coordinator()
-    acts = c.step(T0, WALL, [])
+    acts = c.step(T0, [])
     assert of(acts, Heartbeat) == [Heartbeat(0, 0, False)] and of(acts, ReadInbox)
     assert not of(acts, ReadTable)
     follow(c)
     for t in range(2, 30):
-        assert not of(c.step(T0 + t, WALL, []), ReadTable)
+        assert not of(c.step(T0 + t, []), ReadTable)
 
 
 def test_the_own_item_is_polled_once_a_second_when_quiet_and_fast_for_half_a_lease_after_a_wake() -> None:
     c = coordinator()
     alive(c)
     follow(c)
-    quiet = [t for t in range(1, 100) if of(c.step(T0 + t / 10, WALL, []), ReadInbox)]
+    quiet = [t for t in range(1, 100) if of(c.step(T0 + t / 10, []), ReadInbox)]
     assert 8 <= len(quiet) <= 11  # once a second (not fast at start: a whole fleet starts at once)
-    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=1))])  # a plain wake-up: read, stay slow
-    assert len([t for t in range(1, 10) if of(c.step(T0 + 20 + t / 10, WALL, []), ReadInbox)]) <= 1
-    c.step(T0 + 20, WALL, [InboxRead(worker("a", inbox=2, expect=1))])  # a lease is on its way to us
-    fast = [t for t in range(1, 50) if of(c.step(T0 + 20 + t / 10, WALL, []), ReadInbox)]
+    c.step(T0 + 20, [InboxRead(worker("a", inbox=1))])  # a plain wake-up: read, stay slow
+    assert len([t for t in range(1, 10) if of(c.step(T0 + 20 + t / 10, []), ReadInbox)]) <= 1
+    c.step(T0 + 20, [InboxRead(worker("a", inbox=2, expect=1))])  # a lease is on its way to us
+    fast = [t for t in range(1, 50) if of(c.step(T0 + 20 + t / 10, []), ReadInbox)]
     assert len(fast) >= 40  # every 0.1 s for half a lease
-    later = [t for t in range(1, 50) if of(c.step(T0 + 26 + t / 10, WALL, []), ReadInbox)]
+    later = [t for t in range(1, 50) if of(c.step(T0 + 26 + t / 10, []), ReadInbox)]
     assert len(later) <= 6  # then once a second again
 
 
 def test_a_new_worker_does_not_wake_the_leader_which_sees_it_at_its_next_scan() -> None:
     c = coordinator()
     alive(c)
-    c.step(T0 + 1, WALL, [])
-    assert not of(c.step(T0 + 1, WALL, [LeaderRead(Leader("z", 3))]), Wake)
+    c.step(T0 + 1, [])
+    assert not of(c.step(T0 + 1, [LeaderRead(Leader("z", 3))]), Wake)
 
 
 # -- leases given to us ---------------------------------------------------------------------------------
@@ -108,36 +108,36 @@ def test_a_missed_inbox_read_is_made_good_by_the_given_set_at_the_next_read() ->
     c = coordinator()
     alive(c)
     mine = Lease("s", "sh0", owner="a", epoch=2)
-    assert not of(c.step(T0, WALL, [InboxRead(None, error="connection refused")]), ReadOwn)
-    acts = c.step(T0 + 0.2, WALL, [InboxRead(worker("a", inbox=1, given=frozenset({mine.key})))])
+    assert not of(c.step(T0, [InboxRead(None, error="connection refused")]), ReadOwn)
+    acts = c.step(T0 + 0.2, [InboxRead(worker("a", inbox=1, given=frozenset({mine.key})))])
     [read] = of(acts, ReadOwn)
-    assert Start(mine) in c.step(T0 + 0.3, WALL, [OwnRead(read.keys, (mine,))])
+    assert Start(mine) in c.step(T0 + 0.3, [OwnRead(read.keys, (mine,))])
 
 
 def test_a_failed_own_read_is_retried_soon() -> None:
     c = coordinator()
     alive(c)
-    [read] = of(c.step(T0, WALL, [InboxRead(worker("a", inbox=1, given=frozenset({"k"})))]), ReadOwn)
-    assert not of(c.step(T0 + 0.1, WALL, [OwnRead(read.keys, None, error="reset")]), ReadOwn)
-    assert of(c.step(T0 + 0.6, WALL, []), ReadOwn)
+    [read] = of(c.step(T0, [InboxRead(worker("a", inbox=1, given=frozenset({"k"})))]), ReadOwn)
+    assert not of(c.step(T0 + 0.1, [OwnRead(read.keys, None, error="reset")]), ReadOwn)
+    assert of(c.step(T0 + 0.6, []), ReadOwn)
 
 
 def test_a_lease_that_moved_in_the_table_stops_its_consumer_as_lost() -> None:
     c = coordinator()
     alive(c)
     mine = owning(c)
-    [read] = of(c.step(T0 + 1, WALL, [InboxRead(worker("a", inbox=5))]), ReadOwn)
+    [read] = of(c.step(T0 + 1, [InboxRead(worker("a", inbox=5))]), ReadOwn)
     moved = Lease("s", "sh0", owner="b", epoch=mine.epoch + 1)
-    acts = c.step(T0 + 1, WALL, [OwnRead(read.keys, (moved,))])
+    acts = c.step(T0 + 1, [OwnRead(read.keys, (moved,))])
     assert Stop(mine.key, ShutdownReason.LEASE_LOST) in acts
     assert not c.owned
 
 
 # -- hand-off on request ----------------------------------------------------------------------------------
 def asked(c: Coordinator, mine: Lease, to: str = "b", now: float = T0 + 1) -> list[Action]:
-    [read] = of(c.step(now, WALL, [InboxRead(worker("a", inbox=9))]), ReadOwn)
+    [read] = of(c.step(now, [InboxRead(worker("a", inbox=9))]), ReadOwn)
     req = Lease("s", mine.shard_id, owner="a", epoch=mine.epoch, handoff_to=to, handoff_requested_ms=WALL)
-    return c.step(now, WALL, [OwnRead(read.keys, (req,))])
+    return c.step(now, [OwnRead(read.keys, (req,))])
 
 
 def test_running_to_stopping_one_idle_poll_after_the_request_then_transferring_once_drained() -> None:
@@ -145,16 +145,14 @@ def test_running_to_stopping_one_idle_poll_after_the_request_then_transferring_o
     alive(c)
     mine = owning(c)
     assert not of(asked(c, mine), Stop)  # the requester gets one idle poll to start listening fast
-    assert not of(c.step(T0 + 1.5, WALL, []), Stop)
-    assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 2.0, WALL, [])
+    assert not of(c.step(T0 + 1.5, []), Stop)
+    assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 2.0, [])
     assert c.owned[mine.key].phase is Phase.STOPPING
-    acts = c.step(T0 + 2.3, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)])
+    acts = c.step(T0 + 2.3, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)])
     [transfer] = writes(acts, WriteKind.TRANSFER)
     assert transfer.to == "b"
     moved = Lease("s", "sh0", owner="b", epoch=mine.epoch + 1)
-    acts = c.step(
-        T0 + 2.4, WALL, [ActionResult(WriteKind.TRANSFER, transfer.lease, Result.OK, new=moved, to="b")]
-    )
+    acts = c.step(T0 + 2.4, [ActionResult(WriteKind.TRANSFER, transfer.lease, Result.OK, new=moved, to="b")])
     assert mine.key not in c.owned
     latency = [m for m in of(acts, Metric) if m.name == "HandoffLatencyMs"]
     assert latency and abs(latency[0].value - 400) < 1
@@ -166,8 +164,8 @@ def test_a_drained_shards_transfer_runs_before_the_membership_work_due_in_the_sa
     alive(c)
     mine = owning(c)
     asked(c, mine)
-    c.step(T0 + 2.0, WALL, [])
-    acts = c.step(T0 + 6.0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)])
+    c.step(T0 + 2.0, [])
+    acts = c.step(T0 + 6.0, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)])
     kinds = [type(a) for a in acts]
     assert ReadInbox in kinds and Heartbeat in kinds  # both due by now
     [transfer] = writes(acts, WriteKind.TRANSFER)
@@ -176,9 +174,9 @@ def test_a_drained_shards_transfer_runs_before_the_membership_work_due_in_the_sa
 
 def stopped_for_handoff(c: Coordinator, mine: Lease) -> LeaseWrite:
     asked(c, mine)
-    c.step(T0 + 2.0, WALL, [])
+    c.step(T0 + 2.0, [])
     [transfer] = writes(
-        c.step(T0 + 2.0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.TRANSFER
+        c.step(T0 + 2.0, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.TRANSFER
     )
     return transfer
 
@@ -188,15 +186,14 @@ def test_a_transfer_that_fails_transiently_is_retried_after_a_backoff_not_before
     alive(c)
     mine = owning(c)
     transfer = stopped_for_handoff(c, mine)
-    assert not writes(c.step(T0 + 2.0, WALL, []), WriteKind.TRANSFER)  # in flight: not sent twice
+    assert not writes(c.step(T0 + 2.0, []), WriteKind.TRANSFER)  # in flight: not sent twice
     c.step(
         T0 + 2.0,
-        WALL,
         [ActionResult(WriteKind.TRANSFER, transfer.lease, Result.FAILED, to="b", error="reset")],
     )
     assert c.owned[mine.key].phase is Phase.TRANSFERRING
-    assert not writes(c.step(T0 + 2.01, WALL, []), WriteKind.TRANSFER)
-    assert writes(c.step(T0 + 4.0, WALL, []), WriteKind.TRANSFER)
+    assert not writes(c.step(T0 + 2.01, []), WriteKind.TRANSFER)
+    assert writes(c.step(T0 + 4.0, []), WriteKind.TRANSFER)
 
 
 def test_a_transfer_whose_successor_left_releases_and_a_release_that_conflicts_ends_the_ownership() -> None:
@@ -204,9 +201,9 @@ def test_a_transfer_whose_successor_left_releases_and_a_release_that_conflicts_e
     alive(c)
     mine = owning(c)
     transfer = stopped_for_handoff(c, mine)
-    acts = c.step(T0 + 2.1, WALL, [ActionResult(WriteKind.TRANSFER, transfer.lease, Result.CONFLICT, to="b")])
+    acts = c.step(T0 + 2.1, [ActionResult(WriteKind.TRANSFER, transfer.lease, Result.CONFLICT, to="b")])
     [release] = writes(acts, WriteKind.RELEASE)
-    c.step(T0 + 2.2, WALL, [ActionResult(WriteKind.RELEASE, release.lease, Result.CONFLICT)])
+    c.step(T0 + 2.2, [ActionResult(WriteKind.RELEASE, release.lease, Result.CONFLICT)])
     assert mine.key not in c.owned
 
 
@@ -216,20 +213,20 @@ def test_halted_shard_keeps_its_lease_and_is_marked_for_operators() -> None:
     alive(c)
     mine = owning(c)
     at = Position("5", 0)
-    acts = c.step(T0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.HALTED, halted_at=at)])
+    acts = c.step(T0, [ShardFinished(mine.key, mine.epoch, Outcome.HALTED, halted_at=at)])
     assert writes(acts, WriteKind.HALT) == [LeaseWrite(WriteKind.HALT, mine, halted_at=at)]
     assert [m.name for m in of(acts, Metric)] == ["ShardsHalted"]
     assert c.owned[mine.key].phase is Phase.HALTED
-    assert not writes(c.step(T0 + 5, WALL, []), WriteKind.RELEASE)
+    assert not writes(c.step(T0 + 5, []), WriteKind.RELEASE)
 
 
 def test_a_halted_shard_asked_for_is_handed_on_without_draining() -> None:
     c = coordinator()
     alive(c)
     mine = owning(c)
-    c.step(T0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.HALTED, halted_at=Position("5", 0))])
+    c.step(T0, [ShardFinished(mine.key, mine.epoch, Outcome.HALTED, halted_at=Position("5", 0))])
     asked(c, mine)
-    acts = c.step(T0 + 2.0, WALL, [])
+    acts = c.step(T0 + 2.0, [])
     assert not of(acts, Stop)
     assert [w.to for w in writes(acts, WriteKind.TRANSFER)] == ["b"]
 
@@ -238,11 +235,11 @@ def test_a_shard_given_up_on_is_released_marked_so_that_the_leader_offers_it_to_
     c = coordinator()
     alive(c)
     mine = owning(c)
-    acts = c.step(T0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.GAVE_UP, detail="refused")])
+    acts = c.step(T0, [ShardFinished(mine.key, mine.epoch, Outcome.GAVE_UP, detail="refused")])
     assert [m.name for m in of(acts, Metric)] == ["ShardsGivenUp"]
     [release] = writes(acts, WriteKind.RELEASE)
     assert release.given_up
-    c.step(T0, WALL, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])
+    c.step(T0, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])
     assert not c.owned
 
 
@@ -250,8 +247,8 @@ def test_shard_end_marks_the_lease_ended() -> None:
     c = coordinator()
     alive(c)
     mine = owning(c)
-    [end] = writes(c.step(T0, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.SHARD_END)]), WriteKind.END)
-    c.step(T0, WALL, [ActionResult(WriteKind.END, end.lease, Result.OK)])
+    [end] = writes(c.step(T0, [ShardFinished(mine.key, mine.epoch, Outcome.SHARD_END)]), WriteKind.END)
+    c.step(T0, [ActionResult(WriteKind.END, end.lease, Result.OK)])
     assert not c.owned
     assert Lease("s", "x", state=LeaseState.ENDED).ended
 
@@ -260,7 +257,7 @@ def test_a_finished_report_from_an_earlier_ownership_is_ignored() -> None:
     c = coordinator()
     alive(c)
     mine = owning(c, epoch=3)
-    assert c.step(T0, WALL, [ShardFinished(mine.key, mine.epoch - 1, Outcome.GAVE_UP)]) == []
+    assert c.step(T0, [ShardFinished(mine.key, mine.epoch - 1, Outcome.GAVE_UP)]) == []
     assert c.owned[mine.key].phase is Phase.RUNNING
 
 
@@ -268,9 +265,9 @@ def test_a_finished_report_from_an_earlier_ownership_is_ignored() -> None:
 def test_a_failed_heartbeat_is_retried_soon() -> None:
     c = coordinator()
     alive(c)
-    c.step(T0 + 4.0, WALL, [])
-    c.step(T0 + 4.0, WALL, [HeartbeatResult(T0 + 4.0, Result.FAILED, error="timeout")])
-    assert of(c.step(T0 + 4.5, WALL, []), Heartbeat)
+    c.step(T0 + 4.0, [])
+    c.step(T0 + 4.0, [HeartbeatResult(T0 + 4.0, Result.FAILED, error="timeout")])
+    assert of(c.step(T0 + 4.5, []), Heartbeat)
     assert not c.membership.valid(T0 + 8.0)  # the window of the last good heartbeat closed
 
 
@@ -278,14 +275,14 @@ def test_a_fenced_heartbeat_reconciles_and_drops_what_was_taken_meanwhile() -> N
     c = coordinator()
     alive(c)
     mine = owning(c)
-    acts = c.step(T0 + 12, WALL, [HeartbeatResult(T0 + 12, Result.CONFLICT, fenced=True)])
+    acts = c.step(T0 + 12, [HeartbeatResult(T0 + 12, Result.CONFLICT, fenced=True)])
     assert not of(acts, Heartbeat)
     [rec] = of(acts, Reconcile)  # at once, and again every 0.5 s until it succeeds
     assert mine.key in rec.keys
-    assert not of(c.step(T0 + 12.1, WALL, []), Reconcile)
-    assert of(c.step(T0 + 12.5, WALL, []), Reconcile)
+    assert not of(c.step(T0 + 12.1, []), Reconcile)
+    assert of(c.step(T0 + 12.5, []), Reconcile)
     taken = Lease("s", "sh0", owner="b", epoch=mine.epoch + 1)
-    acts = c.step(T0 + 12.6, WALL, [Reconciled(worker("a", generation=1), (taken,), rec.keys)])
+    acts = c.step(T0 + 12.6, [Reconciled(worker("a", generation=1), (taken,), rec.keys)])
     assert Stop(mine.key, ShutdownReason.LEASE_LOST) in acts
     assert of(acts, Heartbeat) == [Heartbeat(1, 0, False)]  # with the new generation, at once
 
@@ -293,17 +290,17 @@ def test_a_fenced_heartbeat_reconciles_and_drops_what_was_taken_meanwhile() -> N
 def test_a_worker_whose_item_was_forgotten_reconciles_at_its_next_inbox_read() -> None:
     c = coordinator()
     alive(c)
-    assert of(c.step(T0 + 1, WALL, [InboxRead(None)]), Reconcile)
+    assert of(c.step(T0 + 1, [InboxRead(None)]), Reconcile)
     other = coordinator("b")
     alive(other)
-    assert not of(other.step(T0 + 1, WALL, [InboxRead(None, error="refused")]), Reconcile)  # a failed read
+    assert not of(other.step(T0 + 1, [InboxRead(None, error="refused")]), Reconcile)  # a failed read
 
 
 def test_a_stale_inbox_read_neither_fences_nor_wakes() -> None:
     c = coordinator()
     alive(c)
-    c.step(T0, WALL, [InboxRead(worker("a", inbox=3, generation=0))])
-    acts = c.step(T0 + 0.2, WALL, [InboxRead(worker("a", inbox=2, generation=0))])  # an older copy
+    c.step(T0, [InboxRead(worker("a", inbox=3, generation=0))])
+    acts = c.step(T0 + 0.2, [InboxRead(worker("a", inbox=2, generation=0))])  # an older copy
     assert not of(acts, ReadOwn) and not of(acts, Reconcile)
 
 
@@ -312,7 +309,7 @@ def test_an_operator_drain_in_the_inbox_starts_the_shutdown() -> None:
     c = coordinator()
     alive(c)
     follow(c)
-    c.step(T0 + 1, WALL, [InboxRead(worker("a", inbox=7, drain_requested=True))])
+    c.step(T0 + 1, [InboxRead(worker("a", inbox=7, drain_requested=True))])
     assert c.shutting_down
 
 
@@ -321,18 +318,16 @@ def test_shutdown_heartbeats_draining_wakes_the_leader_and_hands_on_what_the_lea
     alive(c)
     follow(c, "z")
     mine = owning(c, now=T0 + 1)
-    acts = c.step(T0 + 2, WALL, [ShutdownRequested()])
+    acts = c.step(T0 + 2, [ShutdownRequested()])
     assert of(acts, Wake) == [Wake("z")]
     assert of(acts, Heartbeat) == [Heartbeat(0, 1, True)]
     assert acts.index(of(acts, Heartbeat)[0]) < acts.index(Wake("z"))  # the leader sees us draining
     assert not of(acts, Stop)  # waits for the leader to say to whom
-    assert not of(c.step(T0 + 3, WALL, []), ReadLeader)  # never claims leadership again
+    assert not of(c.step(T0 + 3, []), ReadLeader)  # never claims leadership again
     asked(c, mine, "b", now=T0 + 3)
-    assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 4, WALL, [])
-    [t] = writes(
-        c.step(T0 + 4.1, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.TRANSFER
-    )
-    acts = c.step(T0 + 4.2, WALL, [ActionResult(WriteKind.TRANSFER, t.lease, Result.OK, to="b")])
+    assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 4, [])
+    [t] = writes(c.step(T0 + 4.1, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.TRANSFER)
+    acts = c.step(T0 + 4.2, [ActionResult(WriteKind.TRANSFER, t.lease, Result.OK, to="b")])
     assert of(acts, Deregister) and c.done
 
 
@@ -340,11 +335,11 @@ def test_shutdown_releases_what_nobody_asks_for_within_half_a_lease() -> None:
     c = coordinator()
     alive(c)
     mine = owning(c)
-    c.step(T0 + 1, WALL, [ShutdownRequested()])
-    assert not of(c.step(T0 + 5.9, WALL, []), Stop)
-    assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 6.0, WALL, [])
+    c.step(T0 + 1, [ShutdownRequested()])
+    assert not of(c.step(T0 + 5.9, []), Stop)
+    assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 6.0, [])
     [release] = writes(
-        c.step(T0 + 6.1, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
+        c.step(T0 + 6.1, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
     )
     assert release.lease == mine
 
@@ -353,8 +348,8 @@ def test_a_shard_that_misses_the_shutdown_deadline_is_left_to_expire_never_to_tw
     c = coordinator()
     alive(c)
     mine = owning(c)
-    c.step(T0, WALL, [ShutdownRequested()])
-    acts = c.step(T0 + 20, WALL, [])
+    c.step(T0, [ShutdownRequested()])
+    acts = c.step(T0 + 20, [])
     assert Stop(mine.key, ShutdownReason.LEASE_LOST) in acts and of(acts, Deregister)
     assert not writes(acts, WriteKind.RELEASE) and not writes(acts, WriteKind.TRANSFER)
 
@@ -363,7 +358,7 @@ def test_a_lease_given_while_shutting_down_is_passed_on_never_started() -> None:
     c = coordinator()
     alive(c)
     owning(c, "sh1")
-    c.step(T0 + 1, WALL, [ShutdownRequested()])
+    c.step(T0 + 1, [ShutdownRequested()])
     late = Lease("s", "sh0", owner="a", epoch=2)
     acts = given(c, late, now=T0 + 1.5, inbox=5)
     assert not of(acts, Start)
@@ -372,9 +367,9 @@ def test_a_lease_given_while_shutting_down_is_passed_on_never_started() -> None:
 
 def test_next_due_follows_the_earliest_schedule() -> None:
     c = coordinator()
-    c.step(T0, WALL, [])
+    c.step(T0, [])
     assert c.next_due() <= T0 + LEASES.idle_poll_interval  # the next poll of our own item
-    c.step(T0, WALL, [InboxRead(worker("a", inbox=1, expect=1))])
+    c.step(T0, [InboxRead(worker("a", inbox=1, expect=1))])
     assert c.next_due() <= T0 + LEASES.inbox_poll_interval
 
 
@@ -384,4 +379,4 @@ def test_a_lease_that_arrives_already_asked_for_is_handed_on_after_one_idle_poll
     arriving = Lease("s", "sh0", owner="a", epoch=2, handoff_to="n", handoff_requested_ms=WALL)
     acts = given(c, arriving, now=T0 + 1)
     assert Start(arriving) in acts
-    assert Stop(arriving.key, ShutdownReason.REQUESTED) in c.step(T0 + 2.0, WALL, [])
+    assert Stop(arriving.key, ShutdownReason.REQUESTED) in c.step(T0 + 2.0, [])

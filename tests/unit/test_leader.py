@@ -30,7 +30,6 @@ from consumer.lifecycle.processor import ShutdownReason
 from tests.unit.coordinator_support import (
     LEASES,
     T0,
-    WALL,
     alive,
     coordinator,
     follow,
@@ -56,16 +55,16 @@ def test_nobody_leads_so_the_first_check_claims_the_absent_item() -> None:
 def test_an_unowned_item_is_claimed_with_its_epoch() -> None:
     c = coordinator()
     alive(c)
-    assert of(c.step(T0 + 1, WALL, []), ReadLeader)
+    assert of(c.step(T0 + 1, []), ReadLeader)
     free = Leader(None, 4)
-    assert of(c.step(T0 + 1, WALL, [LeaderRead(free)]), ClaimLeadership) == [ClaimLeadership(free, None)]
+    assert of(c.step(T0 + 1, [LeaderRead(free)]), ClaimLeadership) == [ClaimLeadership(free, None)]
 
 
 def watch(c, now: float, hb: int | None) -> list:  # type: ignore[no-untyped-def]
     """One leader check at ``now`` that sees the leader's heartbeat ``hb`` (None: its item is gone)."""
-    acts = c.step(now, WALL, [])
+    acts = c.step(now, [])
     [w] = of(acts, WatchLeader) or [WatchLeader("z")]
-    return c.step(now, WALL, [LeaderWatched(w.worker_id, worker("z", hb) if hb is not None else None)])
+    return c.step(now, [LeaderWatched(w.worker_id, worker("z", hb) if hb is not None else None)])
 
 
 def test_a_follower_claims_only_after_the_leaders_heartbeat_stood_still_a_whole_lease() -> None:
@@ -96,16 +95,16 @@ def test_a_leader_that_resigned_and_left_is_replaced_at_once() -> None:
     watch(c, T0 + 2, 5)
     acts = watch(c, T0 + 3, None)
     assert of(acts, ReadLeader) and not of(acts, ClaimLeadership)  # gone: read the item again at once
-    [claim] = of(c.step(T0 + 3, WALL, [LeaderRead(Leader(None, 2))]), ClaimLeadership)
+    [claim] = of(c.step(T0 + 3, [LeaderRead(Leader(None, 2))]), ClaimLeadership)
     assert claim == ClaimLeadership(Leader(None, 2), None)
 
 
 def test_a_lost_claim_reads_the_item_again() -> None:
     c = coordinator()
     alive(c)
-    c.step(T0 + 1, WALL, [])
-    [claim] = of(c.step(T0 + 1, WALL, [LeaderRead(None)]), ClaimLeadership)
-    acts = c.step(T0 + 1, WALL, [LeadershipResult(claim, Result.CONFLICT, error="condition")])
+    c.step(T0 + 1, [])
+    [claim] = of(c.step(T0 + 1, [LeaderRead(None)]), ClaimLeadership)
+    acts = c.step(T0 + 1, [LeadershipResult(claim, Result.CONFLICT, error="condition")])
     assert not c.leadership.leading
     assert of(acts, ReadLeader)
 
@@ -116,12 +115,12 @@ def test_the_new_leader_reassigns_the_replaced_leaders_leases_at_once() -> None:
     follow(c, "z")
     watch(c, T0 + 2, 6)
     [claim] = of(watch(c, T0 + 12, 6), ClaimLeadership)
-    acts = c.step(T0 + 12, WALL, [LeadershipResult(claim, Result.OK, Leader("a", 2))])
+    acts = c.step(T0 + 12, [LeadershipResult(claim, Result.OK, Leader("a", 2))])
     assert of(acts, ReadTable)
-    c.step(T0 + 12, WALL, [HeartbeatResult(T0 + 12, Result.OK)])
+    c.step(T0 + 12, [HeartbeatResult(T0 + 12, Result.OK)])
     z_lease = Lease("s", "sh0", owner="z", epoch=3)
     snap = TableRead(TableSnapshot((z_lease,), (worker("a"), worker("z", 6))))
-    [assign] = writes(c.step(T0 + 12.1, WALL, [snap]), WriteKind.ASSIGN)
+    [assign] = writes(c.step(T0 + 12.1, [snap]), WriteKind.ASSIGN)
     assert (assign.lease, assign.to, assign.dead_owner) == (z_lease, "a", OwnerObservation("z", 6))
 
 
@@ -129,15 +128,15 @@ def test_a_fenced_leader_stops_planning_and_reads_the_item_again() -> None:
     c = coordinator()
     alive(c)
     lead(c)
-    acts = c.step(T0 + 2, WALL, [HeartbeatResult(T0 + 2, Result.CONFLICT, fenced=True)])
+    acts = c.step(T0 + 2, [HeartbeatResult(T0 + 2, Result.CONFLICT, fenced=True)])
     assert not c.leadership.leading and not c.duties.active
     assert of(acts, ReadLeader)
-    assert not writes(c.step(T0 + 2.1, WALL, [table((Lease("s", "x"),), "a")]), WriteKind.ASSIGN)
+    assert not writes(c.step(T0 + 2.1, [table((Lease("s", "x"),), "a")]), WriteKind.ASSIGN)
     # The item still names us, but the read is eventually consistent: confirm with a conditional claim.
-    [claim] = of(c.step(T0 + 2.2, WALL, [LeaderRead(Leader("a", 1))]), ClaimLeadership)
+    [claim] = of(c.step(T0 + 2.2, [LeaderRead(Leader("a", 1))]), ClaimLeadership)
     assert claim.seen == Leader("a", 1) and claim.dead is None
     assert not c.leadership.leading
-    c.step(T0 + 2.3, WALL, [LeadershipResult(claim, Result.OK, Leader("a", 2))])  # nobody took it: lead on
+    c.step(T0 + 2.3, [LeadershipResult(claim, Result.OK, Leader("a", 2))])  # nobody took it: lead on
     assert c.leadership.leading and c.duties.active
 
 
@@ -145,13 +144,13 @@ def test_a_stale_read_naming_a_fenced_leader_does_not_make_it_lead_again() -> No
     c = coordinator()
     alive(c)
     lead(c)
-    c.step(T0 + 2, WALL, [HeartbeatResult(T0 + 2, Result.CONFLICT, fenced=True)])
+    c.step(T0 + 2, [HeartbeatResult(T0 + 2, Result.CONFLICT, fenced=True)])
     # Another worker claimed epoch 2 already; our eventually consistent read still shows epoch 1, ours.
-    [claim] = of(c.step(T0 + 2.2, WALL, [LeaderRead(Leader("a", 1))]), ClaimLeadership)
-    acts = c.step(T0 + 2.3, WALL, [LeadershipResult(claim, Result.CONFLICT, None, error="condition failed")])
+    [claim] = of(c.step(T0 + 2.2, [LeaderRead(Leader("a", 1))]), ClaimLeadership)
+    acts = c.step(T0 + 2.3, [LeadershipResult(claim, Result.CONFLICT, None, error="condition failed")])
     assert not c.leadership.leading and not c.duties.active
     assert of(acts, ReadLeader)  # read again, at once
-    c.step(T0 + 2.4, WALL, [LeaderRead(Leader("b", 2))])
+    c.step(T0 + 2.4, [LeaderRead(Leader("b", 2))])
     assert not c.leadership.leading and c.leadership.leader_id == "b"
 
 
@@ -160,7 +159,7 @@ def test_a_stale_leader_whose_heartbeat_window_closed_plans_nothing() -> None:
     alive(c)
     lead(c)
     # Paused: no heartbeat since T0, so the window closed at T0 + 8; another worker may lead by now.
-    assert not writes(c.step(T0 + 9, WALL, [table((Lease("s", "x"),), "a", "b")]), WriteKind.ASSIGN)
+    assert not writes(c.step(T0 + 9, [table((Lease("s", "x"),), "a", "b")]), WriteKind.ASSIGN)
 
 
 # -- the leader's duties ----------------------------------------------------------------------------------
@@ -173,37 +172,37 @@ def leading(c=None, now: float = T0 + 1):  # type: ignore[no-untyped-def]
 
 def test_the_leader_reads_the_table_each_scan_interval_and_discovers_after_its_first_read() -> None:
     c = leading()
-    assert not of(c.step(T0 + 1.5, WALL, []), Discover)
-    acts = c.step(T0 + 1.5, WALL, [table((), "a")])
+    assert not of(c.step(T0 + 1.5, []), Discover)
+    acts = c.step(T0 + 1.5, [table((), "a")])
     assert of(acts, Discover) == [Discover((), ("s",), LEASES.max_moves_per_second)]
-    assert not of(c.step(T0 + 1.9, WALL, []), ReadTable)
-    assert of(c.step(T0 + 2.0, WALL, []), ReadTable)
+    assert not of(c.step(T0 + 1.9, []), ReadTable)
+    assert of(c.step(T0 + 2.0, []), ReadTable)
 
 
 def test_the_leader_assigns_unowned_leases_evenly_and_its_own_take_starts_at_once() -> None:
     c = leading()
     ls = tuple(Lease("s", f"sh{i}") for i in range(4))
-    acts = c.step(T0 + 1.5, WALL, [table(ls, "a", "b")])
+    acts = c.step(T0 + 1.5, [table(ls, "a", "b")])
     assigned = writes(acts, WriteKind.ASSIGN)
     assert sorted(w.to for w in assigned) == ["a", "a", "b", "b"]
     mine = next(w for w in assigned if w.to == "a")
     new = Lease("s", mine.lease.shard_id, owner="a", epoch=1)
-    acts = c.step(T0 + 1.6, WALL, [ActionResult(WriteKind.ASSIGN, mine.lease, Result.OK, new=new, to="a")])
+    acts = c.step(T0 + 1.6, [ActionResult(WriteKind.ASSIGN, mine.lease, Result.OK, new=new, to="a")])
     assert new.key in c.owned
 
 
 def test_the_leader_asks_owners_above_their_share_to_hand_over_to_a_new_worker() -> None:
     c = leading()
     ls = tuple(Lease("s", f"sh{i}", owner="b", epoch=1) for i in range(4))
-    reqs = writes(c.step(T0 + 1.5, WALL, [table(ls, "a", "b", "n")]), WriteKind.REQUEST)
+    reqs = writes(c.step(T0 + 1.5, [table(ls, "a", "b", "n")]), WriteKind.REQUEST)
     assert sorted(w.to for w in reqs) == ["a", "n"]  # b keeps two
 
 
 def test_a_conflicting_write_makes_the_leader_read_the_table_again_at_once() -> None:
     c = leading()
-    acts = c.step(T0 + 1.5, WALL, [table((Lease("s", "x"),), "a", "b")])
+    acts = c.step(T0 + 1.5, [table((Lease("s", "x"),), "a", "b")])
     [w] = writes(acts, WriteKind.ASSIGN)
-    acts = c.step(T0 + 1.6, WALL, [ActionResult(WriteKind.ASSIGN, w.lease, Result.CONFLICT, to=w.to)])
+    acts = c.step(T0 + 1.6, [ActionResult(WriteKind.ASSIGN, w.lease, Result.CONFLICT, to=w.to)])
     assert of(acts, ReadTable)
 
 
@@ -211,36 +210,36 @@ def test_a_dead_owner_is_replaced_only_after_a_whole_lease_of_silence_then_its_i
     c = leading()
     ls = (Lease("s", "x", owner="d", epoch=2),)
     for t in range(2, 11):
-        c.step(T0 + t, WALL, [HeartbeatResult(T0 + t, Result.OK)])
-        assert not writes(c.step(T0 + t, WALL, [table(ls, "a", "d", hb=5)]), WriteKind.ASSIGN)
-    c.step(T0 + 12, WALL, [HeartbeatResult(T0 + 12, Result.OK)])
-    [w] = writes(c.step(T0 + 12, WALL, [table(ls, "a", "d", hb=5)]), WriteKind.ASSIGN)
+        c.step(T0 + t, [HeartbeatResult(T0 + t, Result.OK)])
+        assert not writes(c.step(T0 + t, [table(ls, "a", "d", hb=5)]), WriteKind.ASSIGN)
+    c.step(T0 + 12, [HeartbeatResult(T0 + 12, Result.OK)])
+    [w] = writes(c.step(T0 + 12, [table(ls, "a", "d", hb=5)]), WriteKind.ASSIGN)
     assert w.dead_owner is not None and w.dead_owner.worker_id == "d"
     acts: list = []
     for t in range(13, 33):
-        c.step(T0 + t, WALL, [HeartbeatResult(T0 + t, Result.OK)])
-        acts += c.step(T0 + t, WALL, [table((), "a", "d", hb=5)])
+        c.step(T0 + t, [HeartbeatResult(T0 + t, Result.OK)])
+        acts += c.step(T0 + t, [table((), "a", "d", hb=5)])
     assert [f.worker.worker_id for f in of(acts, Forget)] == ["d"]  # once, after 3 lease durations
 
 
 def test_a_leader_shutting_down_asks_others_to_take_its_leases_then_resigns() -> None:
     c = leading()
     mine = owning(c, now=T0 + 1.2)
-    c.step(T0 + 1.3, WALL, [ShutdownRequested()])
-    acts = c.step(T0 + 1.3, WALL, [table((mine,), "a", "b")])
+    c.step(T0 + 1.3, [ShutdownRequested()])
+    acts = c.step(T0 + 1.3, [table((mine,), "a", "b")])
     assert [(w.lease.key, w.to) for w in writes(acts, WriteKind.REQUEST)] == [(mine.key, "b")]
 
 
 def test_the_last_worker_releases_at_once_and_resigns_before_deregistering() -> None:
     c = leading()
     mine = owning(c, now=T0 + 1.2)
-    c.step(T0 + 1.3, WALL, [ShutdownRequested()])
-    acts = c.step(T0 + 1.3, WALL, [table((mine,), "a")])
+    c.step(T0 + 1.3, [ShutdownRequested()])
+    acts = c.step(T0 + 1.3, [table((mine,), "a")])
     assert Stop(mine.key, ShutdownReason.REQUESTED) in acts
     [release] = writes(
-        c.step(T0 + 1.4, WALL, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
+        c.step(T0 + 1.4, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
     )
-    acts = c.step(T0 + 1.5, WALL, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])
+    acts = c.step(T0 + 1.5, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])
     assert acts[-2:] == [ResignLeadership(Leader("a", 1)), Deregister()]
 
 
@@ -251,10 +250,10 @@ def test_the_leaders_moves_are_paced_and_it_plans_again_as_the_budget_allows() -
     alive(c)
     lead(c)
     ls = tuple(Lease("s", f"sh{i:03d}") for i in range(25))
-    acts = c.step(T0 + 1.5, WALL, [table(ls, "a", "b")])
+    acts = c.step(T0 + 1.5, [table(ls, "a", "b")])
     assert len(writes(acts, WriteKind.ASSIGN)) == 10  # one second's worth saved up
-    assert not of(c.step(T0 + 1.6, WALL, []), ReadTable)
-    assert of(c.step(T0 + 1.7, WALL, []), ReadTable)  # a fifth of a second's worth has come in
-    acts = c.step(T0 + 1.7, WALL, [table(ls[10:], "a", "b")])
+    assert not of(c.step(T0 + 1.6, []), ReadTable)
+    assert of(c.step(T0 + 1.7, []), ReadTable)  # a fifth of a second's worth has come in
+    acts = c.step(T0 + 1.7, [table(ls[10:], "a", "b")])
     assert len(writes(acts, WriteKind.ASSIGN)) == 2
     assert LEASES.max_moves_per_second == 200

@@ -26,8 +26,7 @@ def inp(ls: tuple[Lease, ...], live: set[str], **kw) -> FleetInput:
         live=frozenset(live),
         draining=frozenset(kw.pop("draining", set())),
         dead_owners=kw.pop("dead", {}),
-        now_ms=kw.pop("now_ms", 0),
-        handoff_stall_ms=kw.pop("stall", 20_000),
+        stalled_requests=frozenset(kw.pop("stalled", ())),
         **kw,
     )
 
@@ -105,8 +104,9 @@ def test_children_wait_for_every_parent_to_end() -> None:
 
 def test_stalled_request_is_reported() -> None:
     ls = (Lease("s", "a1", owner="a", epoch=3, handoff_to="b", handoff_requested_ms=1000),)
-    p = plan_fleet(inp(ls, {"a", "b"}, now_ms=30_000, stall=20_000))
+    p = plan_fleet(inp(ls, {"a", "b"}, stalled={ls[0].key}))
     assert [x.shard_id for x in p.stalled] == ["a1"]
+    assert plan_fleet(inp(ls, {"a", "b"})).stalled == ()  # not watched long enough by this leader
 
 
 def test_a_plan_never_writes_more_than_its_budget() -> None:
