@@ -27,6 +27,7 @@ from consumer.errors import ConfigError, ConsumerError
 from consumer.health import add_health_command, attach_heartbeat
 from consumer.loader import load_processor
 from consumer.logs import configure_logging, log_event
+from consumer.multilang.daemon import add_multilang_command
 from consumer.preflight import check_credentials, check_table_schema
 
 __all__ = ["main", "parser"]
@@ -149,6 +150,7 @@ def parser() -> argparse.ArgumentParser:
     ct.set_defaults(func=_create_tables)
     add_admin_commands(sub)
     add_health_command(sub)
+    add_multilang_command(sub)
     return p
 
 

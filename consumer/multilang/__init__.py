@@ -1,0 +1,1 @@
+"""A KCL MultiLangDaemon without a JVM: ``python -m consumer multilang app.properties``."""

@@ -1,0 +1,171 @@
+"""One MultiLang child process: started, written to, read from with a bound, and ended.
+
+Its stdout carries the protocol only (read a line at a time on a thread of its own, so that a wait has a
+bound); its stderr is the application's log, logged as ``child_stderr`` events as it comes and kept as a
+tail for the failure report. The child runs in a session of its own: a Ctrl-C meant for the daemon
+reaches the daemon, which then shuts each child down in the protocol's order.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from consumer.logs import log_event
+from consumer.multilang.protocol import CheckpointRequest, ProtocolError, StatusReply, parse_child_line
+
+__all__ = ["Child", "ChildFailed"]
+
+logger = logging.getLogger(__name__)
+
+_TAIL_BYTES = 4096
+
+
+class ChildFailed(Exception):
+    """The child exited, did not answer in time, or wrote something that is not the protocol."""
+
+
+class Child:
+    """A started child process for one shard."""
+
+    def __init__(
+        self, command: Sequence[str], workdir: Path, shard: str, env: Mapping[str, str] | None = None
+    ) -> None:
+        argv = list(command)
+        local = workdir / argv[0]
+        if "/" not in argv[0] and local.is_file():  # the KCL's samples name a script beside the properties
+            argv[0] = str(local)
+        self.shard = shard
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ChildFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+        self.pid = self._proc.pid
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_size = 0
+        self._tail_lock = threading.Lock()
+        self._readers = [
+            threading.Thread(target=self._read_stdout, name=f"child-out-{shard}", daemon=True),
+            threading.Thread(target=self._read_stderr, name=f"child-err-{shard}", daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+        log_event(logger, "child_started", shard=shard, pid=self.pid, command=argv)
+
+    # -- the pipes ------------------------------------------------------------------------------
+    def _read_stdout(self) -> None:
+        assert self._proc.stdout is not None
+        for line in iter(self._proc.stdout.readline, b""):
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _read_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        fd = self._proc.stderr.fileno()
+        while chunk := os.read(fd, 65536):
+            with self._tail_lock:
+                self._tail.append(chunk)
+                self._tail_size += len(chunk)
+                while self._tail_size - len(self._tail[0]) >= _TAIL_BYTES:
+                    self._tail_size -= len(self._tail.popleft())
+            log_event(
+                logger, "child_stderr", shard=self.shard, pid=self.pid, text=chunk.decode("utf-8", "replace")
+            )
+
+    def stderr_tail(self) -> str:
+        """The last few KiB the child wrote to stderr."""
+        with self._tail_lock:
+            data = b"".join(self._tail)
+        return data[-_TAIL_BYTES:].decode("utf-8", "replace")
+
+    def send(self, line: bytes, timeout: float) -> None:
+        """Write one line; a child that does not take it within ``timeout`` seconds is killed."""
+        assert self._proc.stdin is not None
+        watchdog = threading.Timer(timeout, self._proc.kill)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            self._proc.stdin.write(line)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            raise ChildFailed(self._gone("its stdin is closed")) from None
+        finally:
+            watchdog.cancel()
+
+    def receive(self, timeout: float) -> StatusReply | CheckpointRequest:
+        """The next protocol message; ``ChildFailed`` when it exits, writes garbage or is silent too long."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                line = self._lines.get(timeout=max(left, 0.0)) if left > 0 else self._lines.get_nowait()
+            except queue.Empty:
+                raise ChildFailed(f"no answer within {timeout:g}s (timeoutInSeconds)") from None
+            if line is None:
+                self._lines.put(None)  # stays at the end for any later read
+                raise ChildFailed(self._gone("it closed its stdout"))
+            try:
+                message = parse_child_line(line)
+            except ProtocolError as exc:
+                raise ChildFailed(f"wrote a line that is not the protocol: {exc}") from None
+            if message is not None:
+                return message
+
+    def _gone(self, what: str) -> str:
+        try:
+            code = self._proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            return what
+        return f"exited with code {code}"
+
+    # -- the end ----------------------------------------------------------------------------------
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code once it has exited."""
+        return self._proc.poll()
+
+    def close(self, timeout: float) -> int | None:
+        """End of input: a well-behaved client exits; after ``timeout`` seconds it is killed."""
+        if self._proc.stdin is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            code: int | None = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = self._proc.wait()
+        self._join()
+        return code
+
+    def kill(self) -> int | None:
+        """Kill it now (after a failure)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        code = self._proc.wait()
+        self._join()
+        return code
+
+    def _join(self) -> None:
+        for t in self._readers:  # its stderr to the last byte, for the logs
+            t.join(2.0)
+        for pipe in (self._proc.stdout, self._proc.stderr):
+            if pipe is not None:
+                pipe.close()

@@ -1,0 +1,143 @@
+"""``python -m consumer multilang app.properties``: a KCL MultiLangDaemon application on this consumer's fleet.
+
+The properties file names the application, the stream and the child command; every other setting may still
+come from the ``CONSUMER_*`` variables (a properties key wins over its variable). The lease and checkpoint
+tables default to ``<applicationName>-fleet-leases`` and ``<applicationName>-fleet-checkpoints`` (never the
+KCL's own table, which is named ``applicationName``); ``--lease-table``/``--checkpoint-table`` or the usual
+variables name others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from consumer.config import WorkerConfig, worker_config_from_env
+from consumer.embed import create_worker
+from consumer.errors import ConfigError
+from consumer.health import attach_heartbeat
+from consumer.loader import load_processor
+from consumer.logs import log_event
+from consumer.multilang.processor import processor_factory
+from consumer.multilang.properties import KEYS, MultiLangSettings, parse_text, read_properties
+
+__all__ = ["add_multilang_command", "multilang_config"]
+
+logger = logging.getLogger(__name__)
+
+# The CONSUMER_* variable each mapped key sets, so that an error names the key the operator wrote.
+_VARIABLE_KEY = {
+    "CONSUMER_APPLICATION": "applicationName",
+    "CONSUMER_STREAMS": "streamName",
+    "CONSUMER_WORKER_ID": "workerId",
+    "CONSUMER_LEASE_DURATION_SECONDS": "failoverTimeMillis",
+    "CONSUMER_DISCOVERY_INTERVAL_SECONDS": "shardSyncIntervalMillis",
+    "CONSUMER_SCAN_INTERVAL_SECONDS": "leaseAssignmentIntervalMillis",
+    "CONSUMER_MAX_RECORDS": "maxRecords",
+    "CONSUMER_IDLE_TIME_SECONDS": "idleTimeBetweenReadsInMillis",
+    "CONSUMER_INITIAL_POSITION": "initialPositionInStream",
+    "CONSUMER_INITIAL_TIMESTAMP": "initialPositionInStreamExtended",
+}
+
+
+def _variables(s: MultiLangSettings) -> dict[str, str]:
+    out = {
+        "CONSUMER_APPLICATION": s.application,
+        "CONSUMER_STREAMS": s.stream,
+        "CONSUMER_INITIAL_POSITION": s.initial_position,
+    }
+    if s.worker_id:
+        out["CONSUMER_WORKER_ID"] = s.worker_id
+    if s.initial_timestamp is not None:
+        out["CONSUMER_INITIAL_TIMESTAMP"] = s.initial_timestamp.isoformat()
+    seconds = {
+        "CONSUMER_LEASE_DURATION_SECONDS": s.lease_duration,
+        "CONSUMER_DISCOVERY_INTERVAL_SECONDS": s.discovery_interval,
+        "CONSUMER_SCAN_INTERVAL_SECONDS": s.scan_interval,
+        "CONSUMER_IDLE_TIME_SECONDS": s.idle_time_between_reads,
+        "CONSUMER_METRICS_INTERVAL_SECONDS": s.metrics_interval,
+    }
+    out.update({k: repr(v) for k, v in seconds.items() if v is not None})
+    if s.max_records is not None:
+        out["CONSUMER_MAX_RECORDS"] = str(s.max_records)
+    return out
+
+
+def multilang_config(
+    settings: MultiLangSettings,
+    env: Mapping[str, str],
+    lease_table: str | None = None,
+    checkpoint_table: str | None = None,
+) -> tuple[WorkerConfig, dict[str, str]]:
+    """The worker's settings: the properties over the ``CONSUMER_*`` variables of ``env``; errors name the key."""
+    merged = {k: v for k, v in env.items() if k != "CONSUMER_PROCESSOR"}
+    merged.update(_variables(settings))
+    merged["CONSUMER_LEASE_TABLE"] = (
+        lease_table or env.get("CONSUMER_LEASE_TABLE") or f"{settings.application}-fleet-leases"
+    )
+    merged["CONSUMER_CHECKPOINT_TABLE"] = (
+        checkpoint_table
+        or env.get("CONSUMER_CHECKPOINT_TABLE")
+        or f"{settings.application}-fleet-checkpoints"
+    )
+    try:
+        config = worker_config_from_env(merged, load_processor, processor=processor_factory(settings))
+    except ConfigError as exc:
+        key = _VARIABLE_KEY.get(exc.field)
+        if key is None:
+            raise
+        raise ConfigError(f"{settings.source}: {key}", str(exc)[len(exc.field) + 2 :]) from None
+    return config, merged
+
+
+def _check(settings: MultiLangSettings, path: Path) -> int:
+    """``--check``: each key of the file and what becomes of it."""
+    for key, value in parse_text(path.read_text(encoding="utf-8"), str(path)).items():
+        fate = KEYS[key]
+        what = f"-> {fate.target}" if fate.kind == "mapped" else f"ignored: {fate.why}"
+        print(f"{key} = {value}  {what}")
+    print(f"stream {settings.stream}, child {' '.join(settings.command)} (in {settings.workdir})")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = Path(args.properties)
+    settings = read_properties(path)
+    if args.check:
+        return _check(settings, path)
+    for key, why in settings.ignored:
+        log_event(logger, "multilang_setting_ignored", logging.WARNING, key=key, why=why)
+    config, env = multilang_config(settings, os.environ, args.lease_table, args.checkpoint_table)
+    worker = create_worker(config, env=env, region=settings.region)
+    attach_heartbeat(worker, config.health)
+    log_event(
+        logger,
+        "multilang_started",
+        application=settings.application,
+        stream=settings.stream,
+        command=list(settings.command),
+        worker=config.worker_id,
+    )
+    worker.run(handle_signals=True)
+    return 0
+
+
+def add_multilang_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``multilang`` on the CLI."""
+    p = sub.add_parser(
+        "multilang",
+        help="run a KCL MultiLangDaemon application (its .properties file) on this consumer; no JVM",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("properties", help="the MultiLangDaemon properties file (e.g. sample.properties)")
+    p.add_argument("--lease-table", help="default: $CONSUMER_LEASE_TABLE or <applicationName>-fleet-leases")
+    p.add_argument(
+        "--checkpoint-table",
+        help="default: $CONSUMER_CHECKPOINT_TABLE or <applicationName>-fleet-checkpoints",
+    )
+    p.add_argument("--check", action="store_true", help="print what becomes of each key, then exit")
+    p.set_defaults(func=_run)

@@ -1,0 +1,252 @@
+"""The MultiLang record processor: one child process per owned shard, spoken to in the KCL's protocol.
+
+It is an ordinary processor of this consumer in ``explicit`` checkpoint mode: the only checkpoints written
+are the ones the child asks for, each through the epoch-fenced checkpointer, so a child's checkpoint after a
+hand-off is refused (``ShutdownException``, as the KCL answers). A child that exits, hangs past the bound or
+writes what is not the protocol is killed with its stderr tail logged; the batch raises, so this consumer's
+retries (and at the end its halt policy) apply, and the next attempt starts a new child after a backoff,
+initialized at the last confirmed checkpoint and given again every record delivered since, so that nothing
+after that checkpoint is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from consumer.errors import CheckpointRejectedError, LeaseLostError
+from consumer.lifecycle.processor import (
+    Checkpointer,
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
+from consumer.logs import log_event
+from consumer.multilang import protocol
+from consumer.multilang.child import Child, ChildFailed
+from consumer.multilang.properties import MultiLangSettings
+from consumer.records import SHARD_END, Position
+
+__all__ = ["MultiLangProcessor"]
+
+logger = logging.getLogger(__name__)
+
+_REPLAY_CHUNK = 1000  # records per processRecords message when a restarted child is given records again
+_MAX_RESTART_BACKOFF = 10.0
+
+
+class MultiLangProcessor:
+    """Runs ``settings.command`` for one shard and relays the lifecycle to it (one instance per shard)."""
+
+    checkpoint_mode = "explicit"
+
+    def __init__(self, settings: MultiLangSettings, env: dict[str, str] | None = None) -> None:
+        self._s = settings
+        self._env = env
+        self._child: Child | None = None
+        self._stream = self._shard = ""
+        self._initial = settings.initial_position
+        self._confirmed: Position | None = None  # the checkpoint as stored (the start, or the child's last)
+        # Records given to the child (and answered) since the confirmed checkpoint: a restarted child gets
+        # them again, from that checkpoint on.
+        self._unconfirmed: list[tuple[Position, str]] = []
+        self._failures = 0
+        self._lost = False
+
+    # -- the lifecycle ------------------------------------------------------------------------------
+    def initialize(self, data: InitializationInput) -> None:
+        """Start the child and send it ``initialize`` at the checkpoint (a failure is retried at the first batch)."""
+        self._stream, self._shard = data.stream, data.shard_id
+        self._confirmed, self._initial = data.starting_position, data.initial_position
+        try:
+            self._start()
+        except ChildFailed as exc:
+            self._failed(exc, "initialize")
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        """Send the batch (records after the confirmed checkpoint) and serve checkpoints until ``status``."""
+        fresh = [
+            (r.position, protocol.record_json(r))
+            for r in data.records
+            if self._confirmed is None or r.position > self._confirmed
+        ]
+        try:
+            if self._child is None:
+                self._restart(data.checkpointer)
+            if fresh:
+                line = protocol.process_records([j for _, j in fresh], data.millis_behind_latest)
+                self._exchange(line, "processRecords", data.checkpointer, fresh)
+        except ChildFailed as exc:
+            self._failed(exc, "processRecords")
+            raise
+        self._unconfirmed.extend(fresh)
+        self._trim()
+        self._failures = 0
+
+    def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
+        """The hand-off: ``shutdownRequested`` (the child's last chance to checkpoint), then the child ends."""
+        self._finish("shutdownRequested", data.checkpointer, self._s.shutdown_timeout)
+
+    def shard_ended(self, data: ShardEndedInput) -> None:
+        """``shardEnded``: the child checkpoints SHARD_END (``checkpoint()`` with no position) so children start."""
+        try:
+            if self._child is None:
+                self._restart(data.checkpointer)
+        except ChildFailed as exc:
+            self._failed(exc, "shardEnded")
+            raise
+        self._finish("shardEnded", data.checkpointer, self._s.response_timeout, must=True)
+
+    def lease_lost(self, data: LeaseLostInput) -> None:
+        """``leaseLost``: checkpoints are answered ``ShutdownException``; then the child ends."""
+        self._lost = True
+        self._finish("leaseLost", None, self._s.response_timeout)
+
+    # -- the child's life ---------------------------------------------------------------------------
+    def _start(self) -> None:
+        child = Child(self._s.command, self._s.workdir, self._shard, self._env)
+        self._child = child
+        self._exchange(
+            protocol.initialize(self._shard, self._confirmed, self._initial), "initialize", None, []
+        )
+
+    def _restart(self, checkpointer: Checkpointer) -> None:
+        """A new child after a failure: backoff, ``initialize`` at the confirmed checkpoint, then the records
+        given to the old one since that checkpoint."""
+        if self._failures:
+            time.sleep(min(_MAX_RESTART_BACKOFF, self._s.backoff_base * 2 ** (self._failures - 1)))
+        self._start()
+        backlog = [(p, j) for p, j in self._unconfirmed if self._confirmed is None or p > self._confirmed]
+        if backlog:
+            log_event(
+                logger,
+                "child_records_again",
+                shard=self._shard,
+                records=len(backlog),
+                after=str(self._confirmed),
+            )
+        for at in range(0, len(backlog), _REPLAY_CHUNK):
+            chunk = backlog[at : at + _REPLAY_CHUNK]
+            line = protocol.process_records([j for _, j in chunk], None)
+            self._exchange(line, "processRecords", checkpointer, chunk)
+        self._unconfirmed = backlog
+
+    def _finish(
+        self, action: str, checkpointer: Checkpointer | None, timeout: float, must: bool = False
+    ) -> None:
+        child = self._child
+        if child is None:  # it failed before: nobody to tell, nothing the child asked to checkpoint
+            return
+        try:
+            self._exchange(protocol.encode({"action": action}), action, checkpointer, [], timeout)
+        except ChildFailed as exc:
+            self._failed(exc, action)
+            if must:
+                raise
+            return
+        self._child = None
+        code = child.close(timeout=5.0)
+        log_event(logger, "child_stopped", shard=self._shard, pid=child.pid, after=action, exit_code=code)
+
+    def _failed(self, exc: ChildFailed, during: str) -> None:
+        child, self._child = self._child, None
+        self._failures += 1
+        code = child.kill() if child is not None else None
+        log_event(
+            logger,
+            "child_failed",
+            logging.ERROR,
+            stream=self._stream,
+            shard=self._shard,
+            during=during,
+            error=str(exc),
+            pid=child.pid if child is not None else None,
+            exit_code=code,
+            stderr_tail=child.stderr_tail() if child is not None else "",
+            checkpoint=str(self._confirmed) if self._confirmed else None,
+            failures=self._failures,
+        )
+
+    # -- one message and its answers ---------------------------------------------------------------
+    def _exchange(
+        self,
+        line: bytes,
+        action: str,
+        checkpointer: Checkpointer | None,
+        in_flight: list[tuple[Position, str]],
+        timeout: float | None = None,
+    ) -> None:
+        child = self._child
+        assert child is not None
+        bound = self._s.response_timeout if timeout is None else timeout
+        child.send(line, bound)
+        while True:
+            message = child.receive(bound)
+            if isinstance(message, protocol.StatusReply):
+                if message.response_for != action:
+                    raise ChildFailed(f"status for {message.response_for!r} while {action!r} was pending")
+                return
+            error = self._checkpoint(message, action, checkpointer, in_flight)
+            child.send(protocol.checkpoint_reply(message, error), bound)
+
+    def _checkpoint(
+        self,
+        request: protocol.CheckpointRequest,
+        action: str,
+        checkpointer: Checkpointer | None,
+        in_flight: list[tuple[Position, str]],
+    ) -> str | None:
+        """Write the checkpoint the child asked for; the KCL exception name when it cannot be written."""
+        if self._lost or action == "leaseLost":
+            return protocol.SHUTDOWN
+        if checkpointer is None:  # initialize: no checkpointer in the KCL either
+            return protocol.INVALID_STATE
+        delivered = (
+            in_flight[-1][0] if in_flight else (self._unconfirmed[-1][0] if self._unconfirmed else None)
+        )
+        target = request.position
+        if target is None:
+            target = SHARD_END if action == "shardEnded" else delivered
+            if target is None:
+                return None  # nothing delivered: nothing to checkpoint
+        elif target.sequence == "invalid" or delivered is None or delivered < target:
+            return protocol.ILLEGAL_ARGUMENT  # not a record this ownership delivered
+        if self._confirmed is not None and target < self._confirmed:
+            return protocol.ILLEGAL_ARGUMENT  # behind the checkpoint
+        if target == self._confirmed:
+            return None
+        try:
+            checkpointer.checkpoint(target)
+        except LeaseLostError:
+            self._lost = True
+            return protocol.SHUTDOWN
+        except CheckpointRejectedError:
+            return protocol.ILLEGAL_ARGUMENT
+        if checkpointer.last_checkpoint != target:  # not written yet (kept pending and retried)
+            return protocol.THROTTLING
+        self._confirmed = target
+        self._trim()
+        log_event(
+            logger,
+            "multilang_checkpoint",
+            stream=self._stream,
+            shard=self._shard,
+            position=str(target),
+            during=action,
+        )
+        return None
+
+    def _trim(self) -> None:
+        confirmed = self._confirmed
+        if confirmed is not None and self._unconfirmed and self._unconfirmed[0][0] <= confirmed:
+            self._unconfirmed = [(p, j) for p, j in self._unconfirmed if p > confirmed]
+
+
+def processor_factory(settings: MultiLangSettings) -> Callable[[], MultiLangProcessor]:
+    """One ``MultiLangProcessor`` per shard, children started with the daemon's environment."""
+    env = dict(os.environ)
+    return lambda: MultiLangProcessor(settings, env)

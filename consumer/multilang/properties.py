@@ -1,0 +1,288 @@
+"""A KCL MultiLangDaemon properties file, read into this consumer's settings.
+
+Every key of the KCL's sample properties file (amazon-kclpy 3.2.0 ``samples/sample.properties``) has one
+fate here: mapped to a setting of this consumer, ignored (harmless: it tunes something this consumer does
+differently or not at all), or refused (honouring it would change behaviour). A missing required key, a
+refused key or a bad value is one ``ConfigError`` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from consumer.errors import ConfigError
+
+__all__ = ["KEYS", "Fate", "MultiLangSettings", "parse_properties", "read_properties"]
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What happens to one KCL key: ``mapped`` (to ``target``), ``ignored`` or ``refused`` (with ``why``)."""
+
+    kind: str  # "mapped", "ignored", "refused-unless-default"
+    target: str
+    why: str = ""
+
+
+_IGNORED_METRICS = (
+    "KCL 3.x worker-utilisation balancing: this consumer balances leases by count (docs/protocol.md)"
+)
+_IGNORED_COORD = "KCL 3.x coordinator state table: this consumer keeps leadership in its lease table"
+
+#: Every key this daemon knows: the sample file's, plus ``timeoutInSeconds`` of the KCL's MultiLang config.
+KEYS: dict[str, Fate] = {
+    "executableName": Fate("mapped", "the child command, started once per owned shard"),
+    "streamArn": Fate("mapped", "the stream (its name; the region must match regionName)"),
+    "streamName": Fate("mapped", "the stream (streamArn takes precedence)"),
+    "applicationName": Fate(
+        "mapped", "WorkerConfig.application; default table names <name>-fleet-leases/-checkpoints"
+    ),
+    "AwsCredentialsProvider": Fate("refused-unless-default", "", "credentials come from the AWS_* chain"),
+    "AwsCredentialsProviderDynamoDB": Fate(
+        "refused-unless-default", "", "credentials come from the AWS_* chain"
+    ),
+    "AwsCredentialsProviderCloudWatch": Fate(
+        "refused-unless-default", "", "credentials come from the AWS_* chain"
+    ),
+    "processingLanguage": Fate("ignored", "", "only appended to the KCL's user agent"),
+    "initialPositionInStream": Fate("mapped", "retrieval.initial_position"),
+    "initialPositionInStreamExtended": Fate(
+        "mapped", "retrieval.initial_timestamp (epoch seconds; AT_TIMESTAMP)"
+    ),
+    "regionName": Fate("mapped", "the AWS region of every client"),
+    "failoverTimeMillis": Fate("mapped", "lease.lease_duration"),
+    "workerId": Fate("mapped", "WorkerConfig.worker_id"),
+    "shardSyncIntervalMillis": Fate("mapped", "lease.discovery_interval"),
+    "maxRecords": Fate("mapped", "retrieval.max_records"),
+    "idleTimeBetweenReadsInMillis": Fate("mapped", "retrieval.idle_time_between_reads"),
+    "callProcessRecordsEvenForEmptyRecordList": Fate(
+        "refused-unless-default", "", "this consumer delivers only non-empty batches (false is the default)"
+    ),
+    "parentShardPollIntervalMillis": Fate("ignored", "", "parents are tracked by the leader's lease scan"),
+    "cleanupLeasesUponShardCompletion": Fate(
+        "ignored", "", "ended leases are kept until their shard is trimmed, then deleted by discovery"
+    ),
+    "taskBackoffTimeMillis": Fate("mapped", "processing.backoff_base and the child restart backoff"),
+    "metricsBufferTimeMillis": Fate("mapped", "the metrics flush interval (CloudWatch EMF on stdout)"),
+    "metricsMaxQueueSize": Fate("ignored", "", "metrics are aggregated per interval, not queued"),
+    "validateSequenceNumberBeforeCheckpointing": Fate(
+        "ignored",
+        "",
+        "checkpoints are checked against the records delivered to the child, without a Kinesis call",
+    ),
+    "maxActiveThreads": Fate("ignored", "", "one thread per owned shard"),
+    "clientVersionConfig": Fate(
+        "ignored", "", "the lease table is this consumer's (import a KCL table: import-kcl)"
+    ),
+    "coordinatorStateTableName": Fate("ignored", "", _IGNORED_COORD),
+    "coordinatorStateBillingMode": Fate("ignored", "", _IGNORED_COORD),
+    "coordinatorStateReadCapacity": Fate("ignored", "", _IGNORED_COORD),
+    "coordinatorStateWriteCapacity": Fate("ignored", "", _IGNORED_COORD),
+    "coordinatorStatePointInTimeRecoveryEnabled": Fate("ignored", "", _IGNORED_COORD),
+    "coordinatorStateDeletionProtectionEnabled": Fate("ignored", "", _IGNORED_COORD),
+    "coordinatorStateTags": Fate("ignored", "", _IGNORED_COORD),
+    "gracefulLeaseHandoffTimeoutMillis": Fate(
+        "mapped", "how long the child may take to answer shutdownRequested"
+    ),
+    "isGracefulLeaseHandoffEnabled": Fate(
+        "refused-unless-default", "", "hand-offs are always graceful here (true is the default)"
+    ),
+    "workerMetricsTableName": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsBillingMode": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsReadCapacity": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsWriteCapacity": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsPointInTimeRecoveryEnabled": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsDeletionProtectionEnabled": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsTags": Fate("ignored", "", _IGNORED_METRICS),
+    "inMemoryWorkerMetricsCaptureFrequencyMillis": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsReporterFreqInMillis": Fate("ignored", "", _IGNORED_METRICS),
+    "noOfPersistedMetricsPerWorkerMetrics": Fate("ignored", "", _IGNORED_METRICS),
+    "disableWorkerMetrics": Fate("ignored", "", _IGNORED_METRICS),
+    "maxThroughputPerHostKBps": Fate("refused", "", "this consumer does not throttle processing per host"),
+    "dampeningPercentage": Fate("ignored", "", _IGNORED_METRICS),
+    "reBalanceThresholdPercentage": Fate("ignored", "", _IGNORED_METRICS),
+    "allowThroughputOvershoot": Fate("ignored", "", _IGNORED_METRICS),
+    "varianceBalancingFrequency": Fate("ignored", "", _IGNORED_METRICS),
+    "workerMetricsEMAAlpha": Fate("ignored", "", _IGNORED_METRICS),
+    "staleWorkerMetricsEntryCleanupDuration": Fate("ignored", "", _IGNORED_METRICS),
+    "leaseAssignmentIntervalMillis": Fate("mapped", "lease.scan_interval (the leader plans after each scan)"),
+    "timeoutInSeconds": Fate("mapped", "how long the child may take to answer any message (default 60)"),
+}
+
+_DEFAULTS_ACCEPTED = {
+    "AwsCredentialsProvider": "DefaultCredentialsProvider",
+    "AwsCredentialsProviderDynamoDB": "DefaultCredentialsProvider",
+    "AwsCredentialsProviderCloudWatch": "DefaultCredentialsProvider",
+    "callProcessRecordsEvenForEmptyRecordList": "false",
+    "isGracefulLeaseHandoffEnabled": "true",
+}
+_ARN = re.compile(
+    r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):stream/(?P<name>[\w.-]+)$"
+)
+
+
+@dataclass(frozen=True)
+class MultiLangSettings:
+    """The application a properties file describes, in this consumer's terms (seconds, not milliseconds)."""
+
+    source: str
+    command: tuple[str, ...]
+    workdir: Path
+    application: str
+    stream: str
+    region: str | None = None
+    worker_id: str | None = None
+    initial_position: str = "LATEST"  # the KCL's default
+    initial_timestamp: datetime | None = None
+    lease_duration: float | None = None
+    discovery_interval: float | None = None
+    scan_interval: float | None = None
+    max_records: int | None = None
+    idle_time_between_reads: float | None = None
+    backoff_base: float = 0.5  # KCL taskBackoffTimeMillis default 500
+    metrics_interval: float | None = None
+    response_timeout: float = 60.0
+    shutdown_timeout: float = 30.0  # KCL gracefulLeaseHandoffTimeoutMillis default 30000
+    ignored: tuple[tuple[str, str], ...] = field(default=())
+
+
+def read_properties(path: Path) -> MultiLangSettings:
+    """Read and map a properties file; ``ConfigError`` names the file and the key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read the properties file ({exc.strerror or exc})") from None
+    return parse_properties(parse_text(text, str(path)), str(path), path.resolve().parent)
+
+
+def parse_text(text: str, source: str) -> dict[str, str]:
+    """Java properties as the KCL's files use them: ``key = value`` or ``key: value``, ``#``/``!`` comments."""
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:]?\s*(.*)$", line)
+        if match is None:
+            raise ConfigError(f"{source}:{number}", f"not a 'key = value' line: {line!r}")
+        out[match.group(1)] = match.group(2).strip()
+    return out
+
+
+def _millis(props: Mapping[str, str], key: str, source: str) -> float | None:
+    raw = props.get(key, "")
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"{source}: {key}", f"must be a whole number of milliseconds, got {raw!r}"
+        ) from None
+    if value <= 0:
+        raise ConfigError(f"{source}: {key}", f"must be > 0 milliseconds, got {value}")
+    return value / 1000.0
+
+
+def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> MultiLangSettings:
+    """Map parsed properties (key -> value) to ``MultiLangSettings``; empty values count as unset."""
+    ignored: list[tuple[str, str]] = []
+    for key, value in props.items():
+        fate = KEYS.get(key)
+        if fate is None:
+            raise ConfigError(
+                f"{source}: {key}",
+                "unknown setting (refused: a MultiLangDaemon key this daemon does not know)",
+            )
+        if not value or fate.kind == "mapped":
+            continue
+        if fate.kind == "refused" or (
+            fate.kind == "refused-unless-default" and value != _DEFAULTS_ACCEPTED[key]
+        ):
+            raise ConfigError(f"{source}: {key}", f"{value!r} is refused: {fate.why}")
+        ignored.append((key, fate.why))
+
+    def required(key: str) -> str:
+        if not props.get(key):
+            raise ConfigError(f"{source}: {key}", "is required")
+        return props[key]
+
+    command = tuple(shlex.split(required("executableName")))
+    region = props.get("regionName") or None
+    stream = _stream(props, source, region)
+    position = (props.get("initialPositionInStream") or "LATEST").upper()
+    if position not in ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"):
+        raise ConfigError(
+            f"{source}: initialPositionInStream",
+            f"must be TRIM_HORIZON, LATEST or AT_TIMESTAMP; got {position!r}",
+        )
+    timestamp = None
+    if raw := props.get("initialPositionInStreamExtended"):
+        try:
+            timestamp = datetime.fromtimestamp(float(raw), UTC)
+        except (ValueError, OverflowError):
+            raise ConfigError(
+                f"{source}: initialPositionInStreamExtended", f"must be epoch seconds, got {raw!r}"
+            ) from None
+        position = "AT_TIMESTAMP"
+    elif position == "AT_TIMESTAMP":
+        raise ConfigError(
+            f"{source}: initialPositionInStreamExtended", "is required with AT_TIMESTAMP (epoch seconds)"
+        )
+    max_records = None
+    if raw := props.get("maxRecords"):
+        try:
+            max_records = int(raw)
+        except ValueError:
+            raise ConfigError(f"{source}: maxRecords", f"must be a whole number, got {raw!r}") from None
+    timeout = props.get("timeoutInSeconds")
+    try:
+        response_timeout = float(timeout) if timeout else 60.0
+    except ValueError:
+        raise ConfigError(
+            f"{source}: timeoutInSeconds", f"must be a number of seconds, got {timeout!r}"
+        ) from None
+    if not response_timeout > 0:
+        raise ConfigError(f"{source}: timeoutInSeconds", f"must be > 0, got {timeout}")
+    return MultiLangSettings(
+        source=source,
+        command=command,
+        workdir=workdir,
+        application=required("applicationName"),
+        stream=stream,
+        region=region,
+        worker_id=props.get("workerId") or None,
+        initial_position=position,
+        initial_timestamp=timestamp,
+        lease_duration=_millis(props, "failoverTimeMillis", source),
+        discovery_interval=_millis(props, "shardSyncIntervalMillis", source),
+        scan_interval=_millis(props, "leaseAssignmentIntervalMillis", source),
+        max_records=max_records,
+        idle_time_between_reads=_millis(props, "idleTimeBetweenReadsInMillis", source),
+        backoff_base=_millis(props, "taskBackoffTimeMillis", source) or 0.5,
+        metrics_interval=_millis(props, "metricsBufferTimeMillis", source),
+        response_timeout=response_timeout,
+        shutdown_timeout=_millis(props, "gracefulLeaseHandoffTimeoutMillis", source) or 30.0,
+        ignored=tuple(ignored),
+    )
+
+
+def _stream(props: Mapping[str, str], source: str, region: str | None) -> str:
+    if arn := props.get("streamArn"):
+        match = _ARN.match(arn)
+        if match is None:
+            raise ConfigError(f"{source}: streamArn", f"not a Kinesis stream ARN: {arn!r}")
+        if region and match.group("region") != region:
+            raise ConfigError(
+                f"{source}: streamArn",
+                f"is in region {match.group('region')} but regionName is {region}: make them agree",
+            )
+        return match.group("name")
+    if name := props.get("streamName"):
+        return name
+    raise ConfigError(f"{source}: streamName", "is required (or streamArn)")
