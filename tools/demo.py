@@ -3,15 +3,21 @@
     python -m tools.demo [--quick] [--env dev] [--out reports/demo] [--lease-duration S]
 
 1. starts kinesis-local and moto server on 127.0.0.1 (tools/emulators/);
-2. creates the stream(s), the lease and checkpoint tables, the dead-letter queue and the raw and curated
-   buckets, named and sized after the ``dev`` environment in ``cdk.json``;
-3. starts a producer, and one worker running the raw S3 sink (``tools.demo_processor``);
+2. creates the stream(s), the lease and checkpoint tables, the dead-letter queue, the raw and curated
+   buckets and the processor's own table (``consumer.processor_table``), named and sized after the ``dev``
+   environment in ``cdk.json``;
+3. starts a producer (20 partition keys, each written over and over), and one worker running the
+   environment's processor (``consumer.processor`` from ``consumer.processor_project``; dev's is
+   ``examples/latest-per-key``: the raw S3 sink plus each key's newest record in the table, fenced by epoch),
+   with a delivery journal mixed in (``tools.demo_processor``);
 4. scales the fleet out (1 -> 3 workers: one per shard plus a standby), scales it in (SIGTERM to a lease
    holder), restarts it rolling (new worker first, then SIGTERM the old one), and SIGKILLs a lease holder;
 5. stops producing, lets the fleet drain and stops it gracefully (every buffer is flushed to S3);
-6. downloads what landed in S3 and runs the Spark compaction and aggregation jobs on it locally
+6. checks the processor's table against what was produced (one item per key, each its key's newest record),
+   counts the writes it refused (from its log events) and probes its epoch fence once (``tools.demo_latest``);
+7. downloads what landed in S3 and runs the Spark compaction and aggregation jobs on it locally
    (local[2]; no hadoop-aws here), then checks that every produced record is in the curated table exactly once;
-7. prints a summary and writes ``<out>/summary.json``, ``<out>/ownership.png`` (who owned which shard
+8. prints a summary and writes ``<out>/summary.json``, ``<out>/ownership.png`` (who owned which shard
    when) and ``<out>/lag.png`` (MillisBehindLatest per shard from the workers' EMF metric lines).
 
 Everything it starts (emulators, workers, Spark's JVM) is stopped at the end, also on Ctrl-C or SIGTERM.
@@ -36,7 +42,8 @@ from typing import Any, Final
 
 from bench.fleet_runner import DEFAULT_IDLE_TIME, DEFAULT_INBOX_POLL, FleetSettings
 from stacks.config import EnvironmentSettings
-from tools.demo_config import DemoNames, load_environment
+from tools.demo_config import DemoNames, DemoProcessor, load_environment
+from tools.demo_latest import count_refusals, create_table, probe_stale_epoch, scan_items, table_check
 from tools.demo_report import Crash, format_summary, write_report
 from tools.demo_spark import SparkStep
 from tools.demo_support import (
@@ -53,7 +60,9 @@ from tools.emulators import Emulators
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 
 REPO: Final = Path(__file__).resolve().parents[1]
-PROCESSOR: Final = "tools.demo_processor:JournaledRawSink"
+PROCESSOR: Final = "tools.demo_processor:journaled"  # the environment's processor (DEMO_PROCESSOR), journaled
+#: Distinct partition keys the producer writes (rounded up to a multiple of its batch of records per 0.1 s).
+KEYS: Final = 20
 #: GetRecords limit per call. At the demo's rates the fleet keeps up either way; with 10,000 (the default)
 #: a whole failover backlog comes back in one call and MillisBehindLatest is 0 at every sample.
 MAX_RECORDS: Final = 25
@@ -112,6 +121,7 @@ class Demo:
     def __init__(self, env: EnvironmentSettings, timing: Timing, out: Path) -> None:
         self.env = env
         self.names = DemoNames.of(env)
+        self.processor = DemoProcessor.of(env, self.names)
         self.timing = timing
         self.lease_duration = timing.lease_duration or env.consumer.lease_duration_seconds
         self.out = out
@@ -137,6 +147,7 @@ class Demo:
         if self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
+        self.processor.check_importable()
         self.step("start the local emulators (kinesis-local, moto server)")
         self.emulators = Emulators()
         self.emulators.start()
@@ -145,7 +156,7 @@ class Demo:
 
         self.step(f"create what the {self.env.name} environment has (cdk.json)")
         dlq_url = self._create_resources(endpoints)
-        self.step("start the producer and the first worker (raw S3 sink)")
+        self.step(f"start the producer and the first worker ({self.processor.entry_point})")
         fleet = self.fleet
         assert fleet is not None
         # Spark's JVM (~8 s to start) starts now and waits, idle, for the fleet's output.
@@ -167,6 +178,7 @@ class Demo:
         codes = stop_workers(fleet, timeout=self.env.consumer.shutdown_deadline_seconds + 10)
         fleet.mark(f"fleet stopped (exit codes {codes})")
         self.ticker.stop()
+        processor = self._processor_output(endpoints, fleet, crash)
 
         self.step("compact and aggregate what landed in S3 (Spark, local[2])")
         lake = self.work / "lake"
@@ -199,6 +211,7 @@ class Demo:
                     "timing": asdict(self.timing),
                 },
                 "exit_codes": codes,
+                "processor": processor,
                 "dead_lettered": dead_lettered,
             },
             fleet=fleet,
@@ -233,6 +246,7 @@ class Demo:
             keep_stdout=True,
         )
         self.fleet.began = self.began
+        self.fleet.key_count = KEYS
         self.say(f"stream {first.name}: {first.shard_count} shards")
         kinesis = endpoints.client("kinesis")
         for other in streams[1:]:
@@ -242,6 +256,22 @@ class Demo:
         s3 = endpoints.client("s3")
         for bucket in (names.raw_bucket, names.curated_bucket):
             s3.create_bucket(Bucket=bucket)
+        p = self.processor
+        if p.table is not None and p.partition_key is not None:
+            create_table(endpoints.client("dynamodb"), p.table, p.partition_key)
+        self.say(
+            f"processor {p.entry_point}"
+            + (
+                f" from {p.project.relative_to(REPO) if p.project.is_relative_to(REPO) else p.project}/"
+                if p.project
+                else ""
+            )
+            + (
+                f", its table {p.table} (key {p.partition_key!r}, passed as {p.table_variable})"
+                if p.table
+                else ""
+            )
+        )
         self.say("named by CDK in AWS, so fixed local names derived from the application name:")
         for what, name in names.derived().items():
             self.say(f"  {what:<17} {name}")
@@ -258,6 +288,7 @@ class Demo:
     def _worker_extra(self, dlq_url: str) -> dict[str, str]:
         consumer = self.env.consumer
         return {
+            **self.processor.worker_env(),
             "CONSUMER_APPLICATION": self.names.application,
             "CONSUMER_PROCESSOR": PROCESSOR,
             "CONSUMER_ON_FAILURE": consumer.on_failure,
@@ -269,6 +300,47 @@ class Demo:
             # Small GetRecords batches: catching up after a failover takes several reads, so the lag shows.
             "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
         }
+
+    def _processor_output(self, endpoints: Any, fleet: DemoFleet, crash: Crash) -> dict[str, Any]:
+        """What the processor did beside the raw sink: its table against the produced records, the writes
+        it refused (its log events) and, for the latest-per-key example, one stale-epoch probe."""
+        p = self.processor
+        out: dict[str, Any] = {
+            "entry_point": p.entry_point,
+            "project": self.env.consumer.processor_project,  # as cdk.json has it
+            "table": p.table,
+            "refused": count_refusals(sorted(fleet.workdir.glob("*.log")), crash.at, crash.shards),
+        }
+        if p.table is None or p.partition_key is None:
+            return out
+        self.step(f"check the processor's table {p.table} against what was produced")
+        ddb = endpoints.client("dynamodb")
+        items = scan_items(ddb, p.table)
+        out["rows"] = len(items)
+        if not p.entry_point.startswith("latest_per_key."):
+            self.say(f"{len(items):,} rows (the newest-per-key check knows only examples/latest-per-key)")
+            return out
+        check = table_check(items, fleet.produced_records(), p.partition_key)
+        out["check"] = check
+        self.say(
+            f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "
+            f"{check['each_key_newest']} ({check['not_newest']} not, {check['missing_keys']} missing, "
+            f"{check['unexpected_keys']} unexpected)"
+        )
+        refused = out["refused"]
+        self.say(
+            f"refused writes (from the log events): {refused['older_than_stored']} older than the stored "
+            f"record ({refused['older_after_crash']} on the SIGKILLed worker's shards after the kill), "
+            f"{refused['stale_epoch']} from a stale epoch"
+        )
+        probe = probe_stale_epoch(ddb, p.table, p.partition_key, items)
+        out["probe"] = probe
+        if probe["probed"]:
+            self.say(
+                f"probe: key {probe['key']} as epoch {probe['write_epoch']} of {probe['shard']} (stored by epoch "
+                f"{probe['stored_epoch']}): refused {probe['refused']}, item unchanged {probe['item_unchanged']}"
+            )
+        return out
 
     def _fleet_phases(self, fleet: DemoFleet, extra: dict[str, str]) -> Crash:
         t = self.timing
@@ -320,9 +392,15 @@ class Demo:
             f"{shard.replace('shardId-', '')}: {owner or '-'} (epoch {epoch})"
             for shard, (owner, epoch) in sorted(owners.items())
         )
+        table = self.processor.table
+        rows = ""
+        if table is not None:
+            pages = endpoints.client("dynamodb").get_paginator("scan")
+            count = sum(page["Count"] for page in pages.paginate(TableName=table, Select="COUNT"))
+            rows = f", table rows {count:,}"
         return (
             f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, "
-            f"raw objects {raw}; leases {held}"
+            f"raw objects {raw}{rows}; leases {held}"
         )
 
     # -- Spark -------------------------------------------------------------------------------------

@@ -334,6 +334,45 @@ def _s(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
+def _processor_rows(processor: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The processor's own output (its table), when it has a table: rows, the newest-per-key check, the writes
+    it refused and the stale-epoch probe."""
+    if not processor or processor.get("table") is None:
+        return []
+    project = processor.get("project")
+    label = f"{Path(project).name if project else processor['table']} table"
+    check = processor.get("check")
+    if check is None:
+        return [(label, f"{_n(processor.get('rows', 0))} rows")]
+    verdict = (
+        f"(= {_n(check['keys_produced'])} keys produced; each holds its key's newest record, checked)"
+        if check["each_key_newest"]
+        else f"(MISMATCH: {_n(check['keys_produced'])} keys produced, {_n(check['missing_keys'])} missing, "
+        f"{_n(check['unexpected_keys'])} unexpected, {_n(check['not_newest'])} not the newest)"
+    )
+    refused = processor["refused"]
+    rows = [
+        (label, f"{_n(check['rows'])} rows  {verdict}"),
+        (
+            "  writes refused",
+            f"{_n(refused['older_than_stored'])} older than the stored record "
+            f"({_n(refused['older_after_crash'])} after the SIGKILL), {_n(refused['stale_epoch'])} stale epoch",
+        ),
+    ]
+    probe = processor.get("probe") or {}
+    if probe.get("probed"):
+        outcome = "refused" if probe["refused"] else "ACCEPTED"
+        unchanged = "item unchanged" if probe["item_unchanged"] else "ITEM CHANGED"
+        rows.append(
+            (
+                "  stale-epoch probe",
+                f"{outcome}, {unchanged}  (epoch {probe['write_epoch']} over {probe['stored_epoch']}, "
+                f"after the run)",
+            )
+        )
+    return rows
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """The summary block printed at the end of the demo (and shown verbatim in the README)."""
     records, raw, curated = summary["records"], summary["raw"], summary["curated"]
@@ -360,6 +399,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                 f"{_n(curated['duplicate_rows'])} duplicated)"
             ),
         ),
+        *_processor_rows(summary.get("processor")),
         (
             f"planned hand-offs ({planned['n']})",
             f"gap p50 {_s(planned['p50'])}  p99 {_s(planned['p99'])}  max {_s(planned['max'])}",
@@ -382,6 +422,17 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         report = report.relative_to(Path.cwd())
     lines.append(f"{'report':<{width}}{report}/ (summary.json, ownership.png, lag.png)")
     return "\n".join(lines)
+
+
+def _processor_ok(processor: Mapping[str, Any] | None) -> bool:
+    """The processor's own output holds: its table has each key's newest record, and the stale-epoch probe
+    was refused without changing the item (true when there is nothing of the kind to check)."""
+    if not processor:
+        return True
+    check, probe = processor.get("check"), processor.get("probe") or {}
+    if check is not None and not check["each_key_newest"]:
+        return False
+    return not probe.get("probed") or bool(probe["refused"] and probe["item_unchanged"])
 
 
 @dataclass(frozen=True)
@@ -407,8 +458,9 @@ def write_report(
     """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
 
     ``context`` (environment, names, settings, ...) goes into the summary as it is; ``spark`` is the
-    result of :mod:`tools.demo_spark`. ``ok`` is true when nothing was lost, the fleet drained, and the
-    curated table holds every produced record exactly once.
+    result of :mod:`tools.demo_spark`. ``ok`` is true when nothing was lost, the fleet drained, the
+    curated table holds every produced record exactly once, and the processor's own table (``context``'s
+    ``processor``, from :mod:`tools.demo_latest`) holds each key's newest record and refused the probe.
     """
     deliveries = fleet.deliveries()
     result = analyze(
@@ -421,9 +473,7 @@ def write_report(
     check = spark["check"]
     out.mkdir(parents=True, exist_ok=True)
     timeline, lag = out / "ownership.png", out / "lag.png"
-    plot_ownership(
-        ownership_runs(deliveries), fleet.events, began, "demo: shard ownership (raw S3 sink)", timeline
-    )
+    plot_ownership(ownership_runs(deliveries), fleet.events, began, "demo: shard ownership", timeline)
     plot_lag(
         lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
         delivery_latency(fleet.produced, deliveries),
@@ -472,6 +522,7 @@ def write_report(
         and drained
         and check["exactly_once"]
         and check["curated_rows"] == check["produced_distinct"]
+        and _processor_ok(context.get("processor"))
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary

@@ -4,6 +4,8 @@ stopping child processes within a bounded time."""
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import signal
 import subprocess
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_runner import Fleet
+from bench.fleet_runner import Fleet, _spread
 
 __all__ = [
     "DemoFleet",
@@ -27,9 +29,56 @@ __all__ = [
 
 
 class DemoFleet(Fleet):
-    """A :class:`Fleet` whose event lines show seconds since the demo began instead of wall-clock time."""
+    """A :class:`Fleet` whose event lines show seconds since the demo began instead of wall-clock time, and
+    whose producer writes a fixed set of partition keys over and over (so a key has a newest record).
+
+    The producer is the benchmark's (every PutRecords call puts one record into each slice of the hash-key
+    space, explicitly), except that record ``n`` has partition key ``k<n mod keys>``, where ``keys`` is
+    :attr:`key_count` rounded up to a multiple of the batch size: a key is always in the same slot of a call,
+    so always on the same shard, as Kinesis routes a partition key. :attr:`keyed` keeps each produced
+    record's key and data."""
 
     began: float = 0.0  # epoch seconds; set by the demo
+    key_count: int = 20  # distinct partition keys (rounded up to a multiple of the batch); set by the demo
+    keyed: dict[tuple[str, str], tuple[str, bytes]]  # (shard, sequence number) -> (partition key, data)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.keyed = {}
+
+    def keys(self, batch: int) -> int:
+        return math.ceil(max(1, self.key_count) / batch) * batch
+
+    def produced_records(self) -> list[tuple[str, str, str, bytes]]:
+        """(shard, sequence number, partition key, data) of every record the producer wrote."""
+        return [(shard, seq, *self.keyed[(shard, seq)]) for shard, seq, _ in self.produced]
+
+    def _produce(self) -> None:
+        client = self.endpoints.client("kinesis")
+        n = 0
+        batch = max(1, int(self.settings.rate / 10))
+        keys = self.keys(batch)
+        next_at = time.monotonic()
+        while not self._stop_producer.is_set():
+            records = [(f"k{(n + i) % keys}", json.dumps({"id": n + i}).encode()) for i in range(batch)]
+            entries = [
+                {"Data": data, "PartitionKey": key, "ExplicitHashKey": str(_spread(i, batch))}
+                for i, (key, data) in enumerate(records)
+            ]
+            try:
+                out = client.put_records(StreamName=self.stream, Records=entries)
+            except Exception as exc:  # the emulator is busy: try the same ids again
+                print(f"  [{self.name}] producer retry: {exc!r}", flush=True)
+                time.sleep(0.2)
+                continue
+            now = time.time()
+            for record, r in zip(records, out["Records"], strict=True):
+                if "SequenceNumber" in r:
+                    self.keyed[(r["ShardId"], r["SequenceNumber"])] = record
+                    self.produced.append((r["ShardId"], r["SequenceNumber"], now))
+            n += batch
+            next_at += 0.1
+            self._stop_producer.wait(max(0.0, next_at - time.monotonic()))
 
     def mark(self, label: str) -> float:
         t = time.time()

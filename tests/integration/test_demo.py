@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 QUICK_LEASE_S = 4.0  # tools.demo.QUICK.lease_duration
 QUICK_SCAN_S = 0.5
+KEYS = 20  # tools.demo.KEYS: the producer's partition keys
 
 
 def _demo(out: Path) -> list[str]:
@@ -33,7 +34,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}
 
 
-def test_quick_demo_runs_end_to_end_and_curates_every_record_exactly_once(tmp_path: Path) -> None:
+def test_quick_demo_runs_end_to_end_curates_every_record_once_and_keeps_each_keys_newest(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "demo"
     began = time.monotonic()
     proc = subprocess.run(
@@ -57,6 +60,25 @@ def test_quick_demo_runs_end_to_end_and_curates_every_record_exactly_once(tmp_pa
     assert s["curated"]["missing"] == s["curated"]["unexpected"] == s["curated"]["duplicate_rows"] == 0
     assert s["curated"]["exactly_once"] is True
     assert s["curated"]["metrics_records"] == s["curated"]["rows"]  # aggregation saw every curated row
+    # beside the raw sink, the processor dev deploys (cdk.json), with its own table: each key's newest record
+    assert dev.consumer.processor_table is not None
+    p = s["processor"]
+    assert (p["entry_point"], p["project"]) == (dev.consumer.processor, dev.consumer.processor_project)
+    assert p["table"] == s["names"]["processor_table"] is not None
+    table = p["check"]
+    assert table["records_produced"] == s["records"]["produced"]
+    assert table["keys_produced"] == KEYS and table["keys_on_more_than_one_shard"] == 0
+    assert table["rows"] == p["rows"] == KEYS
+    assert table["missing_keys"] == table["unexpected_keys"] == table["not_newest"] == 0
+    assert table["each_key_newest"] is True
+    # refused as older than the stored record: only redeliveries can be (a shard's owner writes in order)
+    refused = p["refused"]
+    assert refused["older_after_crash"] <= refused["older_than_stored"] <= s["records"]["redelivered"]
+    assert refused["stale_epoch"] == 0  # no owner of an older epoch wrote: hand-offs are cooperative
+    probe = p["probe"]  # the example's own upsert as the previous epoch of a key's shard, after the run
+    assert probe["probed"] is True and probe["write_epoch"] == probe["stored_epoch"] - 1
+    assert probe["refused"] is True and "was written by epoch" in probe["error"]
+    assert probe["item_unchanged"] is True
     # scale out, scale in and two rolling replacements each moved a lease by hand-off; one crash failover
     assert s["handoffs"]["n"] >= 3
     assert s["failover"]["n"] >= 1
@@ -66,6 +88,7 @@ def test_quick_demo_runs_end_to_end_and_curates_every_record_exactly_once(tmp_pa
     for png in ("ownership.png", "lag.png"):
         assert (out / png).stat().st_size > 10_000
     assert "demo summary" in proc.stdout and "curated rows" in proc.stdout
+    assert f"latest-per-key table      {KEYS} rows" in proc.stdout
     print(f"quick demo: {took:.1f}s")
 
 
