@@ -8,7 +8,14 @@ from typing import Any
 from consumer.clock import Clock, SystemClock
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
 from consumer.errors import LeaseConflictError, WorkerFencedError
-from consumer.leases.dynamodb_items import fence_dead, lease_from, owned_condition, wake, worker_from
+from consumer.leases.dynamodb_items import (
+    fence_dead,
+    lease_from,
+    owned_condition,
+    same_incarnation,
+    wake,
+    worker_from,
+)
 from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_key, worker_key
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
@@ -88,6 +95,7 @@ class DynamoDBLeaseRepository:
             "item_type": "worker",
             "worker_id": worker.worker_id,
             "heartbeat": 0,
+            "incarnation": worker.incarnation,
             "generation": 0,
             "inbox": 0,
             "draining": False,
@@ -136,13 +144,17 @@ class DynamoDBLeaseRepository:
 
     def forget_worker(self, worker: WorkerItem) -> None:
         self.calls.add("DeleteItem")
+        same = same_incarnation(worker.incarnation)
         with translate_errors(self.table, f"forget {worker.worker_id}"):
             self._c.delete_item(
                 TableName=self.table,
                 Key=to_item({"lease_key": worker.key}),
-                # Still silent (the heartbeat we saw) and nobody fenced it since (the generation we saw).
-                ConditionExpression="heartbeat = :hb AND generation = :g",
-                ExpressionAttributeValues=to_item({":hb": worker.heartbeat, ":g": worker.generation}),
+                # Still silent (the heartbeat we saw, in the incarnation we saw) and nobody fenced it since
+                # (the generation we saw).
+                ConditionExpression=f"heartbeat = :hb AND generation = :g AND {same[0]}",
+                ExpressionAttributeValues=to_item(
+                    {":hb": worker.heartbeat, ":g": worker.generation, **same[1]}
+                ),
             )
 
     # -- leases ----------------------------------------------------------------------------------

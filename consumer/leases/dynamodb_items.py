@@ -8,7 +8,7 @@ from consumer.dynamo import to_item
 from consumer.leases.model import Lease, LeaseState, WorkerItem, worker_key
 from consumer.leases.repository import OwnerObservation
 
-__all__ = ["fence_dead", "lease_from", "owned_condition", "wake", "worker_from"]
+__all__ = ["fence_dead", "lease_from", "owned_condition", "same_incarnation", "wake", "worker_from"]
 
 
 def lease_from(d: dict[str, Any]) -> Lease:
@@ -31,6 +31,7 @@ def worker_from(d: dict[str, Any]) -> WorkerItem:
     return WorkerItem(
         worker_id=d["worker_id"],
         heartbeat=int(d.get("heartbeat", 0)),
+        incarnation=str(d.get("incarnation", "")),
         generation=int(d.get("generation", 0)),
         inbox=int(d.get("inbox", 0)),
         draining=bool(d.get("draining", False)),
@@ -95,14 +96,23 @@ def fence_dead(table: str, dead: OwnerObservation) -> dict[str, Any]:
                 "ConditionExpression": "attribute_not_exists(lease_key)",
             }
         }
-    # Its heartbeat did not move for a whole lease duration and still has not; fence it by bumping its
-    # generation, so a heartbeat it sends late fails.
+    # Its heartbeat did not move for a whole lease duration and still has not, in the same incarnation (a
+    # worker registered again restarts its counter); fence it by bumping its generation, so a heartbeat it
+    # sends late fails.
+    condition, values = same_incarnation(dead.incarnation)
     return {
         "Update": {
             "TableName": table,
             "Key": key,
             "UpdateExpression": "SET generation = generation + :one",
-            "ConditionExpression": "heartbeat = :hb",
-            "ExpressionAttributeValues": to_item({":one": 1, ":hb": dead.heartbeat}),
+            "ConditionExpression": f"heartbeat = :hb AND {condition}",
+            "ExpressionAttributeValues": to_item({":one": 1, ":hb": dead.heartbeat, **values}),
         }
     }
+
+
+def same_incarnation(incarnation: str) -> tuple[str, dict[str, Any]]:
+    """The worker item is still the incarnation seen ("" also matches an item from before incarnations)."""
+    if not incarnation:
+        return "(attribute_not_exists(incarnation) OR incarnation = :inc)", {":inc": ""}
+    return "incarnation = :inc", {":inc": incarnation}

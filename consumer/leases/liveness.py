@@ -46,13 +46,15 @@ class OwnValidity:
 @dataclass
 class _Seen:
     heartbeat: int
-    since: float  # monotonic time we first saw this heartbeat value
+    incarnation: str
+    since: float  # monotonic time we first saw this (incarnation, heartbeat)
 
 
 class LivenessTracker:
     """Tells which workers are alive from the heartbeat counters seen in successive scans.
 
-    Pure bookkeeping: the caller passes its monotonic ``now``; nothing here reads a clock.
+    Pure bookkeeping: the caller passes its monotonic ``now``; nothing here reads a clock. A change of
+    incarnation (the worker registered again) counts as a move, like a change of the counter.
     """
 
     def __init__(self, lease_duration: float) -> None:
@@ -64,8 +66,8 @@ class LivenessTracker:
         present = {w.worker_id for w in workers}
         for w in workers:
             seen = self._seen.get(w.worker_id)
-            if seen is None or seen.heartbeat != w.heartbeat:
-                self._seen[w.worker_id] = _Seen(w.heartbeat, now)
+            if seen is None or (seen.incarnation, seen.heartbeat) != (w.incarnation, w.heartbeat):
+                self._seen[w.worker_id] = _Seen(w.heartbeat, w.incarnation, now)
         for gone in set(self._seen) - present:
             del self._seen[gone]
         owners = {lease.owner for lease in leases if lease.owner is not None and not lease.ended}
@@ -87,7 +89,7 @@ class LivenessTracker:
         seen = self._seen.get(worker_id)
         if seen is not None:
             if now - seen.since >= self._duration:
-                return OwnerObservation(worker_id, seen.heartbeat)
+                return OwnerObservation(worker_id, seen.heartbeat, seen.incarnation)
             return None
         since = self._absent_since.get(worker_id)
         if since is not None and now - since >= self._duration:

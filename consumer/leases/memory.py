@@ -144,7 +144,7 @@ class InMemoryLeaseRepository:
         """Check that ``dead`` is still as observed, and fence its item (part of a transaction)."""
         worker = self.t.workers.get(dead.worker_id)
         seen = None if worker is None else worker.heartbeat
-        if seen != dead.heartbeat:
+        if seen != dead.heartbeat or (worker is not None and worker.incarnation != dead.incarnation):
             raise LeaseConflictError(f"owner {dead.worker_id} heartbeat moved")
         if worker is not None:
             self.t.workers[worker.worker_id] = replace(worker, generation=worker.generation + 1)
@@ -178,7 +178,10 @@ class InMemoryLeaseRepository:
                 raise LeaseConflictError(f"worker {worker.worker_id} is already registered")
             # Counters and flags start at zero whatever the caller passed, like the DynamoDB item.
             self.t.workers[worker.worker_id] = WorkerItem(
-                worker.worker_id, started_ms=worker.started_ms, streams=worker.streams
+                worker.worker_id,
+                started_ms=worker.started_ms,
+                streams=worker.streams,
+                incarnation=worker.incarnation,
             )
 
     def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
@@ -206,7 +209,11 @@ class InMemoryLeaseRepository:
         with self.t.lock:
             self.t.calls["DeleteItem"] += 1
             cur = self.t.workers.get(worker.worker_id)
-            if cur is None or cur.heartbeat != worker.heartbeat or cur.generation != worker.generation:
+            if cur is None or (cur.heartbeat, cur.generation, cur.incarnation) != (
+                worker.heartbeat,
+                worker.generation,
+                worker.incarnation,
+            ):
                 raise LeaseConflictError(f"worker {worker.worker_id} moved or is gone")
             del self.t.workers[worker.worker_id]
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["LEADER_KEY", "Leader", "Lease", "LeaseState", "WorkerItem", "lease_key", "worker_key"]
+__all__ = ["LEADER_KEY", "Leader", "Lease", "LeaseState", "WorkerItem", "lease_key", "new_incarnation", "worker_key"]
 
 #: The key of the one item that says which worker plans for the fleet (docs/protocol.md, "Leadership").
 LEADER_KEY = "leader"
@@ -51,12 +52,20 @@ class Lease:
         return self.state is LeaseState.ENDED
 
 
+def new_incarnation() -> str:
+    """A fresh incarnation id for a registration (random; never compared for order)."""
+    return uuid.uuid4().hex[:16]
+
+
 @dataclass(frozen=True)
 class WorkerItem:
     """A live worker's membership item. Its ``heartbeat`` counter keeps every lease it owns alive.
 
     ``generation`` is bumped by any worker that takes one of this worker's leases after expiry, which fails
     this worker's next (conditional) heartbeat; ``inbox`` is bumped to wake it (hand-off asked or given).
+    ``incarnation`` is chosen anew at every registration: a worker forgotten and registered again under the
+    same id restarts its counter, and (incarnation, heartbeat) tells the two apart where the counter alone
+    could repeat a value an observer last saw.
     """
 
     worker_id: str
@@ -72,6 +81,7 @@ class WorkerItem:
     expect: int = 0  # bumped when the leader asks an owner to hand this worker a lease: poll fast
     streams: frozenset[str] = frozenset()  # the streams it consumes (the leader gives it only these)
     tags: dict[str, str] = field(default_factory=dict, compare=False)
+    incarnation: str = ""  # chosen at registration; "" for items written before incarnations existed
 
     @property
     def key(self) -> str:

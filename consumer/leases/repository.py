@@ -19,10 +19,12 @@ class TableSnapshot:
 
 @dataclass(frozen=True)
 class OwnerObservation:
-    """What a taker saw of a dead owner: its heartbeat counter (``None``: its worker item was absent)."""
+    """What a taker saw of a dead owner: its heartbeat counter (``None``: its worker item was absent) and the
+    incarnation that counter belongs to; a fence holds only while both are still as seen."""
 
     worker_id: str
     heartbeat: int | None
+    incarnation: str = ""
 
 
 class LeaseRepository(Protocol):

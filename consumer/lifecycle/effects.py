@@ -11,7 +11,7 @@ from typing import Any
 from consumer.clock import Clock
 from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError, is_retriable
 from consumer.leases.liveness import OwnValidity
-from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.model import Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.messages import (
     AckGiven,
@@ -180,7 +180,12 @@ class Effects:
         if me is None:  # a live worker forgot us after a long silence: join again, holding nothing new
             log_event(logger, "worker_reregistered", logging.WARNING, worker=self._id)
             self._repo.register_worker(
-                WorkerItem(self._id, started_ms=self._clock.wall_ms(), streams=frozenset(self._streams))
+                WorkerItem(
+                    self._id,
+                    started_ms=self._clock.wall_ms(),
+                    streams=frozenset(self._streams),
+                    incarnation=new_incarnation(),
+                )
             )
             me = self._repo.get_worker(self._id)
         asked = tuple(sorted({*keys, *(me.given if me is not None else ())}))

@@ -58,6 +58,7 @@ class Leadership:
         self.item: Leader | None = None  # the leadership item as last read or written
         self.dead: OwnerObservation | None = None  # the leader we replaced, fenced by our claim
         self._heartbeat: int | None = None  # the watched leader's heartbeat, first seen at ``_since``
+        self._incarnation = ""  # the incarnation that heartbeat belongs to
         self._since = now
         self._checks = 0
         # Workers started together spread their first reads over one interval.
@@ -102,17 +103,22 @@ class Leadership:
         if ev.error or self.role is not Role.WATCHING or ev.worker_id != self.leader_id:
             return []
         beat = None if ev.worker is None else ev.worker.heartbeat
+        incarnation = "" if ev.worker is None else ev.worker.incarnation
         if beat is None and self._heartbeat is not None:
             # Its item just went: most likely it resigned and deregistered. Read the leadership item now
             # (unowned: claim at once); if it still names that worker, its absence is timed from here.
             self._heartbeat, self._since = None, now
             self.role, self._next = Role.SEEKING, now
             return []
-        if beat is not None and (self._heartbeat is None or beat > self._heartbeat):
-            self._heartbeat, self._since = beat, now  # moved (a stale, lower read never counts as a move)
+        if beat is not None and (
+            self._heartbeat is None or incarnation != self._incarnation or beat > self._heartbeat
+        ):
+            # Moved (a stale, lower read of the same incarnation never counts as a move; a new incarnation
+            # does: the leader registered again).
+            self._heartbeat, self._incarnation, self._since = beat, incarnation, now
         if now - self._since < self._cfg.lease_duration:
             return []
-        return self._claim(self.item, OwnerObservation(ev.worker_id, self._heartbeat))
+        return self._claim(self.item, OwnerObservation(ev.worker_id, self._heartbeat, self._incarnation))
 
     def _claim(self, seen: Leader | None, dead: OwnerObservation | None) -> list[Action]:
         self.role = Role.CLAIMING

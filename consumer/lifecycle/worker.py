@@ -17,7 +17,7 @@ from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
 from consumer.config import WorkerConfig, polling_rate_warning
 from consumer.leases.liveness import OwnValidity
-from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.model import Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.coordinator import Coordinator
@@ -228,6 +228,7 @@ class Worker:
                 self.id,
                 started_ms=self._clock.wall_ms(),
                 streams=frozenset(s.name for s in self.config.streams),
+                incarnation=new_incarnation(),
             )
         )
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])

@@ -177,6 +177,29 @@ def test_take_is_refused_when_the_owner_seen_beating_is_gone(b: Backend) -> None
     refused(b, lambda: b.repo.take(lease, "w2", OwnerObservation("w1", 0)), lease)
 
 
+def test_a_reregistered_worker_whose_counter_repeats_the_value_seen_is_not_fenced(b: Backend) -> None:
+    """Forgotten, then registered again under the same id: its counter restarts and may reach the value
+    a taker last watched; the observation names the old incarnation, so neither a take nor a forget of
+    the new item goes through."""
+    lease = b.owned("sh", "w2")  # w2 holds a lease; w1 is the one that comes back
+    b.repo.register_worker(WorkerItem("w1", incarnation="first"))
+    for _ in range(3):
+        b.repo.heartbeat("w1", 0, 1, False)
+    old = b.worker("w1")
+    assert (old.heartbeat, old.incarnation) == (3, "first")
+    mine = b.repo.take(b.repo.release(lease), "w1", None)
+    b.repo.forget_worker(old)  # the leader forgot it after a long silence
+    b.repo.register_worker(WorkerItem("w1", incarnation="second"))
+    for _ in range(3):
+        b.repo.heartbeat("w1", 0, 1, False)
+    assert (b.worker("w1").heartbeat, b.worker("w1").incarnation) == (3, "second")  # the same counter
+    refused(b, lambda: b.repo.take(mine, "w2", OwnerObservation("w1", 3, "first")), mine)
+    refused(b, lambda: b.repo.forget_worker(old))
+    assert b.worker("w1").generation == 0  # not fenced
+    taken = b.repo.take(mine, "w2", OwnerObservation("w1", 3, "second"))  # the right incarnation: fenced
+    assert taken.owner == "w2" and b.worker("w1").generation == 1
+
+
 def test_of_two_racing_takes_only_the_first_wins(b: Backend) -> None:
     for worker in ("a", "b", "c"):
         b.repo.register_worker(WorkerItem(worker))

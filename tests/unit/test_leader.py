@@ -257,3 +257,25 @@ def test_the_leaders_moves_are_paced_and_it_plans_again_as_the_budget_allows() -
     acts = c.step(T0 + 1.7, [table(ls[10:], "a", "b")])
     assert len(writes(acts, WriteKind.ASSIGN)) == 2
     assert LEASES.max_moves_per_second == 200
+
+
+def test_a_leader_registered_again_with_its_old_counter_is_watched_afresh() -> None:
+    from consumer.leases.model import WorkerItem as Item
+
+    c = coordinator("b")
+    alive(c, T0)
+    c.step(T0, [])
+    c.step(T0, [LeaderRead(Leader("z", 1))])
+    c.step(T0 + 0.1, [LeaderWatched("z", Item("z", heartbeat=4, incarnation="first"))])
+    # z was forgotten and came back with a new incarnation whose counter is 4 again, 9 s later: a move.
+    c.step(T0 + 9, [HeartbeatResult(T0 + 9, Result.OK)])
+    c.step(T0 + 9, [LeaderWatched("z", Item("z", heartbeat=4, incarnation="second"))])
+    c.step(T0 + 11, [HeartbeatResult(T0 + 11, Result.OK)])
+    assert not of(
+        c.step(T0 + 11, [LeaderWatched("z", Item("z", heartbeat=4, incarnation="second"))]), ClaimLeadership
+    )
+    c.step(T0 + 19.5, [HeartbeatResult(T0 + 19.5, Result.OK)])
+    [claim] = of(
+        c.step(T0 + 19.5, [LeaderWatched("z", Item("z", heartbeat=4, incarnation="second"))]), ClaimLeadership
+    )
+    assert claim.dead == OwnerObservation("z", 4, "second")

@@ -83,3 +83,13 @@ def test_shutdown_successors_balance_the_leases_over_the_least_loaded(
     receivers = {to for to in chosen.values()}
     # nobody who received a lease ends with more than one above the least loaded worker after the hand-off
     assert all(after[w] <= min(after.values()) + 1 for w in receivers)
+
+
+def test_a_new_incarnation_with_the_counter_last_seen_counts_as_a_move_and_is_fenced_as_itself() -> None:
+    t = LivenessTracker(10.0)
+    t.observe((WorkerItem("w", heartbeat=5, incarnation="old"),), (), 0.0)
+    # Forgotten and registered again between two scans; its new counter has reached 5 again.
+    t.observe((WorkerItem("w", heartbeat=5, incarnation="new"),), (), 9.0)
+    assert t.is_alive("w", 15.0)  # watched from 9.0, not from 0.0
+    assert t.dead_owner("w", 15.0) is None
+    assert t.dead_owner("w", 19.0) == OwnerObservation("w", 5, "new")  # the fence names the new incarnation
