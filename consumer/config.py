@@ -208,10 +208,17 @@ class CheckpointConfig:
     auto_interval: float = (
         0.0  # auto mode: at most one checkpoint write per this many seconds (0: every batch)
     )
+    # Manual mode: records delivered and not yet done, per shard, past which fetching pauses (the memory
+    # a processor that never marks a record done can hold). Keep it above a buffering sink's batch size.
+    max_pending_records: int = 100_000
 
     def __post_init__(self) -> None:
         _choice("checkpoint.mode", self.mode, ("auto", "manual"))
         _positive("checkpoint.flush_interval", self.flush_interval)
+        if self.max_pending_records < 1:
+            raise ConfigError(
+                "checkpoint.max_pending_records", f"must be >= 1, got {self.max_pending_records}"
+            )
         if self.auto_interval < 0:
             raise ConfigError("checkpoint.auto_interval", f"must be >= 0, got {self.auto_interval}")
 
@@ -492,6 +499,9 @@ def _from_env(
             mode=text("CONSUMER_CHECKPOINT_MODE", "checkpoint.mode"),
             flush_interval=f("CONSUMER_CHECKPOINT_FLUSH_SECONDS", "checkpoint.flush_interval"),
             auto_interval=f("CONSUMER_CHECKPOINT_INTERVAL_SECONDS", "checkpoint.auto_interval"),
+            max_pending_records=env_int(
+                env, "CONSUMER_MAX_PENDING_RECORDS", _default("checkpoint.max_pending_records")
+            ),
         ),
         processing=ProcessingConfig(
             max_attempts=env_int(env, "CONSUMER_MAX_ATTEMPTS", _default("processing.max_attempts")),

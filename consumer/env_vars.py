@@ -105,6 +105,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("CONSUMER_CHECKPOINT_MODE", "checkpoint.mode", "auto or manual (per-record done())"),
     EnvVar("CONSUMER_CHECKPOINT_FLUSH_SECONDS", "checkpoint.flush_interval", "manual mode flush interval"),
     EnvVar(
+        "CONSUMER_MAX_PENDING_RECORDS",
+        "checkpoint.max_pending_records",
+        "manual mode: delivered, not yet done records per shard before fetching pauses",
+    ),
+    EnvVar(
         "CONSUMER_CHECKPOINT_INTERVAL_SECONDS",
         "checkpoint.auto_interval",
         "auto mode: at most one checkpoint write per interval (0: every batch)",

@@ -53,6 +53,12 @@ class FleetView:
         """Take in a fresh read of the whole table."""
         self.snapshot = snap
         self._liveness.observe(snap.workers, snap.leases, now)
+        # Forget what no longer is: items asked to be forgotten that are gone (or moved), and leaders we
+        # replaced that neither have an item nor own a lease any more.
+        present = {(w.worker_id, w.heartbeat) for w in snap.workers}
+        self._forgetting &= present
+        relevant = {w.worker_id for w in snap.workers} | {x.owner for x in snap.leases if x.owner is not None}
+        self._known_dead = {k: v for k, v in self._known_dead.items() if k in relevant}
         requests = {x.key: x.handoff_to for x in snap.leases if x.handoff_to is not None}
         self._requests = {
             key: seen if (seen := self._requests.get(key)) is not None and seen[0] == to else (to, now)

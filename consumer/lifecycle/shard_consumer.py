@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _FINAL_FETCH_GRACE = 0.5  # seconds a poll under way at a requested stop may take beyond its pacing wait
+_PAUSED_RECHECK = 0.05  # seconds between looks at the pending count while fetching is paused
 
 
 class _Halted(Exception):
@@ -69,6 +70,7 @@ class ShardConsumer:
         self._shard_end = False
         self._ended = False  # shard_ended was called
         self._halted_at: Position | None = None
+        self._paused_at: float | None = None  # fetching paused: too many records delivered and not done
         self._lock = threading.Lock()  # orders stop() against the loop entering or leaving a fetch
         self._fetching = False  # the loop waits on a fetch (a requested stop lets it finish)
         self._thread = threading.Thread(target=self._main, name=f"shard-{lease.shard_id}", daemon=True)
@@ -121,7 +123,13 @@ class ShardConsumer:
             reader.interrupt()
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` for the loop's thread to end."""
         self._thread.join(timeout)
+
+    @property
+    def finished(self) -> bool:
+        """The loop has ended (it was started and its thread is gone)."""
+        return self._thread.ident is not None and not self._thread.is_alive()
 
     # -- the thread ---------------------------------------------------------------------------------
     def _log(self, event: str, level: int = logging.INFO, **fields: object) -> None:
@@ -230,6 +238,8 @@ class ShardConsumer:
         writer.flush_pending()
         behind: int | None = None
         if not self._batch and not self._shard_end:
+            if self._backpressure(policy, writer):
+                return None
             fetched = self._fetch()
             if fetched is None:
                 return None
@@ -246,6 +256,26 @@ class ShardConsumer:
         if self._shard_end and not self._batch:
             return self._end(processor, writer, policy)
         return None
+
+    def _backpressure(self, policy: CheckpointPolicy, writer: CheckpointWriter) -> bool:
+        """Manual mode: while ``checkpoint.max_pending_records`` delivered records are not done, fetch
+        nothing (what is held stays bounded); checkpoint what gets done meanwhile. True while paused."""
+        ctx, lease = self._ctx, self.lease
+        cap, pending = ctx.config.checkpoint.max_pending_records, policy.pending
+        ctx.metrics.add("PendingRecords", pending, lease.stream, lease.shard_id)
+        if pending < cap:
+            if self._paused_at is not None:
+                paused = round(ctx.clock.monotonic() - self._paused_at, 3)
+                self._log("fetching_resumed", pending=pending, paused_s=paused)
+                self._paused_at = None
+            return False
+        if self._paused_at is None:
+            self._paused_at = ctx.clock.monotonic()
+            self._log("fetching_paused", logging.WARNING, pending=pending, max_pending_records=cap)
+            ctx.metrics.add("FetchingPaused", 1, lease.stream, lease.shard_id)
+        policy.save_due(writer, idle=True)
+        self._signal.wait(_PAUSED_RECHECK)  # a stop ends the wait at once
+        return True
 
     def _fetch(self) -> Fetch | None:
         """The next fetch. A requested stop that comes while we wait on it lets it finish (bounded by one

@@ -282,6 +282,7 @@ class Worker:
 
     # -- shard consumers --------------------------------------------------------------------------
     def _start(self, lease: Lease) -> None:
+        self._release_finished()
         consumer = ShardConsumer(lease, self.config.stream(lease.stream), self._ctx)
         self.consumers[lease.key] = consumer
         consumer.start()
@@ -290,6 +291,12 @@ class Worker:
         consumer = self.consumers.get(stop.key)
         if consumer is not None:
             consumer.stop(stop.reason)
+
+    def _release_finished(self) -> None:
+        """Drop the shard consumers whose loop has ended (and their processors with them): a worker that
+        held thousands of leases over its life keeps only those it runs now."""
+        for key in [k for k, c in self.consumers.items() if c.finished]:
+            del self.consumers[key]
 
     def _join_consumers(self) -> None:
         for consumer in self.consumers.values():
@@ -324,6 +331,7 @@ class Worker:
         return out
 
     def _flush_metrics(self) -> None:
+        self._release_finished()
         owned = self.owned
         log_event(
             logger,

@@ -14,7 +14,7 @@ __all__ = ["NAMESPACE", "EmfMetrics", "InMemoryMetrics", "MetricsSink"]
 NAMESPACE = "KinesisFleetConsumer"
 
 _UNITS = {"MillisBehindLatest": "Milliseconds", "HandoffLatencyMs": "Milliseconds"}
-_MAX_GAUGES = {"MillisBehindLatest"}
+_MAX_GAUGES = {"MillisBehindLatest", "PendingRecords"}
 
 
 class MetricsSink(Protocol):
