@@ -25,6 +25,7 @@ from consumer.embed import create_worker
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
 from consumer.errors import ConfigError, ConsumerError
 from consumer.health import add_health_command, attach_heartbeat
+from consumer.kcl.command import add_import_kcl_command
 from consumer.loader import load_processor
 from consumer.logs import configure_logging, log_event
 from consumer.multilang.daemon import add_multilang_command
@@ -151,6 +152,7 @@ def parser() -> argparse.ArgumentParser:
     add_admin_commands(sub)
     add_health_command(sub)
     add_multilang_command(sub)
+    add_import_kcl_command(sub)
     return p
 
 

@@ -1,0 +1,1 @@
+"""Coming from the KCL: reading its lease table and the cut-over (``python -m consumer import-kcl``)."""

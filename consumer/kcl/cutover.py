@@ -1,0 +1,240 @@
+"""The cut-over from a KCL lease table: this consumer's leases and checkpoints at the KCL's positions.
+
+Per KCL lease, a plan: the position this consumer stores (the KCL checkpoint and its KPL sub-sequence, so the
+fleet resumes with the next user record; ``SHARD_END`` as an ended lease; ``TRIM_HORIZON`` and
+``AT_TIMESTAMP`` as "just before the first record there", found in Kinesis, so the result does not depend on
+the fleet's initial position; ``LATEST``, a shard the KCL never started, as no checkpoint: the fleet's
+initial position applies, as the KCL's would have) and what to do with it given what this consumer already
+has: create, move forward, leave alone (equal, or ours is ahead: never backwards unless forced). Plans are
+applied parents first. Applying twice gives the same tables.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from consumer.aws_errors import aws_call
+from consumer.checkpoint.store import CheckpointStore
+from consumer.dynamo import to_item, translate_errors
+from consumer.errors import ConfigError, ConsumerError, LeaseConflictError
+from consumer.kcl.lease_table import KclLease
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.leases.model import Lease, LeaseState, lease_key
+from consumer.logs import log_event
+from consumer.records import SHARD_END, Position
+
+__all__ = ["Action", "ShardPlan", "apply_plans", "plan_import"]
+
+logger = logging.getLogger(__name__)
+
+
+class Action(enum.Enum):
+    """What the import does for one shard."""
+
+    CREATE = "create"  # no lease of ours yet
+    FORWARD = "move forward"  # ours is behind the KCL's (or has no position)
+    BACKWARD = "move back (forced)"
+    KEEP_AHEAD = "keep: ours is ahead"  # never backwards unless --force
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """One shard: the KCL lease, the position we store (None: the fleet's initial position), ours now."""
+
+    kcl: KclLease
+    target: Position | None
+    ended: bool
+    lease: Lease | None
+    current: Position | None
+    action: Action
+    note: str = ""
+
+    def line(self) -> str:
+        """The per-shard report line."""
+        kcl = self.kcl.checkpoint + (f"/{self.kcl.sub_sequence}" if self.kcl.sentinel is None else "")
+        target = str(self.target) if self.target is not None else "(none: the fleet's initial position)"
+        ours = str(self.current) if self.current is not None else "-"
+        extra = f"; {self.note}" if self.note else ""
+        owner = f", owner {self.kcl.owner}" if self.kcl.owner else ""
+        return (
+            f"{self.kcl.stream}/{self.kcl.shard_id}: KCL {kcl}{owner} -> {target}: {self.action.value} "
+            f"(ours before: {ours}){extra}"
+        )
+
+
+def _parents_first(leases: list[KclLease]) -> list[KclLease]:
+    by_key = {(lease.stream, lease.shard_id): lease for lease in leases}
+    out: list[KclLease] = []
+    seen: set[tuple[str, str]] = set()
+
+    def visit(lease: KclLease) -> None:
+        key = (lease.stream, lease.shard_id)
+        if key in seen:
+            return
+        seen.add(key)
+        for parent in lease.parents:
+            if (p := by_key.get((lease.stream, parent))) is not None:
+                visit(p)
+        out.append(lease)
+
+    for lease in sorted(leases, key=lambda x: (x.stream, x.shard_id)):
+        visit(lease)
+    return out
+
+
+def _first_record(kinesis: Any, stream: str, shard: str, **iterator: Any) -> str | None:
+    with aws_call("kinesis", f"read {stream}/{shard}"):
+        it = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard, **iterator)["ShardIterator"]
+        for _ in range(1000):
+            out = kinesis.get_records(ShardIterator=it, Limit=1)
+            if out["Records"]:
+                return str(out["Records"][0]["SequenceNumber"])
+            it = out.get("NextShardIterator")
+            if it is None or out.get("MillisBehindLatest") == 0:
+                return None
+    return None
+
+
+def _target(kcl: KclLease, kinesis: Any, timestamp: datetime | None) -> tuple[Position | None, str]:
+    match kcl.sentinel:
+        case None:
+            return Position(kcl.checkpoint, kcl.sub_sequence), ""
+        case "SHARD_END":
+            return SHARD_END, ""
+        case "LATEST":
+            return None, "the KCL had not started it: it starts at the fleet's initial position"
+        case "TRIM_HORIZON":
+            first = _first_record(kinesis, kcl.stream, kcl.shard_id, ShardIteratorType="TRIM_HORIZON")
+            if first is None:
+                return None, "no record in the shard yet: it starts at the fleet's initial position"
+            return Position(first, -1), "just before the oldest record (TRIM_HORIZON)"
+        case _:  # AT_TIMESTAMP: the time is in the KCL's configuration, not in its table
+            if timestamp is None:
+                raise ConfigError(
+                    "--timestamp",
+                    f"is required: lease {kcl.lease_key} is at AT_TIMESTAMP (give initialPositionInStreamExtended)",
+                )
+            first = _first_record(
+                kinesis, kcl.stream, kcl.shard_id, ShardIteratorType="AT_TIMESTAMP", Timestamp=timestamp
+            )
+            if first is None:
+                return None, "no record after the timestamp yet: it starts at the fleet's initial position"
+            return Position(first, -1), f"just before the first record at {timestamp.isoformat()}"
+
+
+def plan_import(
+    kcl_leases: list[KclLease],
+    repo: DynamoDBLeaseRepository,
+    store: CheckpointStore,
+    kinesis: Any,
+    *,
+    timestamp: datetime | None = None,
+    force: bool = False,
+) -> list[ShardPlan]:
+    """What the import would do for each KCL lease, parents first (nothing is written)."""
+    ours = {(lease.stream, lease.shard_id): lease for lease in repo.snapshot().leases}
+    plans = []
+    for kcl in _parents_first(kcl_leases):
+        target, note = _target(kcl, kinesis, timestamp)
+        lease = ours.get((kcl.stream, kcl.shard_id))
+        cp = store.get(kcl.stream, kcl.shard_id) if lease is not None else None
+        current = cp.position if cp is not None else None
+        if kcl.pending_checkpoint:
+            note = "; ".join(
+                filter(None, [note, f"its pending checkpoint {kcl.pending_checkpoint} is not imported"])
+            )
+        if lease is None:
+            action = Action.CREATE
+        elif target is None or target == current:
+            action = Action.UNCHANGED
+        elif current is None or current < target:
+            action = Action.FORWARD
+        else:
+            action = Action.BACKWARD if force else Action.KEEP_AHEAD
+        plans.append(ShardPlan(kcl, target, kcl.sentinel == "SHARD_END", lease, current, action, note))
+    return plans
+
+
+def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan) -> bool:
+    """The lease (free, epoch 0) and its checkpoint in one transaction; False if one appeared meanwhile."""
+    kcl = plan.kcl
+    key = lease_key(kcl.stream, kcl.shard_id)
+    state = LeaseState.ENDED if plan.ended else LeaseState.ACTIVE
+    lease = {
+        "lease_key": key,
+        "item_type": "lease",
+        "stream": kcl.stream,
+        "shard_id": kcl.shard_id,
+        "epoch": 0,
+        "state": state.value,
+        "parents": list(kcl.parents),
+    }
+    # The checkpoint item as an ownership change leaves it: epoch mirrors the lease's.
+    checkpoint: dict[str, Any] = {
+        "lease_key": key,
+        "epoch": 0,
+        "stream": kcl.stream,
+        "shard_id": kcl.shard_id,
+    }
+    if plan.target is not None:
+        checkpoint.update(
+            sequence=plan.target.sequence,
+            sub_sequence=plan.target.sub_sequence,
+            position_key=plan.target.sort_key(),
+        )
+    items = [
+        {
+            "Put": {
+                "TableName": lease_table,
+                "Item": to_item(lease),
+                "ConditionExpression": "attribute_not_exists(lease_key)",
+            }
+        },
+        {
+            "Put": {
+                "TableName": checkpoint_table,
+                "Item": to_item(checkpoint),
+                "ConditionExpression": "attribute_not_exists(lease_key)",
+            }
+        },
+    ]
+    try:
+        with translate_errors(lease_table, f"create {key}"):
+            ddb.transact_write_items(TransactItems=items)
+    except LeaseConflictError:  # a worker of ours created it first
+        return False
+    return True
+
+
+def apply_plans(ddb: Any, repo: DynamoDBLeaseRepository, plans: list[ShardPlan]) -> list[str]:
+    """Carry the plans out, parents first; returns the per-shard lines (what was done)."""
+    lines = []
+    for plan in plans:
+        if plan.action is Action.CREATE:
+            if not _create(ddb, repo.table, repo.checkpoint_table, plan):
+                raise ConsumerError(
+                    f"{plan.kcl.stream}/{plan.kcl.shard_id}: a lease of ours appeared while importing; run it again"
+                )
+        elif plan.action in (Action.FORWARD, Action.BACKWARD):
+            assert plan.lease is not None and plan.target is not None
+            try:
+                repo.reset_checkpoint(plan.lease, plan.target)  # epoch + 1: its current owner stops
+            except LeaseConflictError as exc:
+                raise ConsumerError(f"{plan.lease.key} changed while importing; run it again") from exc
+        log_event(
+            logger,
+            "kcl_lease_imported",
+            stream=plan.kcl.stream,
+            shard=plan.kcl.shard_id,
+            action=plan.action.value,
+            kcl_checkpoint=plan.kcl.checkpoint,
+            position=str(plan.target) if plan.target else None,
+            before=str(plan.current) if plan.current else None,
+        )
+        lines.append(plan.line())
+    return lines

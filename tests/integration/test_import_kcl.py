@@ -1,0 +1,239 @@
+"""import-kcl: KCL lease tables written here as the KCL writes them (single- and multi-stream keys, every
+sentinel, a split shard with its parent and children, a KPL sub-sequence) are imported, and a fleet then
+delivers exactly the records after each KCL checkpoint; a live KCL table is refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aws_kinesis_agg.aggregator import AggRecord
+
+from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
+from tests.integration.support import (
+    REPO,
+    create_stream,
+    dynamo_worker,
+    make_names,
+    stored_checkpoints,
+    wait_active,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+_HALF = 2**127
+
+
+def _kcl_table(ddb: Any, name: str, items: list[dict[str, Any]]) -> None:
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for item in items:
+        ddb.put_item(TableName=name, Item=item)
+
+
+def _lease(
+    key: str, checkpoint: str, sub: int = 0, parents: tuple[str, ...] = (), owner: str = "kcl-1"
+) -> dict:
+    """A lease item as the KCL (2.x/3.x) writes it."""
+    item: dict[str, Any] = {
+        "leaseKey": {"S": key},
+        "checkpoint": {"S": checkpoint},
+        "checkpointSubSequenceNumber": {"N": str(sub)},
+        "leaseOwner": {"S": owner},
+        "leaseCounter": {"N": "120"},
+        "ownerSwitchesSinceCheckpoint": {"N": "0"},
+    }
+    if parents:
+        item["parentShardIds"] = {"SS": list(parents)}
+    return item
+
+
+def _put(kinesis: Any, stream: str, hash_key: int, payloads: list[bytes]) -> list[str]:
+    return [
+        kinesis.put_record(StreamName=stream, Data=p, PartitionKey="k", ExplicitHashKey=str(hash_key))[
+            "SequenceNumber"
+        ]
+        for p in payloads
+    ]
+
+
+def _cli(emulators: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", "import-kcl", *args],
+        cwd=REPO,
+        env={**os.environ, **emulators.env(), "CONSUMER_LOG_LEVEL": "WARNING"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class _Collect(BaseProcessor):
+    seen: dict[tuple[str, str], list[bytes]] = defaultdict(list)
+    lock = threading.Lock()
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        with self.lock:
+            for r in data.records:
+                self.seen[(r.stream, r.shard_id)].append(r.data)
+
+
+def test_import_then_the_fleet_delivers_exactly_after_each_kcl_checkpoint(
+    emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any
+) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    s1, s2 = names.stream, unique_name("multi")
+    parent, shard1 = create_stream(kinesis_client, s1, 2)
+    m0, m1 = create_stream(kinesis_client, s2, 2)
+    # s1: a parent split into two children, and a shard with a KPL aggregate in the middle.
+    _put(kinesis_client, s1, 0, [f"p-{i}".encode() for i in range(5)])
+    kinesis_client.split_shard(StreamName=s1, ShardToSplit=parent, NewStartingHashKey=str(2**126))
+    wait_active(kinesis_client, s1)
+    shards = {s["ShardId"]: s for s in kinesis_client.list_shards(StreamName=s1)["Shards"]}
+    c1, c2 = sorted(k for k, s in shards.items() if s.get("ParentShardId") == parent)
+    c1_seqs = _put(kinesis_client, s1, 0, [f"c1-{i}".encode() for i in range(6)])
+    _put(kinesis_client, s1, 2**126 + 1, [f"c2-{i}".encode() for i in range(4)])
+    agg = AggRecord()
+    for i in range(5):
+        agg.add_user_record("k", f"agg-{i}".encode())
+    _put(kinesis_client, s1, _HALF, [b"s1-a", b"s1-b"])
+    (agg_seq,) = _put(kinesis_client, s1, _HALF, [bytes(agg.get_contents()[2])])
+    _put(kinesis_client, s1, _HALF, [b"s1-c", b"s1-d"])
+    # s2 (multi-stream keys): AT_TIMESTAMP on one shard, LATEST (never started) on the other.
+    _put(kinesis_client, s2, 0, [f"old-{i}".encode() for i in range(3)])
+    after = time.time() + 0.05
+    wait_until(lambda: time.time() > after + 0.05, 2, "the clock")
+    at = datetime.fromtimestamp(after, UTC)
+    _put(kinesis_client, s2, 0, [f"new-{i}".encode() for i in range(3)])
+
+    t1, t2 = unique_name("kcl"), unique_name("kclmulti")
+    _kcl_table(
+        dynamodb_client,
+        t1,
+        [
+            _lease(parent, "SHARD_END"),
+            _lease(c1, c1_seqs[2], parents=(parent,)),
+            _lease(c2, "TRIM_HORIZON", parents=(parent,), owner="kcl-2"),
+            _lease(shard1, agg_seq, sub=2),
+        ],
+    )
+    _kcl_table(
+        dynamodb_client,
+        t2,
+        [
+            _lease(f"123456789012:{s2}:1700000000:{m0}", "AT_TIMESTAMP"),
+            _lease(f"123456789012:{s2}:1700000000:{m1}", "LATEST"),
+        ],
+    )
+    tables = ["--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table]
+    one = ["--kcl-table", t1, "--stream", s1, *tables, "--failover-millis", "300"]
+    multi = ["--kcl-table", t2, *tables, "--failover-millis", "300", "--timestamp", at.isoformat()]
+
+    dry = _cli(emulators, *one, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"{s1}/{parent}: KCL SHARD_END, owner kcl-1 -> SHARD_END: create" in dry.stdout
+    assert dynamodb_client.scan(TableName=names.lease_table)["Items"] == []  # nothing written
+    lines = dry.stdout.splitlines()
+    assert [i for i, line in enumerate(lines) if parent in line.split(":")[0]] < [
+        i for i, line in enumerate(lines) if c1 in line.split(":")[0]
+    ]  # parents first
+
+    first = _cli(emulators, *one)
+    assert first.returncode == 0, first.stderr
+    assert f"{s1}/{shard1}: KCL {agg_seq}/2, owner kcl-1 -> {agg_seq}/2: create" in first.stdout
+    assert f"{s1}/{c2}: KCL TRIM_HORIZON, owner kcl-2 -> " in first.stdout
+    m = _cli(emulators, *multi)
+    assert m.returncode == 0, m.stderr
+    assert f"{s2}/{m1}: KCL LATEST, owner kcl-1 -> (none: the fleet's initial position): create" in m.stdout
+    before = stored_checkpoints(dynamodb_client, names.checkpoint_table)
+    again = _cli(emulators, *one)  # idempotent
+    assert again.returncode == 0 and again.stdout.count(": unchanged (ours before:") == 4, again.stdout
+    assert stored_checkpoints(dynamodb_client, names.checkpoint_table) == before
+
+    _Collect.seen.clear()
+    worker = dynamo_worker("w1", emulators, names, _Collect, streams=(s1, s2))
+    worker.start()
+    expected = {
+        (s1, parent): [],
+        (s1, c1): [b"c1-3", b"c1-4", b"c1-5"],
+        (s1, c2): [f"c2-{i}".encode() for i in range(4)],
+        (s1, shard1): [b"agg-3", b"agg-4", b"s1-c", b"s1-d"],
+        (s2, m0): [b"new-0", b"new-1", b"new-2"],
+    }
+    try:
+        wait_until(
+            lambda: all(len(_Collect.seen.get(k, [])) >= len(v) for k, v in expected.items()),
+            30,
+            "the deliveries",
+        )
+    finally:
+        worker.stop(15)
+    assert {k: _Collect.seen.get(k, []) for k in expected} == expected
+
+    # Ours are ahead now: a later import keeps them, unless forced back to the KCL's.
+    kept = _cli(emulators, *one)
+    assert (
+        kept.returncode == 0
+        and f"{s1}/{c1}: KCL {c1_seqs[2]}/0, owner kcl-1 -> {c1_seqs[2]}/0: keep: ours is ahead"
+        in kept.stdout
+    )
+    assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[c1][0] == c1_seqs[5]
+    forced = _cli(emulators, *one, "--force")
+    assert forced.returncode == 0 and "move back (forced)" in forced.stdout
+    assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[c1][0] == c1_seqs[2]
+
+
+def test_a_live_kcl_table_is_refused_in_one_line(
+    emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any
+) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    (shard,) = create_stream(kinesis_client, names.stream, 1)
+    table = unique_name("kcl")
+    _kcl_table(dynamodb_client, table, [_lease(shard, "TRIM_HORIZON")])
+    stop = threading.Event()
+
+    def renew() -> None:  # a KCL worker renewing its lease
+        while not stop.wait(0.1):
+            dynamodb_client.update_item(
+                TableName=table,
+                Key={"leaseKey": {"S": shard}},
+                UpdateExpression="ADD leaseCounter :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        out = _cli(
+            emulators,
+            *("--kcl-table", table, "--stream", names.stream, "--failover-millis", "600"),
+            *("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table),
+        )
+    finally:
+        stop.set()
+        renewer.join()
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if not line.startswith("{")]
+    assert len(errors) == 1 and errors[0].startswith("error: refusing to import: the KCL fleet is alive"), (
+        out.stderr
+    )
+    assert "Traceback" not in out.stderr
+    assert dynamodb_client.scan(TableName=names.lease_table)["Items"] == []
+
+
+def test_missing_kcl_table_flag_is_one_line(emulators: Any) -> None:
+    out = _cli(emulators, "--lease-table", "x", "--checkpoint-table", "y")
+    assert out.returncode == 2 and "error: --kcl-table: is required" in out.stderr
+    assert "Traceback" not in out.stderr
