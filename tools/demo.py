@@ -259,19 +259,12 @@ class Demo:
         p = self.processor
         if p.table is not None and p.partition_key is not None:
             create_table(endpoints.client("dynamodb"), p.table, p.partition_key)
-        self.say(
-            f"processor {p.entry_point}"
-            + (
-                f" from {p.project.relative_to(REPO) if p.project.is_relative_to(REPO) else p.project}/"
-                if p.project
-                else ""
-            )
-            + (
-                f", its table {p.table} (key {p.partition_key!r}, passed as {p.table_variable})"
-                if p.table
-                else ""
-            )
-        )
+        line = f"processor {p.entry_point}"
+        if self.env.consumer.processor_project is not None:
+            line += f" from {self.env.consumer.processor_project}/"
+        if p.table is not None:
+            line += f", its table {p.table} (key {p.partition_key!r}, name passed as {p.table_variable})"
+        self.say(line)
         self.say("named by CDK in AWS, so fixed local names derived from the application name:")
         for what, name in names.derived().items():
             self.say(f"  {what:<17} {name}")
