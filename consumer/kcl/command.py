@@ -12,11 +12,11 @@ import os
 import sys
 
 from consumer.aws import make_client
+from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import parse_timestamp
 from consumer.errors import ConfigError
 from consumer.kcl.cutover import apply_plans, plan_import
 from consumer.kcl.lease_table import KclLease, check_not_alive, read_kcl_leases
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.preflight import check_credentials, check_table_schema
 

@@ -100,6 +100,15 @@ def _first_record(kinesis: Any, stream: str, shard: str, **iterator: Any) -> str
     return None
 
 
+def _just_before_first(
+    kinesis: Any, kcl: KclLease, what: str, **iterator: Any
+) -> tuple[Position | None, str]:
+    first = _first_record(kinesis, kcl.stream, kcl.shard_id, **iterator)
+    if first is None:
+        return None, f"no record {what} yet: it starts at the fleet's initial position"
+    return Position(first, -1), f"just before the first record {what}"
+
+
 def _target(kcl: KclLease, kinesis: Any, timestamp: datetime | None) -> tuple[Position | None, str]:
     match kcl.sentinel:
         case None:
@@ -109,22 +118,15 @@ def _target(kcl: KclLease, kinesis: Any, timestamp: datetime | None) -> tuple[Po
         case "LATEST":
             return None, "the KCL had not started it: it starts at the fleet's initial position"
         case "TRIM_HORIZON":
-            first = _first_record(kinesis, kcl.stream, kcl.shard_id, ShardIteratorType="TRIM_HORIZON")
-            if first is None:
-                return None, "no record in the shard yet: it starts at the fleet's initial position"
-            return Position(first, -1), "just before the oldest record (TRIM_HORIZON)"
-        case _:  # AT_TIMESTAMP: the time is in the KCL's configuration, not in its table
-            if timestamp is None:
-                raise ConfigError(
-                    "--timestamp",
-                    f"is required: lease {kcl.lease_key} is at AT_TIMESTAMP (give initialPositionInStreamExtended)",
-                )
-            first = _first_record(
-                kinesis, kcl.stream, kcl.shard_id, ShardIteratorType="AT_TIMESTAMP", Timestamp=timestamp
-            )
-            if first is None:
-                return None, "no record after the timestamp yet: it starts at the fleet's initial position"
-            return Position(first, -1), f"just before the first record at {timestamp.isoformat()}"
+            return _just_before_first(kinesis, kcl, "at TRIM_HORIZON", ShardIteratorType="TRIM_HORIZON")
+    if timestamp is None:  # AT_TIMESTAMP: the time is in the KCL's configuration, not in its table
+        raise ConfigError(
+            "--timestamp",
+            f"is required: lease {kcl.lease_key} is at AT_TIMESTAMP (give initialPositionInStreamExtended)",
+        )
+    return _just_before_first(
+        kinesis, kcl, f"at {timestamp.isoformat()}", ShardIteratorType="AT_TIMESTAMP", Timestamp=timestamp
+    )
 
 
 def plan_import(

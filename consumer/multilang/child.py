@@ -9,6 +9,7 @@ reaches the daemon, which then shuts each child down in the protocol's order.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import queue
@@ -143,10 +144,8 @@ class Child:
     def close(self, timeout: float) -> int | None:
         """End of input: a well-behaved client exits; after ``timeout`` seconds it is killed."""
         if self._proc.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):  # it may have gone already
                 self._proc.stdin.close()
-            except OSError:
-                pass
         try:
             code: int | None = self._proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -205,20 +205,12 @@ class MultiLangProcessor:
             return protocol.SHUTDOWN
         if checkpointer is None:  # initialize: no checkpointer in the KCL either
             return protocol.INVALID_STATE
-        delivered = (
-            in_flight[-1][0] if in_flight else (self._unconfirmed[-1][0] if self._unconfirmed else None)
-        )
-        target = request.position
-        if target is None:
-            target = SHARD_END if action == "shardEnded" else delivered
-            if target is None:
-                return None  # nothing delivered: nothing to checkpoint
-        elif target.sequence == "invalid" or delivered is None or delivered < target:
-            return protocol.ILLEGAL_ARGUMENT  # not a record this ownership delivered
-        if self._confirmed is not None and target < self._confirmed:
-            return protocol.ILLEGAL_ARGUMENT  # behind the checkpoint
-        if target == self._confirmed:
-            return None
+        target = self._target(request, action, in_flight)
+        if target is None or isinstance(target, str):
+            return target  # nothing to write (None), or the error
+        return self._write(checkpointer, target, action)
+
+    def _write(self, checkpointer: Checkpointer, target: Position, action: str) -> str | None:
         try:
             checkpointer.checkpoint(target)
         except LeaseLostError:
@@ -239,6 +231,25 @@ class MultiLangProcessor:
             during=action,
         )
         return None
+
+    def _target(
+        self, request: protocol.CheckpointRequest, action: str, in_flight: list[tuple[Position, str]]
+    ) -> Position | str | None:
+        """The position to write; None when there is nothing to write; an error name when it is not allowed
+        (a position this ownership did not deliver, or behind the checkpoint: the KCL's range check)."""
+        delivered = (
+            in_flight[-1][0] if in_flight else (self._unconfirmed[-1][0] if self._unconfirmed else None)
+        )
+        target = request.position
+        if target is None:
+            target = SHARD_END if action == "shardEnded" else delivered
+        elif target.sequence == "invalid" or delivered is None or delivered < target:
+            return protocol.ILLEGAL_ARGUMENT
+        if target is None or target == self._confirmed:
+            return None
+        if self._confirmed is not None and target < self._confirmed:
+            return protocol.ILLEGAL_ARGUMENT
+        return target
 
     def _trim(self) -> None:
         confirmed = self._confirmed

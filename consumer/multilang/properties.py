@@ -189,8 +189,8 @@ def _millis(props: Mapping[str, str], key: str, source: str) -> float | None:
     return value / 1000.0
 
 
-def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> MultiLangSettings:
-    """Map parsed properties (key -> value) to ``MultiLangSettings``; empty values count as unset."""
+def _ignored(props: Mapping[str, str], source: str) -> tuple[tuple[str, str], ...]:
+    """The keys ignored (with why); a refused or unknown key raises."""
     ignored: list[tuple[str, str]] = []
     for key, value in props.items():
         fate = KEYS.get(key)
@@ -206,6 +206,47 @@ def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> Mu
         ):
             raise ConfigError(f"{source}: {key}", f"{value!r} is refused: {fate.why}")
         ignored.append((key, fate.why))
+    return tuple(ignored)
+
+
+def _initial(props: Mapping[str, str], source: str) -> tuple[str, datetime | None]:
+    position = (props.get("initialPositionInStream") or "LATEST").upper()
+    if position not in ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"):
+        raise ConfigError(
+            f"{source}: initialPositionInStream",
+            f"must be TRIM_HORIZON, LATEST or AT_TIMESTAMP; got {position!r}",
+        )
+    raw = props.get("initialPositionInStreamExtended")
+    if not raw:
+        if position == "AT_TIMESTAMP":
+            raise ConfigError(
+                f"{source}: initialPositionInStreamExtended", "is required with AT_TIMESTAMP (epoch seconds)"
+            )
+        return position, None
+    try:
+        return "AT_TIMESTAMP", datetime.fromtimestamp(float(raw), UTC)
+    except (ValueError, OverflowError):
+        raise ConfigError(
+            f"{source}: initialPositionInStreamExtended", f"must be epoch seconds, got {raw!r}"
+        ) from None
+
+
+def _number(props: Mapping[str, str], key: str, source: str, kind: type[int] | type[float]) -> float | None:
+    raw = props.get(key)
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{source}: {key}", f"must be a {kind.__name__} number, got {raw!r}") from None
+    if not value > 0:
+        raise ConfigError(f"{source}: {key}", f"must be > 0, got {raw}")
+    return value
+
+
+def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> MultiLangSettings:
+    """Map parsed properties (key -> value) to ``MultiLangSettings``; empty values count as unset."""
+    ignored = _ignored(props, source)
 
     def required(key: str) -> str:
         if not props.get(key):
@@ -215,40 +256,8 @@ def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> Mu
     command = tuple(shlex.split(required("executableName")))
     region = props.get("regionName") or None
     stream = _stream(props, source, region)
-    position = (props.get("initialPositionInStream") or "LATEST").upper()
-    if position not in ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"):
-        raise ConfigError(
-            f"{source}: initialPositionInStream",
-            f"must be TRIM_HORIZON, LATEST or AT_TIMESTAMP; got {position!r}",
-        )
-    timestamp = None
-    if raw := props.get("initialPositionInStreamExtended"):
-        try:
-            timestamp = datetime.fromtimestamp(float(raw), UTC)
-        except (ValueError, OverflowError):
-            raise ConfigError(
-                f"{source}: initialPositionInStreamExtended", f"must be epoch seconds, got {raw!r}"
-            ) from None
-        position = "AT_TIMESTAMP"
-    elif position == "AT_TIMESTAMP":
-        raise ConfigError(
-            f"{source}: initialPositionInStreamExtended", "is required with AT_TIMESTAMP (epoch seconds)"
-        )
-    max_records = None
-    if raw := props.get("maxRecords"):
-        try:
-            max_records = int(raw)
-        except ValueError:
-            raise ConfigError(f"{source}: maxRecords", f"must be a whole number, got {raw!r}") from None
-    timeout = props.get("timeoutInSeconds")
-    try:
-        response_timeout = float(timeout) if timeout else 60.0
-    except ValueError:
-        raise ConfigError(
-            f"{source}: timeoutInSeconds", f"must be a number of seconds, got {timeout!r}"
-        ) from None
-    if not response_timeout > 0:
-        raise ConfigError(f"{source}: timeoutInSeconds", f"must be > 0, got {timeout}")
+    position, timestamp = _initial(props, source)
+    max_records = _number(props, "maxRecords", source, int)
     return MultiLangSettings(
         source=source,
         command=command,
@@ -262,13 +271,13 @@ def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> Mu
         lease_duration=_millis(props, "failoverTimeMillis", source),
         discovery_interval=_millis(props, "shardSyncIntervalMillis", source),
         scan_interval=_millis(props, "leaseAssignmentIntervalMillis", source),
-        max_records=max_records,
+        max_records=int(max_records) if max_records is not None else None,
         idle_time_between_reads=_millis(props, "idleTimeBetweenReadsInMillis", source),
         backoff_base=_millis(props, "taskBackoffTimeMillis", source) or 0.5,
         metrics_interval=_millis(props, "metricsBufferTimeMillis", source),
-        response_timeout=response_timeout,
+        response_timeout=_number(props, "timeoutInSeconds", source, float) or 60.0,
         shutdown_timeout=_millis(props, "gracefulLeaseHandoffTimeoutMillis", source) or 30.0,
-        ignored=tuple(ignored),
+        ignored=ignored,
     )
 
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tests.integration.support import REPO, LEASES, Names
+from tests.integration.support import LEASES, REPO, Names
 
 KCLPY_VERSION = "3.2.0"
 KCLPY_SHA256 = "62e81cc84714c920fe6aa5d61837b298fe7e01f6326dcb564b12ab8e6c4aca4e"
@@ -32,10 +32,23 @@ def fetch_kclpy(into: Path) -> Path:
     req = into / "requirements.txt"
     req.write_text(f"amazon-kclpy=={KCLPY_VERSION} --hash=sha256:{KCLPY_SHA256}\n")
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--require-hashes"]
-        + ["-r", str(req), "-d", str(into)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--require-hashes",
+            "-r",
+            str(req),
+            "-d",
+            str(into),
+        ],
         capture_output=True,
         text=True,
+        check=False,
         timeout=300,
     )
     if out.returncode != 0:
@@ -94,8 +107,17 @@ def spawn_daemon(
     """``python -m consumer multilang <properties>`` as its own process, logs (JSON lines) to ``log``."""
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "consumer", "multilang", str(properties)]
-            + ["--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table],
+            [
+                sys.executable,
+                "-m",
+                "consumer",
+                "multilang",
+                str(properties),
+                "--lease-table",
+                names.lease_table,
+                "--checkpoint-table",
+                names.checkpoint_table,
+            ],
             cwd=REPO,
             env={**env, "CONSUMER_WORKER_ID": worker_id},
             stdout=subprocess.DEVNULL,

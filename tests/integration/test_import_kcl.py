@@ -76,6 +76,7 @@ def _cli(emulators: Any, *args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, **emulators.env(), "CONSUMER_LOG_LEVEL": "WARNING"},
         capture_output=True,
         text=True,
+        check=False,
         timeout=120,
     )
 

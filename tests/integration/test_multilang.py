@@ -106,7 +106,9 @@ def test_the_kclpy_sample_runs_unchanged_and_hands_off_with_nothing_lost_or_twic
     # and when shutdown is requested (a hand-off, or SIGTERM); each child asked at most once in a batch.
     cps = [e for log in logs for e in events(log) if e.get("event") == "multilang_checkpoint"]
     assert {e["during"] for e in cps} <= {"processRecords", "shutdownRequested"}
-    assert max(Counter((e["shard"], e["during"]) for e in cps if e["during"] == "processRecords").values()) <= 2
+    assert (
+        max(Counter((e["shard"], e["during"]) for e in cps if e["during"] == "processRecords").values()) <= 2
+    )
     # a's shard to b on rebalance, a's other at SIGTERM, b's both at SIGTERM: each child asked to shut down
     stopped = [e for log in logs for e in events(log) if e.get("event") == "child_stopped"]
     assert len([e for e in stopped if e["after"] == "shutdownRequested"]) >= 4
@@ -340,6 +342,7 @@ def test_bad_properties_are_one_line_errors(tmp_path: Path, lines: str, expected
         cwd=REPO,
         capture_output=True,
         text=True,
+        check=False,
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "AWS_REGION": "us-east-1", "CONSUMER_LOG_LEVEL": "ERROR"},
     )
@@ -367,6 +370,7 @@ def test_missing_properties_file_is_one_line(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
+        check=False,
         timeout=60,
     )
     assert out.returncode == 2
