@@ -27,10 +27,21 @@ class OwnValidity:
         self._window = window
         self._until = float("-inf")
         self._lock = threading.Lock()
+        self._lapses = 0
 
     def extend(self, sent_at: float) -> None:
+        """A heartbeat sent at ``sent_at`` was acknowledged: the window runs to ``sent_at + window``."""
         with self._lock:
+            if sent_at >= self._until:  # the window had closed before this heartbeat left: a gap
+                self._lapses += 1
             self._until = max(self._until, sent_at + self._window)
+
+    @property
+    def lapses(self) -> int:
+        """How many times the window has been opened after being closed (the first opening included): a
+        change between two looks means ownership was not provable for a while in between."""
+        with self._lock:
+            return self._lapses
 
     def revoke(self) -> None:
         with self._lock:
@@ -40,7 +51,13 @@ class OwnValidity:
         return self._clock.monotonic() < self._until
 
     def remaining(self) -> float:
+        """Seconds until the window closes (negative once closed)."""
         return self._until - self._clock.monotonic()
+
+    @property
+    def window(self) -> float:
+        """How long one good heartbeat keeps the window open, from its send time."""
+        return self._window
 
 
 @dataclass

@@ -11,6 +11,8 @@ __all__ = ["ShardGuard"]
 
 
 class ShardGuard:
+    """One ownership's guard: lost once the lease is known gone; invalid while our heartbeat window is shut."""
+
     def __init__(self, epoch: int, validity: OwnValidity) -> None:
         self._epoch = epoch
         self._validity = validity
@@ -22,6 +24,22 @@ class ShardGuard:
 
     def is_valid(self) -> bool:
         return not self.lost.is_set() and self._validity.valid()
+
+    def remaining(self) -> float:
+        """Seconds until our window closes (on our monotonic clock); 0 once lost or closed."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self._validity.remaining())
+
+    @property
+    def lapses(self) -> int:
+        """``OwnValidity.lapses``: changes when the window closed and opened again."""
+        return self._validity.lapses
+
+    @property
+    def window(self) -> float:
+        """The longest the window can be: ``lease_duration - safety_margin`` from a heartbeat's send."""
+        return self._validity.window
 
     def ensure_valid(self) -> None:
         if self.lost.is_set():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -78,13 +79,19 @@ class InitializationInput:
 
 @dataclass(frozen=True)
 class ProcessRecordsInput:
-    """A batch of one shard's records, in order, with the checkpointer and the ownership's epoch and guard."""
+    """A batch of one shard's records, in order, with the checkpointer and the ownership's epoch and guard.
+
+    ``deadline`` is when this worker's proof of ownership runs out if no heartbeat renews it, on
+    ``time.monotonic()``: work past it may overlap a new owner's. A processor with external side effects
+    checks ``guard.ensure_valid()`` just before each of them, or writes them with ``epoch`` where the
+    target refuses an older epoch (checkpoints already are)."""
 
     records: Sequence[Record]
     checkpointer: Checkpointer
     epoch: int
     millis_behind_latest: int | None
     guard: LeaseGuard
+    deadline: float = math.inf
 
 
 @dataclass(frozen=True)

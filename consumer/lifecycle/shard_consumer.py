@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -47,6 +48,8 @@ _T = TypeVar("_T")
 
 _FINAL_FETCH_GRACE = 0.5  # seconds a poll under way at a requested stop may take beyond its pacing wait
 _PAUSED_RECHECK = 0.05  # seconds between looks at the pending count while fetching is paused
+_RECENT_BATCHES = 5  # a batch is started only with the longest of the last few batches' time left
+_WINDOW_RECHECK = 0.02  # seconds between looks at our window while a batch waits for room in it
 
 
 class _Halted(Exception):
@@ -71,6 +74,8 @@ class ShardConsumer:
         self._ended = False  # shard_ended was called
         self._halted_at: Position | None = None
         self._paused_at: float | None = None  # fetching paused: too many records delivered and not done
+        self._took: deque[float] = deque(maxlen=_RECENT_BATCHES)  # how long the last batches took
+        self._waiting_for_window = False
         self._lock = threading.Lock()  # orders stop() against the loop entering or leaving a fetch
         self._fetching = False  # the loop waits on a fetch (a requested stop lets it finish)
         self._thread = threading.Thread(target=self._main, name=f"shard-{lease.shard_id}", daemon=True)
@@ -277,6 +282,43 @@ class ShardConsumer:
         self._signal.wait(_PAUSED_RECHECK)  # a stop ends the wait at once
         return True
 
+    def _room_for_batch(self) -> bool:
+        """Whether the window leaves the time the recent batches took (at most half the window, so a slow
+        processor still starts right after a renewal); if not, wait a little for the next heartbeat."""
+        needed = min(max(self._took, default=0.0), self.guard.window / 2)
+        if self.guard.remaining() >= needed:
+            if self._waiting_for_window:
+                self._waiting_for_window = False
+                self._log("batch_window_open", needed_s=round(needed, 3))
+            return True
+        if not self._waiting_for_window:
+            self._waiting_for_window = True
+            self._log(
+                "batch_waits_for_window",
+                needed_s=round(needed, 3),
+                remaining_s=round(self.guard.remaining(), 3),
+            )
+        self._signal.wait(_WINDOW_RECHECK)
+        return False
+
+    def _timed(self, started: float, deadline: float, lapses: int, records: int) -> None:
+        """Note how long a batch took; one during which our window closed is reported (its checkpoint,
+        written with an epoch this worker could not prove, is refused as any late write)."""
+        ended = self._ctx.clock.monotonic()
+        self._took.append(ended - started)
+        if not self.guard.is_valid() or self.guard.lapses != lapses:
+            lease = self.lease
+            self._log(
+                "batch_overran_window",
+                logging.WARNING,
+                took_s=round(ended - started, 3),
+                over_s=round(max(0.0, ended - deadline), 3),
+                records=records,
+                hint="a processor call outlived this worker's proof of ownership: check data.guard before "
+                "side effects, or write them with data.epoch",
+            )
+            self._ctx.metrics.add("BatchesOverran", 1, lease.stream, lease.shard_id)
+
     def _fetch(self) -> Fetch | None:
         """The next fetch. A requested stop that comes while we wait on it lets it finish (bounded by one
         pacing interval and one call); it never starts a new one."""
@@ -308,10 +350,18 @@ class ShardConsumer:
         writer: CheckpointWriter,
     ) -> None:
         ctx, lease, batch = self._ctx, self.lease, self._batch
+        if not self._room_for_batch():
+            return  # kept in hand: started once a heartbeat has renewed the window
 
         def call(records: Sequence[Record]) -> None:
             self.guard.ensure_valid()
-            processor.process_records(ProcessRecordsInput(records, view, lease.epoch, behind, self.guard))
+            started, lapses = ctx.clock.monotonic(), self.guard.lapses
+            deadline = started + self.guard.remaining()
+            data = ProcessRecordsInput(records, view, lease.epoch, behind, self.guard, deadline)
+            try:
+                processor.process_records(data)
+            finally:
+                self._timed(started, deadline, lapses, len(records))
 
         result = deliver(batch, call, ctx.config.processing, ctx.dlq, lease.epoch, self._signal, ctx.metrics)
         if result.outcome is DeliveryOutcome.STOPPED:
