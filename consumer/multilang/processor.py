@@ -29,7 +29,7 @@ from consumer.logs import log_event
 from consumer.multilang import protocol
 from consumer.multilang.child import Child, ChildFailed
 from consumer.multilang.properties import MultiLangSettings
-from consumer.records import SHARD_END, Position
+from consumer.records import SHARD_END, Position, Record
 
 __all__ = ["MultiLangProcessor"]
 
@@ -53,7 +53,7 @@ class MultiLangProcessor:
         self._confirmed: Position | None = None  # the checkpoint as stored (the start, or the child's last)
         # Records given to the child (and answered) since the confirmed checkpoint: a restarted child gets
         # them again, from that checkpoint on.
-        self._unconfirmed: list[tuple[Position, str]] = []
+        self._unconfirmed: list[tuple[Record, str]] = []
         self._failures = 0
         self._lost = False
 
@@ -69,11 +69,10 @@ class MultiLangProcessor:
 
     def process_records(self, data: ProcessRecordsInput) -> None:
         """Send the batch (records after the confirmed checkpoint) and serve checkpoints until ``status``."""
-        fresh = [
-            (r.position, protocol.record_json(r))
-            for r in data.records
-            if self._confirmed is None or r.position > self._confirmed
-        ]
+        records, confirmed = data.records, self._confirmed
+        if confirmed is not None and records and not records[0].position > confirmed:
+            records = [r for r in records if r.position > confirmed]  # the child checkpointed into it
+        fresh = [(r, protocol.record_json(r)) for r in records]
         try:
             if self._child is None:
                 self._restart(data.checkpointer)
@@ -120,7 +119,9 @@ class MultiLangProcessor:
         if self._failures:
             time.sleep(min(_MAX_RESTART_BACKOFF, self._s.backoff_base * 2 ** (self._failures - 1)))
         self._start()
-        backlog = [(p, j) for p, j in self._unconfirmed if self._confirmed is None or p > self._confirmed]
+        backlog = [
+            (r, j) for r, j in self._unconfirmed if self._confirmed is None or r.position > self._confirmed
+        ]
         if backlog:
             log_event(
                 logger,
@@ -177,7 +178,7 @@ class MultiLangProcessor:
         line: bytes,
         action: str,
         checkpointer: Checkpointer | None,
-        in_flight: list[tuple[Position, str]],
+        in_flight: list[tuple[Record, str]],
         timeout: float | None = None,
     ) -> None:
         child = self._child
@@ -198,7 +199,7 @@ class MultiLangProcessor:
         request: protocol.CheckpointRequest,
         action: str,
         checkpointer: Checkpointer | None,
-        in_flight: list[tuple[Position, str]],
+        in_flight: list[tuple[Record, str]],
     ) -> str | None:
         """Write the checkpoint the child asked for; the KCL exception name when it cannot be written."""
         if self._lost or action == "leaseLost":
@@ -233,12 +234,14 @@ class MultiLangProcessor:
         return None
 
     def _target(
-        self, request: protocol.CheckpointRequest, action: str, in_flight: list[tuple[Position, str]]
+        self, request: protocol.CheckpointRequest, action: str, in_flight: list[tuple[Record, str]]
     ) -> Position | str | None:
         """The position to write; None when there is nothing to write; an error name when it is not allowed
         (a position this ownership did not deliver, or behind the checkpoint: the KCL's range check)."""
         delivered = (
-            in_flight[-1][0] if in_flight else (self._unconfirmed[-1][0] if self._unconfirmed else None)
+            in_flight[-1][0].position
+            if in_flight
+            else (self._unconfirmed[-1][0].position if self._unconfirmed else None)
         )
         target = request.position
         if target is None:
@@ -252,9 +255,13 @@ class MultiLangProcessor:
         return target
 
     def _trim(self) -> None:
-        confirmed = self._confirmed
-        if confirmed is not None and self._unconfirmed and self._unconfirmed[0][0] <= confirmed:
-            self._unconfirmed = [(p, j) for p, j in self._unconfirmed if p > confirmed]
+        confirmed, kept = self._confirmed, self._unconfirmed
+        if confirmed is None or not kept or kept[0][0].position > confirmed:
+            return
+        if not kept[-1][0].position > confirmed:  # the usual case: the child checkpointed everything
+            self._unconfirmed = []
+            return
+        self._unconfirmed = [(r, j) for r, j in kept if r.position > confirmed]
 
 
 def processor_factory(settings: MultiLangSettings) -> Callable[[], MultiLangProcessor]:

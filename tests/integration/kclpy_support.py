@@ -1,8 +1,5 @@
-"""The real amazon-kclpy client for the MultiLang tests: its sdist from PyPI, pinned by version and hash.
-
-Only its pure-Python package and its samples are used (its setup.py install would download the KCL's jars
-from Maven, which the daemon under test replaces). The download is made once per test session.
-"""
+"""Running the real amazon-kclpy client (``tools.kclpy``: its sdist, pinned by version and hash) under
+``python -m consumer multilang`` in the tests, and reading back what its apps did from the daemon's logs."""
 
 from __future__ import annotations
 
@@ -11,55 +8,27 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from tests.integration.support import LEASES, REPO, Names
+from tools.kclpy import fetch_kclpy
 
-KCLPY_VERSION = "3.2.0"
-KCLPY_SHA256 = "62e81cc84714c920fe6aa5d61837b298fe7e01f6326dcb564b12ab8e6c4aca4e"
+__all__ = [
+    "child_stderr",
+    "daemon_env",
+    "events",
+    "fetch_kclpy",
+    "sample_properties",
+    "sample_records",
+    "spawn_daemon",
+]
 
 _SAMPLE_RECORD = re.compile(
     rb"Record \(Partition Key: (?P<pk>[^,]*), Sequence Number: (?P<seq>\d+), "
     rb"Subsequence Number: (?P<sub>\d+), Data Size: (?P<size>\d+)"
 )
-
-
-def fetch_kclpy(into: Path) -> Path:
-    """Download and unpack amazon-kclpy's sdist (hash-checked by pip); returns the unpacked folder."""
-    req = into / "requirements.txt"
-    req.write_text(f"amazon-kclpy=={KCLPY_VERSION} --hash=sha256:{KCLPY_SHA256}\n")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "--require-hashes",
-            "-r",
-            str(req),
-            "-d",
-            str(into),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"pip download amazon-kclpy=={KCLPY_VERSION} failed: {out.stderr.strip()[-2000:]}")
-    with tarfile.open(into / f"amazon_kclpy-{KCLPY_VERSION}.tar.gz") as tar:
-        tar.extractall(into, filter="data")
-    root = into / f"amazon_kclpy-{KCLPY_VERSION}"
-    assert (root / "amazon_kclpy" / "kcl.py").is_file() and (
-        root / "samples" / "sample_kclpy_app.py"
-    ).is_file()
-    return root
 
 
 def sample_properties(kclpy: Path, stream: str, region: str, into: Path) -> Path:
