@@ -13,6 +13,7 @@ CPU counted apart: it is the user's). Medians of the repeats; JSON on stdout and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -88,10 +89,8 @@ def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path
         while True:
             now = time.time()
             for c in _children(proc.pid):
-                try:
+                with contextlib.suppress(OSError):
                     child_cpu[c] = _cpu(c)
-                except OSError:
-                    pass
             samples.append((now, _cpu(proc.pid), sum(child_cpu.values())))
             done = _progress(progress)
             if sum(n for _, n in done) >= records:

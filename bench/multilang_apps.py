@@ -13,7 +13,7 @@ import time
 
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 
-__all__ = ["Counter", "KCLPY_APP"]
+__all__ = ["KCLPY_APP", "Counter"]
 
 
 def _progress(n: int) -> None:
