@@ -105,8 +105,11 @@ def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path
         proc.wait(60)
     t0, n0 = done[0]
     t1 = done[-1][0]
-    at = lambda t: min(samples, key=lambda s: abs(s[0] - t))  # noqa: E731 - the sample nearest a time
     counted = records - n0
+
+    def at(t: float) -> tuple[float, float, float]:  # the CPU sample nearest a time
+        return min(samples, key=lambda s: abs(s[0] - t))
+
     return {
         "kind": kind,
         "records_per_s": counted / (t1 - t0),
