@@ -24,7 +24,16 @@ def test_every_command_and_flag_has_help() -> None:
     action = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     helped = {c.dest for c in action._choices_actions if c.help}
     commands = _subparsers(top)
-    assert set(commands) == {"run", "create-tables", "status", "drain", "replay", "health"}
+    assert set(commands) == {
+        "run",
+        "create-tables",
+        "status",
+        "drain",
+        "replay",
+        "health",
+        "multilang",
+        "import-kcl",
+    }
     assert helped == set(commands)
     missing = [
         f"{name} {'/'.join(a.option_strings) or a.dest}"
