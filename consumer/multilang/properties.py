@@ -67,7 +67,9 @@ KEYS: dict[str, Fate] = {
     "cleanupLeasesUponShardCompletion": Fate(
         "ignored", "", "ended leases are kept until their shard is trimmed, then deleted by discovery"
     ),
-    "taskBackoffTimeMillis": Fate("mapped", "processing.backoff_base and the child restart backoff"),
+    "taskBackoffTimeMillis": Fate(
+        "mapped", "the child's restart backoff (doubling per failure, at most 10 s)"
+    ),
     "metricsBufferTimeMillis": Fate("mapped", "the metrics flush interval (CloudWatch EMF on stdout)"),
     "metricsMaxQueueSize": Fate("ignored", "", "metrics are aggregated per interval, not queued"),
     "validateSequenceNumberBeforeCheckpointing": Fate(
@@ -114,12 +116,12 @@ KEYS: dict[str, Fate] = {
     "timeoutInSeconds": Fate("mapped", "how long the child may take to answer any message (default 60)"),
 }
 
-_DEFAULTS_ACCEPTED = {
-    "AwsCredentialsProvider": "DefaultCredentialsProvider",
-    "AwsCredentialsProviderDynamoDB": "DefaultCredentialsProvider",
-    "AwsCredentialsProviderCloudWatch": "DefaultCredentialsProvider",
-    "callProcessRecordsEvenForEmptyRecordList": "false",
-    "isGracefulLeaseHandoffEnabled": "true",
+_DEFAULTS_ACCEPTED: dict[str, tuple[str, ...]] = {
+    "AwsCredentialsProvider": ("DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain"),
+    "AwsCredentialsProviderDynamoDB": ("DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain"),
+    "AwsCredentialsProviderCloudWatch": ("DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain"),
+    "callProcessRecordsEvenForEmptyRecordList": ("false",),
+    "isGracefulLeaseHandoffEnabled": ("true",),
 }
 _ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):stream/(?P<name>[\w.-]+)$"
@@ -202,7 +204,7 @@ def _ignored(props: Mapping[str, str], source: str) -> tuple[tuple[str, str], ..
         if not value or fate.kind == "mapped":
             continue
         if fate.kind == "refused" or (
-            fate.kind == "refused-unless-default" and value != _DEFAULTS_ACCEPTED[key]
+            fate.kind == "refused-unless-default" and value not in _DEFAULTS_ACCEPTED[key]
         ):
             raise ConfigError(f"{source}: {key}", f"{value!r} is refused: {fate.why}")
         ignored.append((key, fate.why))
