@@ -16,8 +16,10 @@ import queue
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from consumer.logs import log_event
 from consumer.multilang.protocol import CheckpointRequest, ProtocolError, StatusReply, parse_child_line
@@ -31,6 +33,57 @@ _TAIL_BYTES = 4096
 
 class ChildFailed(Exception):
     """The child exited, did not answer in time, or wrote something that is not the protocol."""
+
+
+class _Tail:
+    """The last ``_TAIL_BYTES`` of a stream, for the failure report."""
+
+    def __init__(self) -> None:
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size - len(self._chunks[0]) >= _TAIL_BYTES:
+                self._size -= len(self._chunks.popleft())
+
+    def text(self) -> str:
+        with self._lock:
+            data = b"".join(self._chunks)
+        return data[-_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+def _read_stdout(pipe: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
+    for line in iter(pipe.readline, b""):
+        lines.put(line)
+    lines.put(None)
+
+
+def _read_stderr(pipe: IO[bytes], tail: _Tail, shard: str, pid: int) -> None:
+    fd = pipe.fileno()
+    while chunk := os.read(fd, 65536):
+        tail.add(chunk)
+        log_event(logger, "child_stderr", shard=shard, pid=pid, text=chunk.decode("utf-8", "replace"))
+
+
+def _abandon(proc: subprocess.Popen[bytes]) -> None:
+    """End of input for a child nobody talks to any more; killed if it is still there a few seconds later."""
+    if proc.poll() is not None:
+        return
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    timer = threading.Timer(5.0, _kill_if_running, (proc,))
+    timer.daemon = True
+    timer.start()
+
+
+def _kill_if_running(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
 
 
 class Child:
@@ -58,42 +111,32 @@ class Child:
             raise ChildFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         self.pid = self._proc.pid
         self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._tail: collections.deque[bytes] = collections.deque()
-        self._tail_size = 0
-        self._tail_lock = threading.Lock()
+        self._tail = _Tail()
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        # The readers hold the pipes, never this object: a Child dropped without a goodbye (a shard that
+        # gave up) is collected, and its finalizer ends the process.
         self._readers = [
-            threading.Thread(target=self._read_stdout, name=f"child-out-{shard}", daemon=True),
-            threading.Thread(target=self._read_stderr, name=f"child-err-{shard}", daemon=True),
+            threading.Thread(
+                target=_read_stdout,
+                args=(self._proc.stdout, self._lines),
+                name=f"child-out-{shard}",
+                daemon=True,
+            ),
+            threading.Thread(
+                target=_read_stderr,
+                args=(self._proc.stderr, self._tail, shard, self.pid),
+                name=f"child-err-{shard}",
+                daemon=True,
+            ),
         ]
         for t in self._readers:
             t.start()
+        weakref.finalize(self, _abandon, self._proc)
         log_event(logger, "child_started", shard=shard, pid=self.pid, command=argv)
-
-    # -- the pipes ------------------------------------------------------------------------------
-    def _read_stdout(self) -> None:
-        assert self._proc.stdout is not None
-        for line in iter(self._proc.stdout.readline, b""):
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        fd = self._proc.stderr.fileno()
-        while chunk := os.read(fd, 65536):
-            with self._tail_lock:
-                self._tail.append(chunk)
-                self._tail_size += len(chunk)
-                while self._tail_size - len(self._tail[0]) >= _TAIL_BYTES:
-                    self._tail_size -= len(self._tail.popleft())
-            log_event(
-                logger, "child_stderr", shard=self.shard, pid=self.pid, text=chunk.decode("utf-8", "replace")
-            )
 
     def stderr_tail(self) -> str:
         """The last few KiB the child wrote to stderr."""
-        with self._tail_lock:
-            data = b"".join(self._tail)
-        return data[-_TAIL_BYTES:].decode("utf-8", "replace")
+        return self._tail.text()
 
     def send(self, line: bytes, timeout: float) -> None:
         """Write one line; a child that does not take it within ``timeout`` seconds is killed."""
