@@ -17,7 +17,15 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from consumer.errors import TransientError
 
-__all__ = ["RETRIABLE_CODES", "make_client", "region", "shared_client", "transient", "utc_timestamp"]
+__all__ = [
+    "RETRIABLE_CODES",
+    "heartbeat_config",
+    "make_client",
+    "region",
+    "shared_client",
+    "transient",
+    "utc_timestamp",
+]
 
 # Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
@@ -79,16 +87,30 @@ def utc_timestamp(value: Any) -> datetime:
 _TIMESTAMP_PARSERS = {"kinesis": utc_timestamp}  # services that return a timestamp per record
 
 
+def heartbeat_config(window: float) -> Config:
+    """The heartbeat lane's client: one attempt (our lane retries), timeouts a third of the owner's window
+    (0.5 to 2 s), so that a slow or black-holed call leaves time for another before the window closes."""
+    timeout = max(0.5, min(2.0, window / 3))
+    return Config(
+        connect_timeout=timeout, read_timeout=timeout, retries={"total_max_attempts": 1, "mode": "standard"}
+    )
+
+
 def make_client(
     service: str,
     *,
     endpoint_url: str | None = None,
     region: str | None = None,
     session: boto3.session.Session | None = None,
+    config: Config | None = None,
 ) -> Any:
     """A client with the consumer's timeouts and retries (credentials from ``session``, default chain).
-    The region is ``region``, else the session's, else ``AWS_REGION`` (which botocore itself does not read)."""
+    The region is ``region``, else the session's, else ``AWS_REGION`` (which botocore itself does not read);
+    ``config`` overrides the timeouts and retries."""
+    override = config
     config = _BASE.merge(_TIMEOUTS.get(service, _DEFAULT_TIMEOUTS))
+    if override is not None:
+        config = config.merge(override)
     if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
     if session is None:

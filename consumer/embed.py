@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.aws import make_client
+from consumer.aws import heartbeat_config, make_client
 from consumer.aws_errors import explain
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
@@ -127,7 +127,8 @@ def _metrics_interval(env: Mapping[str, str]) -> float:
 
 
 class _Clients:
-    """One client per service, made on first use with the caller's session, region and endpoints."""
+    """One client per service, made on first use with the caller's session, region and endpoints (and the
+    heartbeat lane's own DynamoDB client, with its short timeouts)."""
 
     def __init__(self, target: AwsTarget, endpoint_url: str | None, endpoints: dict[str, str]) -> None:
         self._target = target
@@ -145,6 +146,16 @@ class _Clients:
             )
         return self._made[service]
 
+    def heartbeat_client(self, window: float) -> Any:
+        """A DynamoDB client for the heartbeat lane alone."""
+        return make_client(
+            "dynamodb",
+            endpoint_url=self._endpoints.get("dynamodb", self._endpoint_url),
+            region=self._target.region,
+            session=self._target.session,
+            config=heartbeat_config(window),
+        )
+
 
 def _build(config: WorkerConfig, clients: _Clients, metrics: MetricsSink, interval: float) -> Worker:
     ddb = clients("dynamodb")
@@ -159,4 +170,7 @@ def _build(config: WorkerConfig, clients: _Clients, metrics: MetricsSink, interv
         dlq=dlq,
         metrics=metrics,
         metrics_interval=interval,
+        heartbeats=DynamoDBLeaseRepository(
+            clients.heartbeat_client(config.lease.owner_validity), config.lease_table, config.checkpoint_table
+        ),
     )

@@ -13,6 +13,7 @@ from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFenc
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
+from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane, HeartbeatParams
 from consumer.lifecycle.messages import (
     AckGiven,
     Action,
@@ -82,8 +83,15 @@ class Effects:
         validity: OwnValidity,
         metrics: MetricsSink,
         clock: Clock,
+        *,
+        heartbeats: HeartbeatLane | None = None,
+        background: BackgroundLane | None = None,
     ) -> None:
+        """``heartbeats`` and ``background``: the lanes that keep heartbeats and discovery off the
+        coordinator's thread (without them, as in the simulator, every action runs in the caller)."""
         self._id = worker_id
+        self._heartbeats = heartbeats
+        self._background = background
         self._repo = repo
         self._kinesis = kinesis
         self._streams = streams
@@ -133,7 +141,7 @@ class Effects:
             ClaimLeadership: self._claim,
             ResignLeadership: lambda a: self._quietly(lambda: repo.resign_leader(a.leader), "resign_failed"),
             Wake: lambda a: self._quietly(lambda: repo.wake(a.worker_id), "wake_failed"),
-            Discover: self._discover,
+            Discover: self._discover_soon,
             Start: lambda a: runners.start(a.lease),
             Stop: runners.stop,
             LeaseWrite: self._write,
@@ -149,7 +157,10 @@ class Effects:
         except Exception as exc:  # DynamoDB unreachable or throttled: the coordinator retries on schedule
             return failed(*empty, error=_describe(exc))
 
-    def _heartbeat(self, a: Heartbeat) -> Event:
+    def _heartbeat(self, a: Heartbeat) -> Event | None:
+        if self._heartbeats is not None:  # sent (and reported) by the heartbeat lane
+            self._heartbeats.request(HeartbeatParams(a.generation, a.lease_count, a.draining))
+            return None
         sent = self._clock.monotonic()
         try:
             self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining)
@@ -190,6 +201,12 @@ class Effects:
             me = self._repo.get_worker(self._id)
         asked = tuple(sorted({*keys, *(me.given if me is not None else ())}))
         return Reconciled(me, self._repo.get_leases(asked), asked)  # read after re-registering
+
+    def _discover_soon(self, a: Discover) -> Event | None:
+        if self._background is None:
+            return self._discover(a)
+        self._background.submit(lambda: self._discover(a))  # ListShards may be slow: not on our thread
+        return None
 
     def _discover(self, a: Discover) -> Event:
         changed = more = False
@@ -233,6 +250,8 @@ class Effects:
             log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=_describe(exc))
 
     def _deregister(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.stop(timeout=1.0)  # no heartbeat after (or racing) the deregistration
         try:
             self._repo.deregister_worker(self._id)
         except Exception as exc:  # its item then looks like a dead worker's to the others

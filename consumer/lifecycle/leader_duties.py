@@ -42,6 +42,7 @@ class LeaderDuties:
         self.active = False
         self._next_scan = float("inf")
         self._next_discovery = float("inf")
+        self._discovering = False  # a discovery is under way (on the background lane)
         self._scanned = False
         self._stall_reported: set[str] = set()
         # A token bucket of moves: ``max_moves_per_second``, up to one second's worth saved up.
@@ -75,8 +76,10 @@ class LeaderDuties:
         if now >= self._next_scan:
             self._next_scan = now + self._cfg.scan_interval
             actions.append(ReadTable())
-        if self._scanned and now >= self._next_discovery:
-            self._next_discovery = now + self._cfg.discovery_interval
+        if self._scanned and not self._discovering and now >= self._next_discovery:
+            # The next one is counted from when this one ends (on_discovered): a slow ListShards is never
+            # followed by another at once.
+            self._discovering, self._next_discovery = True, float("inf")
             actions.append(
                 Discover(self.fleet.snapshot.leases, self.fleet.streams(), self._cfg.max_moves_per_second)
             )
@@ -123,8 +126,11 @@ class LeaderDuties:
         return []
 
     def on_discovered(self, ev: Discovered, now: float) -> list[Action]:
+        self._discovering = False
+        if not self.active:
+            return []
         if ev.changed:
             self.scan_soon(now)
-        if ev.more:  # thousands of new shards: a second's worth of creations at a time
-            self._next_discovery = min(self._next_discovery, now + 1.0)
+        # From when it ended; with thousands of new shards, a second's worth of creations at a time.
+        self._next_discovery = now + (1.0 if ev.more else self._cfg.discovery_interval)
         return []

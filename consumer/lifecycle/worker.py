@@ -22,6 +22,7 @@ from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
+from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import Deregister, Event, ShutdownRequested, Stop
 from consumer.lifecycle.ownership import Ownership, Phase
 from consumer.lifecycle.shard_consumer import ShardConsumer
@@ -39,6 +40,7 @@ __all__ = ["Worker"]
 logger = logging.getLogger(__name__)
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_HEARTBEAT_RETRY = 0.5  # seconds before a failed heartbeat is sent again (less with short windows)
 
 
 class Worker:
@@ -72,7 +74,10 @@ class Worker:
         clock: Clock | None = None,
         metrics_interval: float = 10.0,
         fanout: FanOutApi | None = None,
+        heartbeats: LeaseRepository | None = None,
     ) -> None:
+        """The engine on injected seams. ``heartbeats``: the repository the heartbeat lane writes through
+        (a client of its own with short timeouts; default ``leases``)."""
         self.config = config
         self.id = config.worker_id
         self._repo = leases
@@ -98,6 +103,17 @@ class Worker:
         )
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())
+        lease_cfg = config.lease
+        self._heartbeat_lane = HeartbeatLane(
+            self.id,
+            heartbeats or leases,
+            self.validity,
+            self._clock,
+            lease_cfg.heartbeat_every,
+            min(_HEARTBEAT_RETRY, lease_cfg.heartbeat_every / 2),
+            self._events.put,
+        )
+        self._background = BackgroundLane(f"background-{self.id}", self._events.put)
         self._effects = Effects(
             self.id,
             leases,
@@ -107,6 +123,8 @@ class Worker:
             self.validity,
             self.metrics,
             self._clock,
+            heartbeats=self._heartbeat_lane,
+            background=self._background,
         )
         self._metrics_interval = metrics_interval
         self._born = self._clock.monotonic()
@@ -232,6 +250,7 @@ class Worker:
             )
         )
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
+        self._heartbeat_lane.start()
         try:
             try:
                 self._register_fanout()
@@ -240,6 +259,8 @@ class Worker:
                 raise
             self._loop()
         finally:
+            self._heartbeat_lane.stop()
+            self._background.stop()
             self._join_consumers()
             self._ctx.event_loop.close(self.config.shutdown.final_checkpoint_timeout)
             self.metrics.flush()

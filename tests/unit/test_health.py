@@ -20,18 +20,19 @@ from .helpers import Journal, make_worker, start, wait_until
 
 
 class _Freezable:
-    """The lease repository, whose worker heartbeat blocks while ``frozen`` is set: the coordinator loop, which
-    makes that call itself, hangs in it (as it would on a network call that never returns)."""
+    """The lease repository, whose read of a worker item blocks while ``frozen`` is set: the coordinator loop,
+    which reads its own item (the inbox) itself, hangs in it (as it would on a network call that never
+    returns). Heartbeats go on meanwhile: they have a lane of their own."""
 
     def __init__(self, repo: InMemoryLeaseRepository) -> None:
         self._repo = repo
         self.frozen = threading.Event()
         self.thawed = threading.Event()
 
-    def heartbeat(self, *args: Any, **kwargs: Any) -> Any:
+    def get_worker(self, *args: Any, **kwargs: Any) -> Any:
         if self.frozen.is_set():
             self.thawed.wait(30)
-        return self._repo.heartbeat(*args, **kwargs)
+        return self._repo.get_worker(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._repo, name)
@@ -59,7 +60,7 @@ def test_health_follows_the_coordinator_loop(tmp_path: Path, capsys: pytest.Capt
         wait_until(path.exists, what="the first heartbeat")
         assert _health(path, 1.0) == 0
         assert "healthy" in capsys.readouterr().out
-        frozen[0].frozen.set()  # the coordinator loop hangs in its next worker heartbeat
+        frozen[0].frozen.set()  # the coordinator loop hangs in its next inbox read
         wait_until(lambda: (heartbeat_age(path) or 0) > 1.2, timeout=15, what="the heartbeat to go stale")
         assert _health(path, 1.0) == EXIT_UNHEALTHY
         assert "unhealthy: the coordinator loop last stepped" in capsys.readouterr().out

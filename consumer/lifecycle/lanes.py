@@ -1,0 +1,168 @@
+"""The calls that must not wait behind the coordinator's: heartbeats on a lane of their own, and slow calls
+(discovery's ListShards and lease creation) on a background lane.
+
+The coordinator runs its actions one at a time on its own thread; one slow call there (a held ListShards, a
+black-holed scan) used to delay the next heartbeat past the window it was meant to renew, and every shard
+suspended. Now:
+
+- ``HeartbeatLane`` sends the heartbeats itself, on a thread with its own client (short timeouts, no
+  retries under ours), every ``heartbeat_every`` after the last good one's send, with the generation, lease
+  count and draining flag the coordinator last asked for. A good heartbeat extends our validity at once (by its
+  send time: what was acknowledged, no more) and is reported to the coordinator as before; a fenced one stops
+  the lane until the coordinator, reconciled, asks again.
+- ``BackgroundLane`` runs one slow call at a time and reports its event when it ends; the coordinator counts
+  the next discovery from then.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from consumer.clock import Clock
+from consumer.errors import WorkerFencedError, is_retriable
+from consumer.leases.liveness import OwnValidity
+from consumer.leases.repository import LeaseRepository
+from consumer.lifecycle.messages import Event, HeartbeatResult, Result
+from consumer.logs import log_event
+
+__all__ = ["BackgroundLane", "HeartbeatLane", "HeartbeatParams"]
+
+logger = logging.getLogger(__name__)
+
+_LONGEST_WAIT = 0.5  # seconds the lane sleeps at most between looks at its schedule (a fake clock stands)
+
+
+@dataclass(frozen=True)
+class HeartbeatParams:
+    """What a heartbeat writes and is conditional on."""
+
+    generation: int
+    lease_count: int
+    draining: bool
+
+
+class HeartbeatLane:
+    """Heartbeats on a thread of their own; see the module's docstring."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        repo: LeaseRepository,
+        validity: OwnValidity,
+        clock: Clock,
+        every: float,
+        retry: float,
+        report: Callable[[Event], None],
+    ) -> None:
+        self._id = worker_id
+        self._repo = repo
+        self._validity = validity
+        self._clock = clock
+        self._every = every
+        self._retry = retry
+        self._report = report
+        self._cond = threading.Condition()
+        self._params: HeartbeatParams | None = None
+        self._asked = False  # the coordinator asked for a heartbeat now
+        self._fenced_at: int | None = None  # the generation a heartbeat was fenced on: wait for a new one
+        self._next_at = float("inf")
+        self._last_sent = float("-inf")
+        self._stopped = False
+        self._thread = threading.Thread(target=self._main, name=f"heartbeat-{worker_id}", daemon=True)
+
+    def start(self) -> None:
+        """Start the lane's thread (it beats once asked the first time)."""
+        self._thread.start()
+
+    def request(self, params: HeartbeatParams) -> None:
+        """The coordinator's ``Heartbeat``: beat now with ``params``, unless a beat with the same params went
+        out within half an interval (the lane beats on its own schedule too: no double writes)."""
+        with self._cond:
+            now = self._clock.monotonic()
+            # The coordinator asks only when it is not fenced (it reconciles first): after a fence, its next
+            # request carries the generation it reconciled to (the same one, after registering again).
+            changed = params != self._params or self._fenced_at is not None
+            self._fenced_at = None
+            self._params = params
+            if changed or now - self._last_sent >= self._every / 2:
+                self._asked = True
+                self._cond.notify()
+
+    def stop(self, timeout: float = 0.0) -> None:
+        """No heartbeat starts after this; wait up to ``timeout`` for one under way."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if timeout > 0 and self._thread.ident is not None:
+            self._thread.join(timeout)
+
+    def _next(self) -> HeartbeatParams | None:
+        with self._cond:
+            while not self._stopped:
+                now = self._clock.monotonic()
+                ready = self._params is not None and self._fenced_at is None
+                if ready and (self._asked or now >= self._next_at):
+                    self._asked = False
+                    self._next_at = float("inf")  # set again by the result
+                    return self._params
+                wait = _LONGEST_WAIT if not ready else min(_LONGEST_WAIT, max(0.0, self._next_at - now))
+                self._cond.wait(wait)
+            return None
+
+    def _main(self) -> None:
+        while (params := self._next()) is not None:
+            sent = self._clock.monotonic()
+            try:
+                self._repo.heartbeat(self._id, params.generation, params.lease_count, params.draining)
+            except WorkerFencedError:
+                with self._cond:
+                    self._fenced_at = params.generation
+                self._report(HeartbeatResult(sent, Result.CONFLICT, fenced=True))
+                continue
+            except Exception as exc:  # any failure is a missed beat: the window decides
+                kind = "transient" if is_retriable(exc) else "unexpected"
+                with self._cond:
+                    self._next_at = sent + self._retry
+                self._report(HeartbeatResult(sent, Result.FAILED, error=f"{kind}: {exc!r}"))
+                continue
+            self._validity.extend(sent)  # at once: the coordinator may be busy in a slow call
+            with self._cond:
+                self._last_sent = sent
+                self._next_at = sent + self._every
+            self._report(HeartbeatResult(sent, Result.OK))
+
+
+class BackgroundLane:
+    """One slow call at a time on a daemon thread of its own; each call's event goes to ``report``."""
+
+    def __init__(self, name: str, report: Callable[[Event], None]) -> None:
+        self._report = report
+        self._calls: queue.Queue[Callable[[], Event] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._started = False
+        self._lock = threading.Lock()
+
+    def submit(self, call: Callable[[], Event]) -> None:
+        """Run ``call`` after the ones before it; its event is reported when it ends."""
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self._thread.start()
+        self._calls.put(call)
+
+    def stop(self) -> None:
+        """Run nothing more (a call under way is left to finish or hang on its daemon thread)."""
+        self._calls.put(None)
+
+    def _main(self) -> None:
+        while (call := self._calls.get()) is not None:
+            try:
+                event = call()
+            except Exception as exc:  # the calls turn their own failures into events
+                log_event(logger, "background_call_failed", logging.ERROR, error=repr(exc))
+                continue
+            self._report(event)
