@@ -114,9 +114,8 @@ def _steps() -> list[tuple[str, str, dict[str, Any]]]:
     return found
 
 
-# Pinned by major tag for now: their commits for these tags could not be verified where this was written.
-# Pin them by SHA (with the version in a comment) once verified against the actions' repositories.
-PINNED_BY_TAG = {"actions/download-artifact", "aws-actions/configure-aws-credentials"}
+# Actions allowed to stay pinned by major tag (none: every action is pinned by commit).
+PINNED_BY_TAG: set[str] = set()
 _USES = re.compile(r"^\s*(?:-\s+)?uses:\s+(?P<action>[^@\s]+)@(?P<ref>\S+)(?:\s+#\s+(?P<comment>\S+))?\s*$")
 
 
