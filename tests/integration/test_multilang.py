@@ -364,6 +364,31 @@ def test_every_key_of_the_sample_properties_has_a_fate(kclpy: Path) -> None:
     assert sorted(keys - set(KEYS)) == []
 
 
+def _check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", "multilang", str(path), "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_check_reports_each_key_of_the_sample(kclpy: Path, tmp_path: Path) -> None:
+    # As shipped, the sample's streamArn is in us-east-5 while its regionName is us-east-1: one line.
+    stock = _check(kclpy / "samples" / "sample.properties")
+    assert (
+        stock.returncode == 2
+        and "streamArn: is in region us-east-5 but regionName is us-east-1" in stock.stderr
+    )
+    fixed = _check(sample_properties(kclpy, "orders", "eu-west-1", tmp_path))
+    assert fixed.returncode == 0, fixed.stderr
+    assert "streamArn = arn:aws:kinesis:eu-west-1:000000000000:stream/orders  -> the stream" in fixed.stdout
+    assert "processingLanguage = python/3.8  ignored: only appended to the KCL's user agent" in fixed.stdout
+    assert "stream orders, child sample_kclpy_app.py" in fixed.stdout
+
+
 def test_missing_properties_file_is_one_line(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "consumer", "multilang", str(tmp_path / "nope.properties")],
