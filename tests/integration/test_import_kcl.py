@@ -234,7 +234,12 @@ def test_a_live_kcl_table_is_refused_in_one_line(
     assert dynamodb_client.scan(TableName=names.lease_table)["Items"] == []
 
 
-def test_missing_kcl_table_flag_is_one_line(emulators: Any) -> None:
+def test_missing_kcl_table_is_one_line(emulators: Any, dynamodb_client: Any, unique_name: Any) -> None:
     out = _cli(emulators, "--lease-table", "x", "--checkpoint-table", "y")
     assert out.returncode == 2 and "error: --kcl-table: is required" in out.stderr
-    assert "Traceback" not in out.stderr
+    names = make_names(unique_name, dynamodb_client)
+    tables = ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table)
+    gone = _cli(emulators, "--kcl-table", "no-such-kcl-table", "--stream", "s", "--force", *tables)
+    errors = [line for line in gone.stderr.splitlines() if not line.startswith("{")]
+    assert gone.returncode == 2 and len(errors) == 1 and "no-such-kcl-table" in errors[0], gone.stderr
+    assert "Traceback" not in out.stderr + gone.stderr
