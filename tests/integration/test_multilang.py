@@ -54,13 +54,37 @@ def _owners(dynamodb: Any, table: str) -> dict[str, str | None]:
     }
 
 
+def _processed(interface: str, logs: list[Path]) -> list[str]:
+    """The sequence numbers the app processed, once per time it processed them."""
+    if interface == "v3 sample":
+        return [seq for _, seq, _ in sample_records(logs)]
+    return [seq for _, seq, _ in _got(logs)]
+
+
+@pytest.mark.parametrize("interface", ["v3 sample", "v2"])
 def test_the_kclpy_sample_runs_unchanged_and_hands_off_with_nothing_lost_or_twice(
-    kclpy: Path, emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any, tmp_path: Path
+    interface: str,
+    kclpy: Path,
+    emulators: Any,
+    kinesis_client: Any,
+    dynamodb_client: Any,
+    unique_name: Any,
+    tmp_path: Path,
 ) -> None:
+    """v3: the sample app itself, unchanged, with its properties changed only where they name the stream and
+    region. v2: the same properties running a v2-interface app (checkpoints every batch)."""
     names = make_names(unique_name, dynamodb_client)
     create_stream(kinesis_client, names.stream, 2)
-    props = sample_properties(kclpy, names.stream, emulators.region, kclpy / "samples")
-    props = props.rename(kclpy / "samples" / f"{names.stream}.properties")
+    if interface == "v3 sample":
+        props = sample_properties(kclpy, names.stream, emulators.region, kclpy / "samples")
+        props = props.rename(kclpy / "samples" / f"{names.stream}.properties")
+    else:
+        props = sample_properties(kclpy, names.stream, emulators.region, tmp_path)
+        (tmp_path / "app.py").write_text(_V2_APP)
+        text = props.read_text().replace(
+            "executableName = sample_kclpy_app.py", f"executableName = {sys.executable} app.py"
+        )
+        props.write_text(text)
     env = daemon_env(emulators, kclpy)
     put = put_records(kinesis_client, names.stream, [f"first-{i}".encode() for i in range(120)])
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
@@ -92,23 +116,22 @@ def test_the_kclpy_sample_runs_unchanged_and_hands_off_with_nothing_lost_or_twic
         assert stop_process(a) == 0
         producer.join()
         wanted = {r["SequenceNumber"] for r in put + more}
-        wait_until(lambda: {s for _, s, _ in sample_records(logs)} >= wanted, 30, "every record processed")
+        wait_until(lambda: set(_processed(interface, logs)) >= wanted, 30, "every record processed")
         assert stop_process(b) == 0
     finally:
         for proc in (a, b):
             if proc is not None and proc.poll() is None:
                 proc.kill()
-    processed = sample_records(logs)
-    counts = Counter(seq for _, seq, _ in processed)
+    counts = Counter(_processed(interface, logs))
     assert set(counts) == wanted, "lost or unknown records"
     assert [s for s, n in counts.items() if n > 1] == [], "records processed twice across the hand-offs"
-    # Checkpoints only where the sample asks: after its first batch (then every 30 s: this test is shorter)
-    # and when shutdown is requested (a hand-off, or SIGTERM); each child asked at most once in a batch.
     cps = [e for log in logs for e in events(log) if e.get("event") == "multilang_checkpoint"]
     assert {e["during"] for e in cps} <= {"processRecords", "shutdownRequested"}
-    assert (
-        max(Counter((e["shard"], e["during"]) for e in cps if e["during"] == "processRecords").values()) <= 2
-    )
+    if interface == "v3 sample":
+        # Checkpoints only where the sample asks: after a child's first batch (then every 30 s: this test is
+        # shorter) and when shutdown is requested (a hand-off, or SIGTERM).
+        first_batch = Counter((e["shard"], e["during"]) for e in cps if e["during"] == "processRecords")
+        assert max(first_batch.values()) <= 2  # at most one child per daemon per shard
     # a's shard to b on rebalance, a's other at SIGTERM, b's both at SIGTERM: each child asked to shut down
     stopped = [e for log in logs for e in events(log) if e.get("event") == "child_stopped"]
     assert len([e for e in stopped if e["after"] == "shutdownRequested"]) >= 4
