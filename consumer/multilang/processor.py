@@ -122,6 +122,7 @@ class MultiLangProcessor:
         backlog = [
             (r, j) for r, j in self._unconfirmed if self._confirmed is None or r.position > self._confirmed
         ]
+        self._unconfirmed = backlog  # trimmed as the new child checkpoints while it gets them again
         if backlog:
             log_event(
                 logger,
@@ -134,7 +135,6 @@ class MultiLangProcessor:
             chunk = backlog[at : at + _REPLAY_CHUNK]
             line = protocol.process_records([j for _, j in chunk], None)
             self._exchange(line, "processRecords", checkpointer, chunk)
-        self._unconfirmed = backlog
 
     def _finish(
         self, action: str, checkpointer: Checkpointer | None, timeout: float, must: bool = False
