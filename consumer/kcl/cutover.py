@@ -156,6 +156,11 @@ def plan_import(
             action = Action.UNCHANGED
         elif current is None or current < target:
             action = Action.FORWARD
+        elif lease.ended:  # finished here: its children may be running; an ended lease never reopens
+            action = Action.KEEP_AHEAD
+            note = "; ".join(
+                filter(None, [note, "ours has ended (children may be running): kept even with --force"])
+            )
         else:
             action = Action.BACKWARD if force else Action.KEEP_AHEAD
         plans.append(ShardPlan(kcl, target, kcl.sentinel == "SHARD_END", lease, current, action, note))
