@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -324,43 +325,42 @@ def test_a_child_that_crashes_hangs_or_writes_garbage_is_restarted_and_nothing_i
     assert cp[0] == seq_of["cp-3"]
 
 
-@pytest.mark.parametrize(
-    ("lines", "expected"),
-    [
-        ("streamName = s\napplicationName = a\n", "executableName: is required"),
-        ("executableName = x\napplicationName = a\n", "streamName: is required (or streamArn)"),
-        ("executableName = x\nstreamName = s\n", "applicationName: is required"),
-        (
-            "executableName = x\nstreamName = s\napplicationName = a\ncallProcessRecordsEvenForEmptyRecordList = true\n",
-            "callProcessRecordsEvenForEmptyRecordList: 'true' is refused",
-        ),
-        (
-            "executableName = x\nstreamName = s\napplicationName = a\nnoSuchKey = 1\n",
-            "noSuchKey: unknown setting",
-        ),
-        (
-            "executableName = x\nstreamName = s\napplicationName = a\nfailoverTimeMillis = soon\n",
-            "failoverTimeMillis: must be a whole number of milliseconds",
-        ),
-        (
-            "executableName = x\nstreamName = s\napplicationName = a\ninitialPositionInStream = AT_TIMESTAMP\n",
-            "initialPositionInStreamExtended: is required with AT_TIMESTAMP",
-        ),
-        (
-            "executableName = x\nstreamArn = arn:aws:kinesis:eu-west-1:123456789012:stream/s\n"
-            "regionName = us-east-1\napplicationName = a\n",
-            "streamArn: is in region eu-west-1 but regionName is us-east-1",
-        ),
-        (
-            "executableName = x\nstreamName = s\napplicationName = a\nmaxRecords = 0\n",
-            "maxRecords: must be",
-        ),
-    ],
+_BAD_PROPERTIES = (
+    ("streamName = s\napplicationName = a\n", "executableName: is required"),
+    ("executableName = x\napplicationName = a\n", "streamName: is required (or streamArn)"),
+    ("executableName = x\nstreamName = s\n", "applicationName: is required"),
+    (
+        "executableName = x\nstreamName = s\napplicationName = a\ncallProcessRecordsEvenForEmptyRecordList = true\n",
+        "callProcessRecordsEvenForEmptyRecordList: 'true' is refused",
+    ),
+    (
+        "executableName = x\nstreamName = s\napplicationName = a\nnoSuchKey = 1\n",
+        "noSuchKey: unknown setting",
+    ),
+    (
+        "executableName = x\nstreamName = s\napplicationName = a\nfailoverTimeMillis = soon\n",
+        "failoverTimeMillis: must be a whole number of milliseconds",
+    ),
+    (
+        "executableName = x\nstreamName = s\napplicationName = a\ninitialPositionInStream = AT_TIMESTAMP\n",
+        "initialPositionInStreamExtended: is required with AT_TIMESTAMP",
+    ),
+    (
+        "executableName = x\nstreamArn = arn:aws:kinesis:eu-west-1:123456789012:stream/s\n"
+        "regionName = us-east-1\napplicationName = a\n",
+        "streamArn: is in region eu-west-1 but regionName is us-east-1",
+    ),
+    (
+        "executableName = x\nstreamName = s\napplicationName = a\nmaxRecords = 0\n",
+        "maxRecords: must be",
+    ),
 )
-def test_bad_properties_are_one_line_errors(tmp_path: Path, lines: str, expected: str) -> None:
-    path = tmp_path / "bad.properties"
+
+
+def _run_bad(tmp_path: Path, index: int, lines: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    path = tmp_path / f"bad-{index}.properties"
     path.write_text(lines)
-    out = subprocess.run(
+    return path, subprocess.run(
         [sys.executable, "-m", "consumer", "multilang", str(path)],
         cwd=REPO,
         capture_output=True,
@@ -369,10 +369,17 @@ def test_bad_properties_are_one_line_errors(tmp_path: Path, lines: str, expected
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "AWS_REGION": "us-east-1", "CONSUMER_LOG_LEVEL": "ERROR"},
     )
-    assert out.returncode == 2, out.stderr
-    errors = [line for line in out.stderr.splitlines() if not line.startswith("{")]
-    assert len(errors) == 1 and errors[0].startswith(f"error: {path}: {expected}"), out.stderr
-    assert "Traceback" not in out.stderr
+
+
+def test_bad_properties_are_one_line_errors(tmp_path: Path) -> None:
+    """Each case as ``python -m consumer multilang`` (a few at a time: each is mostly interpreter start-up)."""
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda c: _run_bad(tmp_path, c[0], c[1][0]), enumerate(_BAD_PROPERTIES)))
+    for (path, out), (_, expected) in zip(runs, _BAD_PROPERTIES, strict=True):
+        assert out.returncode == 2, out.stderr
+        errors = [line for line in out.stderr.splitlines() if not line.startswith("{")]
+        assert len(errors) == 1 and errors[0].startswith(f"error: {path}: {expected}"), out.stderr
+        assert "Traceback" not in out.stderr
 
 
 def test_every_key_of_the_sample_properties_has_a_fate(kclpy: Path) -> None:
