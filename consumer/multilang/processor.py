@@ -36,6 +36,10 @@ __all__ = ["MultiLangProcessor"]
 logger = logging.getLogger(__name__)
 
 _REPLAY_CHUNK = 1000  # records per processRecords message when a restarted child is given records again
+# At most this many records given to a child since its last checkpoint are kept for a restart; past it the
+# oldest are let go, and a restart before the child checkpoints past them halts the shard instead of
+# skipping them (the next owner reads them again from Kinesis).
+MAX_UNCONFIRMED = 100_000
 _MAX_RESTART_BACKOFF = 10.0
 
 
@@ -56,6 +60,7 @@ class MultiLangProcessor:
         self._unconfirmed: list[tuple[Record, str]] = []
         self._failures = 0
         self._lost = False
+        self._dropped_upto: Position | None = None  # the last record let go of (MAX_UNCONFIRMED)
 
     # -- the lifecycle ------------------------------------------------------------------------------
     def initialize(self, data: InitializationInput) -> None:
@@ -85,6 +90,22 @@ class MultiLangProcessor:
         self._unconfirmed.extend(fresh)
         self._trim()
         self._failures = 0
+        if len(self._unconfirmed) > MAX_UNCONFIRMED:
+            excess = len(self._unconfirmed) - MAX_UNCONFIRMED
+            first_time = self._dropped_upto is None
+            self._dropped_upto = self._unconfirmed[excess - 1][0].position
+            del self._unconfirmed[:excess]
+            if not first_time:
+                return
+            log_event(
+                logger,
+                "child_backlog_capped",
+                logging.WARNING,
+                shard=self._shard,
+                kept=MAX_UNCONFIRMED,
+                checkpoint=str(self._confirmed),
+                hint="the child checkpoints rarely: a restart now halts the shard at its checkpoint",
+            )
 
     def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
         """The hand-off: ``shutdownRequested`` (the child's last chance to checkpoint), then the child ends."""
@@ -118,6 +139,13 @@ class MultiLangProcessor:
         given to the old one since that checkpoint."""
         if self._failures:
             time.sleep(min(_MAX_RESTART_BACKOFF, self._s.backoff_base * 2 ** (self._failures - 1)))
+        if self._dropped_upto is not None and (
+            self._confirmed is None or self._confirmed < self._dropped_upto
+        ):
+            raise ChildFailed(
+                f"cannot restart: records after the checkpoint {self._confirmed} up to {self._dropped_upto} "
+                f"are no longer kept (over {MAX_UNCONFIRMED}); the shard stops there, never past it"
+            )
         self._start()
         backlog = [
             (r, j) for r, j in self._unconfirmed if self._confirmed is None or r.position > self._confirmed
@@ -223,6 +251,8 @@ class MultiLangProcessor:
             return protocol.THROTTLING
         self._confirmed = target
         self._trim()
+        if self._dropped_upto is not None and not target < self._dropped_upto:
+            self._dropped_upto = None  # what was let go of is checkpointed now
         log_event(
             logger,
             "multilang_checkpoint",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,8 +11,11 @@ import pytest
 
 from consumer.checkpoint.policy import ExplicitCheckpoints
 from consumer.errors import ConfigError
+from consumer.lifecycle.processor import InitializationInput, ProcessRecordsInput, ShutdownRequestedInput
 from consumer.multilang import protocol
-from consumer.multilang.properties import KEYS, parse_properties, parse_text
+from consumer.multilang.child import ChildFailed
+from consumer.multilang.processor import MultiLangProcessor
+from consumer.multilang.properties import KEYS, MultiLangSettings, parse_properties, parse_text
 from consumer.records import Position, Record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,3 +131,104 @@ def test_explicit_checkpoints_write_nothing_by_themselves() -> None:
     assert policy.track([r]) == [r]
     policy.delivered([r], [])
     assert policy.position() is None and policy.pending == 0  # nothing for a stop to write or wait for
+
+
+_CHILD = r"""
+import json, sys
+# Answers every message; checkpoints the record whose data is "cp" (base64 "Y3A="); exits on "die" ("ZGll")
+# the first time it sees it (a marker file says whether it already did).
+import os
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    m = json.loads(line)
+    sys.stderr.write("got %s %s %s\n" % (m["action"], m.get("sequenceNumber"), [r["data"] for r in m.get("records", [])]))
+    sys.stderr.flush()
+    for r in m.get("records", []):
+        if r["data"] == "ZGll" and not os.path.exists("died"):
+            open("died", "w").close()
+            sys.exit(7)
+        if r["data"] == "Y3A=":
+            print(json.dumps({"action": "checkpoint", "sequenceNumber": r["sequenceNumber"], "subSequenceNumber": 0}))
+            sys.stdout.flush()
+            sys.stdin.readline()
+    print(json.dumps({"action": "status", "responseFor": m["action"]}))
+    sys.stdout.flush()
+"""
+
+
+class _Checkpointer:
+    def __init__(self) -> None:
+        self.written: list[Position] = []
+
+    @property
+    def last_checkpoint(self) -> Position | None:
+        return self.written[-1] if self.written else None
+
+    def checkpoint(self, position: object = None) -> None:
+        assert isinstance(position, Position)
+        self.written.append(position)
+
+
+def _processor(tmp_path: Path) -> tuple[MultiLangProcessor, _Checkpointer]:
+    (tmp_path / "child.py").write_text(_CHILD)
+    settings = MultiLangSettings(
+        source="t",
+        command=(sys.executable, "child.py"),
+        workdir=tmp_path,
+        application="a",
+        stream="s",
+        backoff_base=0.01,
+        response_timeout=10.0,
+    )
+    p = MultiLangProcessor(settings)
+    p.initialize(InitializationInput("s", "shardId-0", 1, None, "TRIM_HORIZON", _Guard()))
+    return p, _Checkpointer()
+
+
+class _Guard:
+    epoch = 1
+
+    def is_valid(self) -> bool:
+        return True
+
+    def ensure_valid(self) -> None:
+        return None
+
+
+def _batch(cp: _Checkpointer, *items: tuple[int, bytes]) -> ProcessRecordsInput:
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    records = [Record("s", "shardId-0", str(seq), 0, "k", data, at) for seq, data in items]
+    return ProcessRecordsInput(records, cp, 1, 0, _Guard())  # type: ignore[arg-type]
+
+
+def test_a_restarted_child_gets_every_record_after_the_checkpoint_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="consumer.multilang.child")
+    p, cp = _processor(tmp_path)
+    p.process_records(_batch(cp, (10, b"a"), (11, b"cp"), (12, b"b")))
+    assert cp.written == [Position("11", 0)]  # only what the child asked for
+    with pytest.raises(ChildFailed, match="exited with code 7"):
+        p.process_records(_batch(cp, (13, b"c"), (14, b"die"), (15, b"d")))
+    p.process_records(_batch(cp, (13, b"c"), (14, b"die"), (15, b"d")))  # the consumer's retry
+    p.shutdown_requested(ShutdownRequestedInput(cp, 1))  # type: ignore[arg-type]
+    assert cp.written == [Position("11", 0)]  # the child never asked again: nothing more written
+    said = "".join(r.__dict__["text"] for r in caplog.records if r.__dict__.get("event") == "child_stderr")
+    # the new child: initialize at the checkpoint, then 12 again (given before the crash), then the retried batch
+    assert (
+        "got initialize 11 []\ngot processRecords None ['Yg==']\ngot processRecords None ['Yw==', 'ZGll', 'ZA==']"
+        in said
+    )
+
+
+def test_past_the_cap_a_restart_stops_at_the_checkpoint_rather_than_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("consumer.multilang.processor.MAX_UNCONFIRMED", 2)
+    p, cp = _processor(tmp_path)
+    p.process_records(_batch(cp, (10, b"a"), (11, b"b"), (12, b"c")))  # 3 unconfirmed: 10 let go of
+    with pytest.raises(ChildFailed, match="exited with code 7"):
+        p.process_records(_batch(cp, (13, b"die")))
+    with pytest.raises(ChildFailed, match=r"cannot restart: records after the checkpoint None up to 10/0"):
+        p.process_records(_batch(cp, (13, b"die")))
