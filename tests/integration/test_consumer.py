@@ -15,7 +15,7 @@ from consumer.config import CheckpointConfig, ProcessingConfig
 from consumer.errors import CheckpointRejectedError
 from consumer.lifecycle.async_processor import AsyncBaseProcessor
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
-from consumer.records import Position, Record
+from consumer.records import Position
 from consumer.sinks.dlq import SqsDeadLetterQueue
 from tests.unit.helpers import PROCESSOR_KINDS, AsyncRecordingProcessor, Journal, RecordingProcessor
 
@@ -133,24 +133,27 @@ class RandomCompleter(BaseProcessor):
 
 
 class AsyncRandomCompleter(AsyncBaseProcessor):
-    """``RandomCompleter`` as asyncio code: one task per record on the worker's loop, each done after a
-    random await, so completions arrive out of order while later batches are already delivered."""
+    """``RandomCompleter`` as asyncio code: a task on the worker's loop per batch completes its records in
+    random order, awaiting between them, while later batches are already delivered."""
 
     def __init__(self, done: set[str], lock: threading.Lock) -> None:
         self.done, self.lock = done, lock
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def process_records(self, data: ProcessRecordsInput) -> None:
-        async def complete(r: Record) -> None:
-            await asyncio.sleep(random.random() / 10)
-            with self.lock:
-                self.done.add(r.sequence_number)
-            r.done()
+        records = list(data.records)
+        random.shuffle(records)
 
-        for r in data.records:
-            task = asyncio.create_task(complete(r))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        async def complete() -> None:
+            for r in records:
+                await asyncio.sleep(random.random() / 100)  # slow enough to watch the checkpoints advance
+                with self.lock:
+                    self.done.add(r.sequence_number)
+                r.done()
+
+        task = asyncio.create_task(complete())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
 
 @pytest.mark.parametrize("kind", PROCESSOR_KINDS)
