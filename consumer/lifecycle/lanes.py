@@ -57,8 +57,13 @@ class HeartbeatLane:
         every: float,
         retry: float,
         report: Callable[[Event], None],
+        lapsed_every: float = float("inf"),
     ) -> None:
+        """``retry``: the pause after a failed heartbeat while our window is open; ``lapsed_every``: the
+        pause once it has closed (more than a lease duration: see ``_after_failure``)."""
         self._id = worker_id
+        self._lapsed_every = lapsed_every
+        self._lapsed = False
         self._repo = repo
         self._validity = validity
         self._clock = clock
@@ -70,7 +75,7 @@ class HeartbeatLane:
         self._asked = False  # the coordinator asked for a heartbeat now
         self._fenced_at: int | None = None  # the generation a heartbeat was fenced on: wait for a new one
         self._next_at = float("inf")
-        self._last_sent = float("-inf")
+        self._in_flight = False
         self._stopped = False
         self._thread = threading.Thread(target=self._main, name=f"heartbeat-{worker_id}", daemon=True)
 
@@ -79,16 +84,19 @@ class HeartbeatLane:
         self._thread.start()
 
     def request(self, params: HeartbeatParams) -> None:
-        """The coordinator's ``Heartbeat``: beat now with ``params``, unless a beat with the same params went
-        out within half an interval (the lane beats on its own schedule too: no double writes)."""
+        """The coordinator's ``Heartbeat``: the lane beats with ``params`` from now on, at once when it has
+        no schedule yet, after a fence, or when the generation or the draining flag changed (a new lease
+        count waits for the next beat); otherwise on its own schedule (no double writes)."""
         with self._cond:
-            now = self._clock.monotonic()
-            # The coordinator asks only when it is not fenced (it reconciles first): after a fence, its next
-            # request carries the generation it reconciled to (the same one, after registering again).
-            changed = params != self._params or self._fenced_at is not None
+            old = self._params
+            urgent = (
+                old is None
+                or self._fenced_at is not None
+                or (old.generation, old.draining) != (params.generation, params.draining)
+            )
             self._fenced_at = None
             self._params = params
-            if changed or now - self._last_sent >= self._every / 2:
+            if urgent or (not self._in_flight and self._next_at == float("inf")):
                 self._asked = True
                 self._cond.notify()
 
@@ -106,7 +114,7 @@ class HeartbeatLane:
                 now = self._clock.monotonic()
                 ready = self._params is not None and self._fenced_at is None
                 if ready and (self._asked or now >= self._next_at):
-                    self._asked = False
+                    self._asked, self._in_flight = False, True
                     self._next_at = float("inf")  # set again by the result
                     return self._params
                 wait = _LONGEST_WAIT if not ready else min(_LONGEST_WAIT, max(0.0, self._next_at - now))
@@ -120,20 +128,39 @@ class HeartbeatLane:
                 self._repo.heartbeat(self._id, params.generation, params.lease_count, params.draining)
             except WorkerFencedError:
                 with self._cond:
-                    self._fenced_at = params.generation
+                    self._fenced_at, self._in_flight = params.generation, False
                 self._report(HeartbeatResult(sent, Result.CONFLICT, fenced=True))
                 continue
             except Exception as exc:  # any failure is a missed beat: the window decides
                 kind = "transient" if is_retriable(exc) else "unexpected"
                 with self._cond:
-                    self._next_at = sent + self._retry
+                    self._next_at, self._in_flight = sent + self._after_failure(), False
                 self._report(HeartbeatResult(sent, Result.FAILED, error=f"{kind}: {exc!r}"))
                 continue
+            self._lapsed = False
             self._validity.extend(sent)  # at once: the coordinator may be busy in a slow call
             with self._cond:
-                self._last_sent = sent
-                self._next_at = sent + self._every
+                self._next_at, self._in_flight = sent + self._every, False
             self._report(HeartbeatResult(sent, Result.OK))
+
+    def _after_failure(self) -> float:
+        """While our window is open, try again soon: a beat that lands in time keeps it open. Once it has
+        closed we deliver nothing anyway, and a heartbeat that *lands* but whose answer never comes back (a
+        network that loses responses) would still move our counter and keep the fleet from taking our
+        leases, which then nobody processes; so from then on we try once per ``lapsed_every`` (more than a
+        lease duration), long enough for a taker to see the counter stand still."""
+        if self._validity.valid():
+            return self._retry
+        if not self._lapsed:
+            self._lapsed = True
+            log_event(
+                logger,
+                "heartbeat_window_closed",
+                logging.WARNING,
+                worker=self._id,
+                retry_s=self._lapsed_every,
+            )
+        return self._lapsed_every
 
 
 class BackgroundLane:

@@ -112,6 +112,7 @@ class Worker:
             lease_cfg.heartbeat_every,
             min(_HEARTBEAT_RETRY, lease_cfg.heartbeat_every / 2),
             self._events.put,
+            lapsed_every=1.5 * lease_cfg.lease_duration,
         )
         self._background = BackgroundLane(f"background-{self.id}", self._events.put)
         self._effects = Effects(

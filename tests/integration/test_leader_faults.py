@@ -37,7 +37,7 @@ import boto3
 import pytest
 
 from bench.faults import LEASE
-from consumer.aws import make_client
+from consumer.aws import heartbeat_config, make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import LeaseConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
 from consumer.dynamo import create_tables
@@ -163,6 +163,12 @@ class RecordedRepository:
 
         return call
 
+    def sibling(self, inner: DynamoDBLeaseRepository) -> RecordedRepository:
+        """Another repository (the heartbeat lane's own client) noted in this one's history."""
+        other = RecordedRepository(inner)
+        other._lock, other.calls, other.started = self._lock, self.calls, self.started
+        return other
+
     def _note(self, call: Call) -> None:
         with self._lock:
             self.calls.append(call)
@@ -261,7 +267,22 @@ class Rig:
         )
         kinesis = BotoKinesis(make_client("kinesis", endpoint_url=self.ep.kinesis_endpoint, session=session))
         checkpoints = DynamoDBCheckpointStore(ddb, self.checkpoint_table)
-        return Worker(config, cast(LeaseRepository, repo), checkpoints, kinesis), repo
+        # The heartbeat lane's own client, as create_worker makes it, at the same (faulty) endpoint.
+        lane = make_client(
+            "dynamodb",
+            endpoint_url=dynamodb_url,
+            session=session,
+            config=heartbeat_config(self.lease.owner_validity),
+        )
+        heartbeats = repo.sibling(DynamoDBLeaseRepository(lane, self.lease_table, self.checkpoint_table))
+        worker = Worker(
+            config,
+            cast(LeaseRepository, repo),
+            checkpoints,
+            kinesis,
+            heartbeats=cast(LeaseRepository, heartbeats),
+        )
+        return worker, repo
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
