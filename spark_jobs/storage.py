@@ -40,6 +40,10 @@ JOB_SQL_CONF = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.variant.allowDuplicateKeys": "false",  # strict JSON: an object with a repeated key is refused
+    # The JVM does not JIT-compile a method past 8,000 bytes of bytecode; the compaction's line checks fused
+    # into one stage make a ~12,500-byte method. Past this limit Spark runs that stage operator by operator
+    # (each projection compiled on its own, small enough to be compiled) instead of interpreting the big one.
+    "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 
 

@@ -154,8 +154,9 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     Output columns: ``source_object``, ``line``, ``path_stream``, ``date``, ``hour`` (the object's
     ``stream=/date=/hour=`` directories: taken from the input when it has these columns, as
     :func:`spark_jobs.compact.read_raw` gives them, else from ``source_object``), ``v`` (the format: 1 or
-    2), the record fields (``arrival_time`` as a timestamp), ``data``/``data_base64`` (format 2) or
-    ``payload``/``payload_base64`` (format 1),
+    2; null for a ``v`` member of any other value, ``1`` and ``null`` included), the record fields
+    (``arrival_time`` as a timestamp), ``data``/``data_base64`` (format 2) or ``payload``/``payload_base64``
+    (format 1),
     ``data_json`` (``[data]`` as a VARIANT, for :func:`with_event_id`), ``reason`` (a
     :class:`~spark_jobs.schemas.Reason`, null when the line is valid) and ``field`` (the field a
     ``missing_field`` or ``wrong_type`` reason is about).
@@ -194,34 +195,32 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
             (name.isin(*_STRINGS) & not_string) | (name.isin(*_INTEGERS) & not_integer)
         )
 
-    # The line's fields (key, VARIANT value), kept as a column: several checks below read them.
-    parsed = parsed.withColumn(
-        "_fields",
-        F.when(
-            F.col("_syntax_ok") & ~F.col("_canonical"),
-            F.map_entries(F.try_variant_get(F.col("_strict"), "$[0]", "map<string,variant>")),
-        ),
-    )
-    fields = F.col("_fields")
+    fields = F.map_entries(F.try_variant_get(F.col("_strict"), "$[0]", "map<string,variant>"))
     wrong_keys = F.transform(F.filter(fields, wrong), lambda f: f.getField("key"))
-    wrong_ordered = F.filter(
-        F.array(*[F.lit(name) for name in _TYPED]), lambda n: F.array_contains(wrong_keys, n)
+    # Every wrong field, in the order of the format's table (rare lines: the rest never get here).
+    wrong_type = F.when(
+        F.size(wrong_keys) > 0,
+        F.array_join(F.array_intersect(F.array(*[F.lit(name) for name in _TYPED]), wrong_keys), ", "),
     )
-    wrong_type = F.when(F.size(wrong_keys) > 0, F.array_join(wrong_ordered, ", "))
-    # A payload field that is there but null (the sink never writes one): "data": null beside data_base64.
-    null_payload_keys = F.transform(
-        F.filter(
-            fields,
-            lambda f: (
-                F.is_variant_null(f.getField("value"))
-                & f.getField("key").isin("data", "data_base64", "payload_base64")
-            ),
-        ),
-        lambda f: f.getField("key"),
+    not_canonical = ~F.col("_canonical")
+
+    def member(name: str) -> Column:
+        """The line's member ``name`` as a VARIANT: SQL null when absent, a VARIANT null when ``null``."""
+        return F.try_variant_get(F.col("_strict"), f"$[0].{name}", "variant")
+
+    # The format: 2, or 1 for a line without a "v" member at all; null for any other "v" (1 and null included).
+    version = (
+        F.when(F.col("j.v") == RAW_FORMAT, F.lit(RAW_FORMAT))
+        .when(F.col("_canonical") | member("v").isNotNull(), F.lit(None))
+        .otherwise(F.lit(1))
     )
-    # "v" is there (null included): a line in the sink's layout has it; lines without it are format 1.
-    v_given = F.col("_canonical") | F.coalesce(
-        F.exists(fields, lambda f: f.getField("key") == "v"), F.lit(False)
+    # A payload member that is there but null (the sink never writes one): "data": null beside data_base64.
+    null_payload = F.when(
+        not_canonical,
+        F.when(
+            F.col("j.v").isNull(),
+            F.is_variant_null(member("payload_base64")),
+        ).otherwise(F.is_variant_null(member("data")) | F.is_variant_null(member("data_base64"))),
     )
     text = F.col("j.arrival_time")
     parsed = parsed.select(
@@ -238,9 +237,8 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         ).alias("_unparseable"),
         F.when(F.col("_syntax_ok") & ~F.col("_canonical"), wrong_type).alias("_wrong_type"),
         F.col("j._corrupt").isNotNull().alias("_corrupt"),
-        v_given.alias("_v_given"),
-        F.when(v_given, F.col("j.v")).otherwise(F.lit(1)).alias("v"),
-        null_payload_keys.alias("_null_payload"),
+        version.cast("long").alias("v"),
+        F.coalesce(null_payload, F.lit(False)).alias("_null_payload"),
         *[F.col(f"j.{name}").alias(name) for name in _REQUIRED if name != "arrival_time"],
         text.alias("_arrival_text"),
         F.when(text.rlike(_ISO_UTC), F.try_to_timestamp(text)).alias("arrival_time"),
@@ -259,10 +257,6 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     text_payload = F.when(v2, F.col("data")).otherwise(F.col("payload"))
     base64 = F.when(v2, F.col("data_base64")).otherwise(F.col("payload_base64"))
     bad_base64 = base64.isNotNull() & ~canonical_base64(base64)
-    null_payload = F.when(
-        v2,
-        F.array_contains("_null_payload", "data") | F.array_contains("_null_payload", "data_base64"),
-    ).otherwise(F.array_contains("_null_payload", "payload_base64"))
     bad_data = (
         v2
         & F.col("data").isNotNull()
@@ -277,24 +271,26 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         [
             (F.col("_unparseable"), Reason.UNPARSEABLE),
             (F.col("_wrong_type").isNotNull() | F.col("_corrupt"), Reason.WRONG_TYPE),
-            (F.col("_v_given") & ~F.coalesce(v2, F.lit(False)), Reason.UNSUPPORTED_VERSION),
+            (F.col("v").isNull(), Reason.UNSUPPORTED_VERSION),
             (any_missing, Reason.MISSING_FIELD),
             (~F.col("sequence_number").rlike(_SEQUENCE), Reason.BAD_SEQUENCE_NUMBER),
             (F.col("sub_sequence_number") < 0, Reason.BAD_SUB_SEQUENCE_NUMBER),
             (F.col("epoch") < 0, Reason.BAD_EPOCH),
             (F.col("arrival_time").isNull(), Reason.BAD_ARRIVAL_TIME),
-            ((text_payload.isNotNull() == base64.isNotNull()) | null_payload, Reason.BAD_PAYLOAD),
+            ((text_payload.isNotNull() == base64.isNotNull()) | F.col("_null_payload"), Reason.BAD_PAYLOAD),
             (bad_base64 | bad_data, Reason.BAD_PAYLOAD),
             ((F.col("stream") != F.col("path_stream")) | ~arrival_hour, Reason.WRONG_PARTITION),
         ]
     )
-    field = F.when(reason == Reason.MISSING_FIELD, missing).when(
-        reason == Reason.WRONG_TYPE, F.col("_wrong_type")
+    # the reason column, not its expression again: the rules are evaluated (and generated) once
+    reason_column = F.col("reason")
+    field = F.when(reason_column == Reason.MISSING_FIELD, missing).when(
+        reason_column == Reason.WRONG_TYPE, F.col("_wrong_type")
     )
     return (
         parsed.withColumn("reason", reason)
         .withColumn("field", field)
-        .drop("_unparseable", "_wrong_type", "_corrupt", "_arrival_text", "_v_given", "_null_payload")
+        .drop("_unparseable", "_wrong_type", "_corrupt", "_arrival_text", "_null_payload")
     )
 
 

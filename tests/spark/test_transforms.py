@@ -97,6 +97,13 @@ PARSE_CASES: list[tuple[str, Any, str, str | None, str | None]] = [
     ),
     # version, required fields, values
     ("an unknown version", record(v=3), OBJ, Reason.UNSUPPORTED_VERSION, None),
+    ("v 1 (format 1 has no v)", record(v=1), OBJ, Reason.UNSUPPORTED_VERSION, None),
+    ("v 1 with format-1 fields", {**record_v1(), "v": 1}, OBJ, Reason.UNSUPPORTED_VERSION, None),
+    ("v null", record(v=None), OBJ, Reason.UNSUPPORTED_VERSION, None),
+    ("epoch 2.0", GOOD.replace('"epoch":3', '"epoch":2.0'), OBJ, Reason.WRONG_TYPE, "epoch"),
+    ("epoch 2^63", GOOD.replace('"epoch":3', f'"epoch":{2**63}'), OBJ, Reason.WRONG_TYPE, "epoch"),
+    ("two fields wrong", record(epoch="3", shard_id=1), OBJ, Reason.WRONG_TYPE, "shard_id, epoch"),
+    ("two fields missing", record(epoch=..., stream=None), OBJ, Reason.MISSING_FIELD, "stream, epoch"),
     ("no shard_id", record(shard_id=...), OBJ, Reason.MISSING_FIELD, "shard_id"),
     ("arrival_time null", record(arrival_time=None), OBJ, Reason.MISSING_FIELD, "arrival_time"),
     ("no epoch", record(epoch=...), OBJ, Reason.MISSING_FIELD, "epoch"),
@@ -127,6 +134,10 @@ PARSE_CASES: list[tuple[str, Any, str, str | None, str | None]] = [
     ("format 1 without payload", record_v1(payload=...), OBJ, Reason.BAD_PAYLOAD, None),
     ("format 1 with both", record_v1(payload_base64="AAAA"), OBJ, Reason.BAD_PAYLOAD, None),
     ("format 1 bad base64", record_v1(payload=..., payload_base64="YWJ"), OBJ, Reason.BAD_PAYLOAD, None),
+    ("base64 padding bits", record(data=..., data_base64="YR=="), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data null beside base64", record(data=None, data_base64="AP8="), OBJ, Reason.BAD_PAYLOAD, None),
+    ("data nested 501 deep", record(data="[" * 501 + "]" * 501), OBJ, Reason.BAD_PAYLOAD, None),
+    ("a key of 10,001 characters", record(data=f'{{"{"k" * 10_001}":1}}'), OBJ, Reason.BAD_PAYLOAD, None),
     # the partition
     ("another stream", record(stream="payments"), OBJ, Reason.WRONG_PARTITION, None),
     ("another hour", record(arrival_time="2026-11-21T02:00:00.000Z"), OBJ, Reason.WRONG_PARTITION, None),
@@ -153,6 +164,9 @@ PARSE_CASES: list[tuple[str, Any, str, str | None, str | None]] = [
     ("format 1", record_v1(), OBJ, None, None),
     ("format 1, payload null", record_v1(payload=None), OBJ, None, None),
     ("format 1, binary", record_v1(payload=..., payload_base64="AP8="), OBJ, None, None),
+    ("data nested 500 deep", record(data="[" * 500 + "]" * 500), OBJ, None, None),
+    ("a key of 10,000 characters", record(data=f'{{"{"k" * 10_000}":1}}'), OBJ, None, None),
+    ("base64 canonical padding", record(data=..., data_base64="YWI="), OBJ, None, None),
 ]
 
 
@@ -224,10 +238,28 @@ def test_with_event_id_reads_nested_and_numeric_fields(spark):
         (record(sequence_number="4", data=..., data_base64="AP8="), OBJ),
         (record_v1(sequence_number="5", payload={"meta": {"id": "b-2"}}), OBJ),
         (record(sequence_number="6", data='[{"meta": {"id": 1}}]'), OBJ),
+        (
+            record(sequence_number="7", data='{"meta": {"id": 12345678901234567890123456789012345678901}}'),
+            OBJ,
+        ),
+        (record(sequence_number="8", data='{"meta": {"id": {"a": 1}}}'), OBJ),
+        (record(sequence_number="9", data='{"meta": {"id": 1E3}}'), OBJ),
+        (record_v1(sequence_number="10", payload={"meta": {"id": 10**40}}), OBJ),
     ]
     parsed = raw_lines(spark, lines).transform(parse_raw_lines)
     got = {r.sequence_number: r.event_id for r in parsed.transform(with_event_id("meta.id")).collect()}
-    assert got == {"1": "a-1", "2": "42", "3": None, "4": None, "5": "b-2", "6": None}
+    assert got == {
+        "1": "a-1",
+        "2": "42",
+        "3": None,
+        "4": None,
+        "5": "b-2",
+        "6": None,
+        "7": "12345678901234567890123456789012345678901",  # every digit, never a double
+        "8": None,
+        "9": None,
+        "10": str(10**40),
+    }
     assert {r.event_id for r in parsed.transform(with_event_id(None)).collect()} == {None}
 
 
@@ -241,6 +273,7 @@ def test_payload_columns_are_derived_from_the_exact_text(spark):
         },
         {"sequence_number": "4", "payload": None, "payload_base64": "AP8="},
         {"sequence_number": "5", "payload": '"just a string"'},
+        {"sequence_number": "6", "payload": '{"amount": "0.5", "n": "12", "sku": "b"}'},
     ]
     typed = curated(spark, rows).transform(
         with_payload_columns("amount DECIMAL(38,20), n BIGINT, sku STRING")
@@ -253,6 +286,7 @@ def test_payload_columns_are_derived_from_the_exact_text(spark):
         "3": (None, None, None),  # does not fit: null, not a rounded value
         "4": (None, None, None),
         "5": (None, None, None),
+        "6": (None, None, "b"),  # a JSON string is no number
     }
     with pytest.raises(ValueError, match="clash"):
         curated(spark, rows).transform(with_payload_columns("epoch BIGINT"))
