@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import logging
 import queue
-import signal
 import threading
-from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any, Unpack, cast
+from typing import TYPE_CHECKING, Unpack, cast
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
@@ -20,6 +18,7 @@ from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.async_processor import EventLoopThread
+from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
@@ -39,11 +38,10 @@ __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
-_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _HEARTBEAT_RETRY = 0.5  # seconds before a failed heartbeat is sent again (less with short windows)
 
 
-class Worker:
+class Worker(BackgroundControl):
     """One member of the fleet: it registers, takes its share of the shards' leases, runs a processor per
     shard, hands leases over cooperatively, and deregisters when stopped.
 
@@ -129,11 +127,7 @@ class Worker:
         )
         self._metrics_interval = metrics_interval
         self._born = self._clock.monotonic()
-        self._control = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._saved_handlers: dict[int, Any] = {}
-        self._finished = threading.Event()  # set when the thread started by start() is done
+        self._init_control()
 
     @property
     def owned(self) -> dict[str, Ownership]:
@@ -144,85 +138,6 @@ class Worker:
     def request_shutdown(self) -> None:
         """Begin the graceful shutdown (safe from a signal handler: it only puts an event on the queue)."""
         self._events.put(ShutdownRequested())
-
-    def start(self, *, handle_signals: bool = False) -> None:
-        """Run the worker on a thread of its own and return at once (``join()`` waits for it to end).
-
-        With ``handle_signals`` (from the main thread only) SIGTERM and SIGINT start the graceful shutdown;
-        the previous handlers come back when ``join()`` or ``stop()`` sees the worker stopped."""
-        with self._control:
-            if self._thread is not None:
-                raise RuntimeError(f"worker {self.id} was already started; create a new one to run again")
-            self._thread = threading.Thread(target=self._run_capturing, name=f"worker-{self.id}", daemon=True)
-        if handle_signals:
-            self._install_signal_handlers()
-        self._thread.start()
-
-    def stop(self, timeout: float | None = None) -> bool:
-        """Begin the graceful shutdown (hand-offs, final checkpoints, deregistration) and wait up to
-        ``timeout`` seconds (None: until it ends). True when the worker has stopped; re-raises the error
-        that ended it, if any."""
-        self.request_shutdown()
-        return self.join(timeout)
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (None: until it ends) for a started worker to stop. True when it
-        has stopped; re-raises the error that ended it, if any. Ctrl-C interrupts the wait."""
-        thread = self._thread
-        if thread is None:
-            raise RuntimeError(f"worker {self.id} was not started; call start() first")
-        # Waiting on an event, not in Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
-        # looking finished while it still runs, and the process would exit in the middle of the shutdown.
-        if not self._finished.wait(timeout):
-            return False
-        thread.join()  # past run()'s last statement: returns at once
-        self._restore_signal_handlers()
-        if self._error is not None:
-            raise self._error
-        return True
-
-    @property
-    def running(self) -> bool:
-        """True from ``start()`` until the worker has stopped."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def __enter__(self) -> Worker:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def _run_capturing(self) -> None:
-        try:
-            self.run()
-        except BaseException as exc:  # the worker's own thread: keep the error for join() to raise
-            self._error = exc
-            log_event(
-                logger, "worker_failed", logging.ERROR, worker=self.id, error=f"{type(exc).__name__}: {exc}"
-            )
-        finally:
-            self._finished.set()
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("handle_signals=True needs the main thread (Python delivers signals there)")
-
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            log_event(logger, "signal_received", signal=signal.Signals(signum).name)
-            self.request_shutdown()
-
-        for sig in _SIGNALS:
-            self._saved_handlers[sig] = signal.signal(sig, on_signal)
-
-    def _restore_signal_handlers(self) -> None:
-        if not self._saved_handlers or threading.current_thread() is not threading.main_thread():
-            return
-        for sig, handler in self._saved_handlers.items():
-            signal.signal(sig, handler)
-        self._saved_handlers.clear()
 
     def run(self, *, handle_signals: bool = False) -> None:
         """Register, consume until shutdown is requested, then hand every lease over and deregister; in the
