@@ -6,7 +6,16 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["LEADER_KEY", "Leader", "Lease", "LeaseState", "WorkerItem", "lease_key", "new_incarnation", "worker_key"]
+__all__ = [
+    "LEADER_KEY",
+    "Leader",
+    "Lease",
+    "LeaseState",
+    "WorkerItem",
+    "lease_key",
+    "new_incarnation",
+    "worker_key",
+]
 
 #: The key of the one item that says which worker plans for the fleet (docs/protocol.md, "Leadership").
 LEADER_KEY = "leader"

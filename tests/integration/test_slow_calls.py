@@ -1,7 +1,7 @@
 """Slow calls cannot starve heartbeats (over the network, on the emulators): the coordinator's DynamoDB calls
-black-holed by a proxy that holds every response, or discovery's ListShards held 30 s at a time, while the
-heartbeat lane's own client reaches DynamoDB: no shard suspends, deliveries never pause, and a SIGTERM
-during a held ListShards finishes within its deadline."""
+black-holed by a proxy that holds every response, and discovery's ListShards held 30 s at a time for over a
+minute, while the heartbeat lane's own client reaches DynamoDB: no shard suspends, deliveries never pause,
+and a SIGTERM during a held ListShards finishes within its deadline."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from .support import LEASES, create_stream, make_names, wait_until
 pytestmark = pytest.mark.integration
 
 HOLD = 30.0  # seconds every response through a held proxy waits (longer than any client's read timeout)
+HELD_FOR = 65.0  # seconds ListShards stays held: more than two discoveries' worth
 PUT_EVERY = 0.1
 
 
@@ -171,8 +172,13 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
                 list_proxy.slow(HOLD)  # 2. and every ListShards held as well, from now on
                 wait_until(lambda: time.monotonic() - begin > 12, timeout=20, what="12 s of held calls")
                 ddb_proxy.heal()
-                # 3. ListShards alone stays held (its retries take ~30 s); deliveries go on.
-                wait_until(lambda: time.monotonic() - begin > 24, timeout=20, what="12 s more")
+                # 3. ListShards alone stays held, 30 s at a time (one discovery, its client's three attempts
+                # past their 10 s read timeout, then the next one), for over a minute; deliveries go on.
+                wait_until(
+                    lambda: time.monotonic() - begin > HELD_FOR,
+                    timeout=HELD_FOR,
+                    what="a minute of held calls",
+                )
                 assert closed() == 0, "the worker's window closed: a slow call starved its heartbeats"
             assert _longest_pause(seen, begin, time.monotonic()) < 2.0
             assert len(worker.owned) == 2
