@@ -21,10 +21,12 @@ from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.preflight import check_credentials, check_table_schema
 from consumer.records import Position
 
-__all__ = ["add_admin_commands"]
+__all__ = ["add_admin_commands", "checked_dynamodb"]
 
 
-def _tables(args: argparse.Namespace) -> tuple[DynamoDBLeaseRepository, DynamoDBCheckpointStore]:
+def checked_dynamodb(args: argparse.Namespace) -> Any:
+    """A DynamoDB client, once ``--lease-table`` and ``--checkpoint-table`` are given, credentials resolve and
+    both tables have the consumer's key schema (each problem one line naming the flag)."""
     for flag in ("lease_table", "checkpoint_table"):
         if not getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
@@ -32,6 +34,11 @@ def _tables(args: argparse.Namespace) -> tuple[DynamoDBLeaseRepository, DynamoDB
     ddb = make_client("dynamodb")
     check_table_schema(ddb, args.lease_table, "--lease-table / CONSUMER_LEASE_TABLE")
     check_table_schema(ddb, args.checkpoint_table, "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE")
+    return ddb
+
+
+def _tables(args: argparse.Namespace) -> tuple[DynamoDBLeaseRepository, DynamoDBCheckpointStore]:
+    ddb = checked_dynamodb(args)
     return (
         DynamoDBLeaseRepository(ddb, args.lease_table, args.checkpoint_table),
         DynamoDBCheckpointStore(ddb, args.checkpoint_table),

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from consumer.admin.commands import checked_dynamodb
 from consumer.aws import make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import parse_timestamp
@@ -18,7 +19,6 @@ from consumer.errors import ConfigError
 from consumer.kcl.cutover import apply_plans, plan_import
 from consumer.kcl.lease_table import KclLease, check_not_alive, read_kcl_leases
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from consumer.preflight import check_credentials, check_table_schema
 
 __all__ = ["add_import_kcl_command"]
 
@@ -31,13 +31,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.failover_millis <= 0:
         raise ConfigError("--failover-millis", f"must be > 0, got {args.failover_millis}")
     timestamp = parse_timestamp(args.timestamp, "--timestamp") if args.timestamp else None
-    for flag in ("lease_table", "checkpoint_table"):
-        if not getattr(args, flag):
-            raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
-    check_credentials()
-    ddb = make_client("dynamodb")
-    check_table_schema(ddb, args.lease_table, "--lease-table / CONSUMER_LEASE_TABLE")
-    check_table_schema(ddb, args.checkpoint_table, "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE")
+    ddb = checked_dynamodb(args)
     repo = DynamoDBLeaseRepository(ddb, args.lease_table, args.checkpoint_table)
     store = DynamoDBCheckpointStore(ddb, args.checkpoint_table)
 
