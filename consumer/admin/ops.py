@@ -16,7 +16,7 @@ from consumer.leases.repository import LeaseRepository
 from consumer.logs import log_event
 from consumer.records import Position
 
-__all__ = ["ReplayPlan", "check_sequence", "drain", "plan_replay", "replay"]
+__all__ = ["ReplayPlan", "check_sequence", "drain", "first_sequence", "plan_replay", "replay"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +35,13 @@ class ReplayPlan:
     new_checkpoint: Position  # records after this position are delivered again
 
 
-def _first_at(kinesis: Any, stream: str, shard_id: str, at: datetime) -> str | None:
-    it = kinesis.get_shard_iterator(
-        StreamName=stream, ShardId=shard_id, ShardIteratorType="AT_TIMESTAMP", Timestamp=at
-    )["ShardIterator"]
-    for _ in range(100):
+def first_sequence(
+    kinesis: Any, stream: str, shard_id: str, *, max_calls: int = 100, **iterator: Any
+) -> str | None:
+    """The sequence number of the first record an iterator of ``iterator`` (``ShardIteratorType`` and its
+    arguments) reaches within ``max_calls`` GetRecords calls; None when the shard has nothing there yet."""
+    it = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, **iterator)["ShardIterator"]
+    for _ in range(max_calls):
         out = kinesis.get_records(ShardIterator=it, Limit=1)
         if out["Records"]:
             return str(out["Records"][0]["SequenceNumber"])
@@ -133,7 +135,9 @@ def plan_replay(
             target = Position(sequence, -1)  # just before the sequence: it is delivered again
         else:
             assert timestamp is not None
-            first = _first_at(kinesis, stream, lease.shard_id, timestamp)
+            first = first_sequence(
+                kinesis, stream, lease.shard_id, ShardIteratorType="AT_TIMESTAMP", Timestamp=timestamp
+            )
             target = Position(first, -1) if first else None
         if target is None:
             log_event(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from consumer.admin.ops import first_sequence
 from consumer.aws_errors import aws_call
 from consumer.checkpoint.store import CheckpointStore
 from consumer.dynamo import to_item, translate_errors
@@ -89,15 +90,7 @@ def _parents_first(leases: list[KclLease]) -> list[KclLease]:
 
 def _first_record(kinesis: Any, stream: str, shard: str, **iterator: Any) -> str | None:
     with aws_call("kinesis", f"read {stream}/{shard}"):
-        it = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard, **iterator)["ShardIterator"]
-        for _ in range(1000):
-            out = kinesis.get_records(ShardIterator=it, Limit=1)
-            if out["Records"]:
-                return str(out["Records"][0]["SequenceNumber"])
-            it = out.get("NextShardIterator")
-            if it is None or out.get("MillisBehindLatest") == 0:
-                return None
-    return None
+        return first_sequence(kinesis, stream, shard, max_calls=1000, **iterator)
 
 
 def _just_before_first(
