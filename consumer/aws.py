@@ -11,11 +11,11 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
-from botocore.parsers import ResponseParserFactory
 from botocore.utils import parse_timestamp
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from consumer.errors import TransientError
+from consumer.retrieval.wire import LeanParserFactory
 
 __all__ = [
     "RETRIABLE_CODES",
@@ -116,7 +116,7 @@ def make_client(
     if session is None:
         session = boto3.session.Session()
         if (parser := _TIMESTAMP_PARSERS.get(service)) is not None:  # this session makes only this client
-            factory = ResponseParserFactory()
+            factory = LeanParserFactory()  # GetRecords decoded without botocore's per-field walk
             factory.set_parser_defaults(timestamp_parser=parser)
             session._session.register_component("response_parser_factory", factory)
     name = region or session.region_name or os.environ.get("AWS_REGION") or None
