@@ -14,11 +14,12 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTT
 from botocore.utils import parse_timestamp
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from consumer.errors import TransientError
+from consumer.errors import ThrottledError, TransientError
 from consumer.retrieval.wire import LeanParserFactory
 
 __all__ = [
     "RETRIABLE_CODES",
+    "THROTTLE_CODES",
     "heartbeat_config",
     "make_client",
     "region",
@@ -34,7 +35,7 @@ _BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connect
 _TIMEOUTS = {"dynamodb": Config(connect_timeout=1, read_timeout=3)}
 _DEFAULT_TIMEOUTS = Config(connect_timeout=2, read_timeout=10)
 
-RETRIABLE_CODES = frozenset(
+THROTTLE_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
@@ -42,6 +43,11 @@ RETRIABLE_CODES = frozenset(
         "RequestLimitExceeded",
         "LimitExceededException",
         "KMSThrottlingException",
+        "SlowDown",  # S3
+    }
+)
+RETRIABLE_CODES = THROTTLE_CODES | frozenset(
+    {
         "InternalFailure",
         "InternalFailureException",
         "InternalServerError",
@@ -59,6 +65,8 @@ def transient(exc: BaseException, what: str) -> TransientError | None:
     if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code", "")
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in THROTTLE_CODES:
+            return ThrottledError(f"{what}: {code}")
         if code in RETRIABLE_CODES or status >= 500:
             return TransientError(f"{what}: {code or status}")
         return None

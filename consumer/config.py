@@ -165,8 +165,11 @@ class RetrievalConfig:
     """How records are fetched: polling GetRecords (default) or enhanced fan-out."""
 
     mode: Literal["polling", "fanout"] = "polling"
-    max_records: int = 1000
-    idle_time_between_reads: float = 0.25
+    max_records: int = 10000  # GetRecords' own maximum: a backlog is read in as few calls as AWS allows
+    idle_time_between_reads: float = 0.25  # start to start, once a shard is caught up
+    # Per shard, a little under AWS's 5 GetRecords calls and 2 MiB read a second (consumer.retrieval.pacing).
+    reads_per_second: float = 4.75
+    read_bytes_per_second: int = 2_000_000
     initial_position: InitialPosition = "TRIM_HORIZON"
     initial_timestamp: datetime | None = None
     backoff_base: float = 0.2
@@ -190,6 +193,8 @@ class RetrievalConfig:
                 "retrieval.initial_timestamp",
                 "is required with retrieval.initial_position AT_TIMESTAMP and only allowed with it",
             )
+        _positive("retrieval.reads_per_second", self.reads_per_second)
+        _positive("retrieval.read_bytes_per_second", self.read_bytes_per_second)
         _positive("retrieval.backoff_base", self.backoff_base)
         if self.backoff_max < self.backoff_base:
             raise ConfigError("retrieval.backoff_max", "must be >= retrieval.backoff_base")
@@ -331,7 +336,8 @@ _SECTIONS: dict[str, type] = {
 }
 
 #: Polling faster than this can exceed Kinesis's 5 GetRecords per second per shard.
-MIN_SAFE_IDLE_TIME = 0.2
+AWS_READS_PER_SECOND = 5.0  # GetRecords per shard (Kinesis Data Streams quotas)
+AWS_READ_BYTES_PER_SECOND = 2 * 1024 * 1024
 
 
 def field_default(field: str) -> Any:
@@ -488,6 +494,10 @@ def _from_env(
             mode=text("CONSUMER_RETRIEVAL", "retrieval.mode"),
             max_records=env_int(env, "CONSUMER_MAX_RECORDS", _default("retrieval.max_records")),
             idle_time_between_reads=f("CONSUMER_IDLE_TIME_SECONDS", "retrieval.idle_time_between_reads"),
+            reads_per_second=f("CONSUMER_READS_PER_SECOND", "retrieval.reads_per_second"),
+            read_bytes_per_second=env_int(
+                env, "CONSUMER_READ_BYTES_PER_SECOND", _default("retrieval.read_bytes_per_second")
+            ),
             initial_position=text("CONSUMER_INITIAL_POSITION", "retrieval.initial_position"),
             initial_timestamp=timestamp,
             fanout_consumer_name=env.get("CONSUMER_FANOUT_NAME", "").strip() or None,
@@ -524,13 +534,20 @@ def _from_env(
 
 
 def polling_rate_warning(config: WorkerConfig) -> str | None:
-    """A warning when polling could exceed Kinesis's 5 GetRecords/s per shard (None when it cannot)."""
-    idle = config.retrieval.idle_time_between_reads
-    if config.retrieval.mode != "polling" or idle >= MIN_SAFE_IDLE_TIME:
+    """A warning when polling could exceed Kinesis's per-shard read limits (None when it cannot)."""
+    r = config.retrieval
+    if r.mode != "polling":
         return None
-    rate = "without a pause" if idle == 0 else f"up to {1 / idle:.0f} times per second"
-    return (
-        f"CONSUMER_IDLE_TIME_SECONDS={_format(idle)}: an idle shard is read {rate}, over Kinesis's limit of "
-        f"5 GetRecords per second per shard (shared by every application reading the stream); "
-        f"set it to {MIN_SAFE_IDLE_TIME} or more"
-    )
+    if r.reads_per_second > AWS_READS_PER_SECOND:
+        return (
+            f"CONSUMER_READS_PER_SECOND={_format(r.reads_per_second)}: a shard may be read up to "
+            f"{r.reads_per_second:g} times per second, over Kinesis's limit of 5 GetRecords per second per "
+            "shard (shared by every application reading the stream); calls over it are throttled"
+        )
+    if r.read_bytes_per_second > AWS_READ_BYTES_PER_SECOND:
+        return (
+            f"CONSUMER_READ_BYTES_PER_SECOND={r.read_bytes_per_second}: a shard behind may be read at up to "
+            f"{r.read_bytes_per_second} bytes per second, over Kinesis's limit of 2 MiB per second per shard; "
+            "calls over it are throttled"
+        )
+    return None

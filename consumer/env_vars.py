@@ -84,7 +84,17 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_IDLE_TIME_SECONDS",
         "retrieval.idle_time_between_reads",
-        "minimum time between GetRecords calls on a shard, backlog or not (>= 0.2 keeps under 5 a second)",
+        "time from the start of one GetRecords call to the next on a shard that is caught up",
+    ),
+    EnvVar(
+        "CONSUMER_READS_PER_SECOND",
+        "retrieval.reads_per_second",
+        "GetRecords calls per second per shard at most, behind or not (AWS allows 5, shared by every reader)",
+    ),
+    EnvVar(
+        "CONSUMER_READ_BYTES_PER_SECOND",
+        "retrieval.read_bytes_per_second",
+        "bytes read per second per shard at most while behind (AWS allows 2 MiB, shared by every reader)",
     ),
     EnvVar(
         "CONSUMER_PREFETCH_BATCHES",

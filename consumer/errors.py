@@ -11,6 +11,7 @@ __all__ = [
     "MissingResourceError",
     "ProcessorFailedError",
     "ProcessorLoadError",
+    "ThrottledError",
     "TransientError",
     "WorkerFencedError",
     "is_retriable",
@@ -44,6 +45,11 @@ class TransientError(ConsumerError):
     a 5xx, throttling. The caller retries in place with backoff (one policy: ``consumer.lifecycle.retry``)."""
 
     retriable = True
+
+
+class ThrottledError(TransientError):
+    """A provider refused a call for now because a rate or throughput limit was reached. It slows the caller
+    down and is retried; it is never an outage, so it does not count towards giving a shard up."""
 
 
 def is_retriable(exc: BaseException) -> bool:

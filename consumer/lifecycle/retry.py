@@ -1,5 +1,9 @@
 """The one retry policy for a shard's transient failures: capped exponential backoff with jitter, and a
-bound past which the owner gives the shard up so that another worker can try."""
+bound past which the owner gives the shard up so that another worker can try.
+
+A throttle is not an outage: it is backed off like any failure but never counts towards the bound (a
+per-shard limit follows the shard, so handing it to another worker would only move the throttle), and each
+is counted per operation in the shard's ``Throttles.<Operation>`` metric (``operation`` names it)."""
 
 from __future__ import annotations
 
@@ -7,12 +11,24 @@ import logging
 import random
 
 from consumer.clock import Clock
-from consumer.errors import TransientError
+from consumer.errors import ThrottledError, TransientError
 from consumer.logs import log_event
+from consumer.retrieval.kinesis import ThrottledError as KinesisThrottledError
 
-__all__ = ["RetryPolicy"]
+__all__ = ["RetryPolicy", "is_throttle", "operation"]
 
 logger = logging.getLogger(__name__)
+
+
+def is_throttle(exc: BaseException) -> bool:
+    """Whether ``exc`` is a provider's "slow down" rather than a failure."""
+    return isinstance(exc, ThrottledError | KinesisThrottledError)
+
+
+def operation(exc: BaseException) -> str:
+    """The provider operation that raised ``exc`` (botocore's, where the error was translated), or "unknown"."""
+    cause = exc.__cause__
+    return str(getattr(cause, "operation_name", "") or "unknown")
 
 
 class RetryPolicy:
@@ -23,7 +39,7 @@ class RetryPolicy:
         self._give_up_after = give_up_after
         self._log = log
         self._failures = 0
-        self._since: float | None = None  # first failure since the last success
+        self._since: float | None = None  # first failure (not a throttle) since the last success
 
     @property
     def failing_for(self) -> float:
@@ -47,12 +63,14 @@ class RetryPolicy:
         self._since = None if self._since is None else self._clock.monotonic()
 
     def failed(self, exc: TransientError) -> float | None:
-        """How long to wait before the next try, or ``None`` once failing for longer than the bound."""
+        """How long to wait before the next try, or ``None`` once failing for longer than the bound (which
+        throttles never reach)."""
         now = self._clock.monotonic()
-        if self._since is None:
+        throttled = is_throttle(exc)
+        if not throttled and self._since is None:
             self._since = now
         self._failures += 1
-        if now - self._since >= self._give_up_after:
+        if self._since is not None and now - self._since >= self._give_up_after:
             log_event(
                 logger,
                 "shard_giving_up",
@@ -66,8 +84,8 @@ class RetryPolicy:
         delay = min(self._cap, self._base * 2.0 ** (self._failures - 1)) * (0.5 + random.random() / 2)
         log_event(
             logger,
-            "transient_failure",
-            logging.WARNING,
+            "throttled" if throttled else "transient_failure",
+            logging.INFO if throttled else logging.WARNING,
             attempt=self._failures,
             delay_s=round(delay, 3),
             error=str(exc),

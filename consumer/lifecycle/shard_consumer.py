@@ -33,7 +33,7 @@ from consumer.lifecycle.processor import (
     ShutdownReason,
     ShutdownRequestedInput,
 )
-from consumer.lifecycle.retry import RetryPolicy
+from consumer.lifecycle.retry import RetryPolicy, is_throttle, operation
 from consumer.lifecycle.shard_start import ConsumerContext, Started, open_reader, start_shard
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
@@ -202,6 +202,12 @@ class ShardConsumer:
             return Outcome.STOPPED
         return None
 
+    def _failed(self, exc: TransientError) -> float | None:
+        """The retry policy's answer to ``exc``; a throttle is counted per operation first."""
+        if is_throttle(exc):
+            self._ctx.metrics.add(f"Throttles.{operation(exc)}", 1, self.lease.stream, self.lease.shard_id)
+        return self._retry.failed(exc)
+
     def _retrying(self, step: Callable[[], _T | Outcome | None]) -> _T | Outcome:
         """Run ``step`` until it returns an outcome, retrying transient failures in place."""
         while True:
@@ -213,7 +219,7 @@ class ShardConsumer:
             try:
                 result = step()
             except TransientError as exc:
-                delay = self._retry.failed(exc)
+                delay = self._failed(exc)
                 if delay is None:
                     return Outcome.GAVE_UP
                 self._signal.wait(delay)

@@ -72,7 +72,7 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
         arn = ctx.fanout_arns[lease.stream]
         reader = FanOutReader(ctx.fanout, arn, *common, after=start, initial_position=initial)
     else:
-        reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial)
+        reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock)
     if cfg.prefetch_batches == 0:
         return reader
     return FetchAhead(reader, cfg.prefetch_batches, f"fetch-{lease.shard_id}")

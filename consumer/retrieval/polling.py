@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
+from consumer.clock import Clock, SystemClock
 from consumer.config import RetrievalConfig
+from consumer.errors import ThrottledError, TransientError
 from consumer.logs import log_event
 from consumer.records import Position
 from consumer.retrieval.kinesis import ExpiredIteratorError, KinesisApi
+from consumer.retrieval.kinesis import ThrottledError as KinesisThrottledError
+from consumer.retrieval.pacing import Pacer, PaceSettings
 from consumer.retrieval.reader import Fetch, ReaderBase
 
 __all__ = ["PollingReader"]
@@ -22,10 +25,10 @@ class PollingReader(ReaderBase):
     later, so nothing is skipped; never earlier, so nothing already delivered is fetched again). A call that
     fails transiently keeps the iterator, which stays valid: the retry reads the same records again.
 
-    Calls are paced: one starts at least ``idle_time_between_reads`` after the previous one started, with a
-    backlog or without, so a shard is never read more than 1/idle times a second (4 at the default 0.25 s,
-    under Kinesis's 5 GetRecords/s per shard) however fast the processor or fetch-ahead asks.
-    ``interrupt`` ends a wait for the next slot at once.
+    Calls are paced from start to start by a ``Pacer``: as fast as AWS's per-shard limits allow while the
+    shard is behind (``reads_per_second`` calls, ``read_bytes_per_second`` bytes), every
+    ``idle_time_between_reads`` once it is caught up, slower after a throttle; however fast the processor or
+    fetch-ahead asks. ``interrupt`` ends a wait for the next slot at once.
     """
 
     def __init__(
@@ -37,12 +40,17 @@ class PollingReader(ReaderBase):
         *,
         after: Position | None,
         initial_position: str,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__(stream, shard_id, config, after=after, initial_position=initial_position)
         self._api = api
+        self._clock = clock or SystemClock()
         self._iterator: str | None = None
-        self._interval = config.idle_time_between_reads
-        self._next_call = 0.0  # monotonic time before which no GetRecords starts
+        self.pacer = Pacer(
+            PaceSettings(
+                config.idle_time_between_reads, config.reads_per_second, config.read_bytes_per_second
+            )
+        )
         self._interrupted = threading.Event()
 
     def _new_iterator(self) -> str:
@@ -57,16 +65,17 @@ class PollingReader(ReaderBase):
         return self._api.get_shard_iterator(self._stream, self._shard, self._initial)
 
     def fetch(self) -> Fetch | None:
-        wait = self._next_call - time.monotonic()
+        wait = self.pacer.next_start - self._clock.monotonic()
         if self._interrupted.is_set() or (wait > 0 and self._interrupted.wait(wait)):
             return None
+        started = self._clock.monotonic()
         try:
             if self._iterator is None:
                 self._iterator = self._new_iterator()
-            self._next_call = time.monotonic() + self._interval
             result = self._api.get_records(self._iterator, self._cfg.max_records)
         except ExpiredIteratorError:
             self._iterator = None
+            self.pacer.failed(started)
             log_event(
                 logger,
                 "iterator_expired",
@@ -76,9 +85,24 @@ class PollingReader(ReaderBase):
                 resume_after=str(self._after),
             )
             return None
+        except (ThrottledError, KinesisThrottledError):
+            self.pacer.throttled(started)
+            raise
+        except TransientError:
+            self.pacer.failed(started)
+            raise
+        size = self._size(result.records)
         records = self._accept(result.records)
         self._iterator = result.next_iterator
-        return Fetch(records, result.next_iterator is None, result.millis_behind_latest)
+        behind = result.millis_behind_latest
+        self.pacer.served(
+            started,
+            records=len(result.records),
+            data_bytes=size,
+            limit=self._cfg.max_records,
+            behind_ms=behind,
+        )
+        return Fetch(records, result.next_iterator is None, behind)
 
     def interrupt(self) -> None:
         self._interrupted.set()

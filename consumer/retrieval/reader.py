@@ -67,6 +67,11 @@ class ReaderBase:
         self._initial = initial_position  # used only while there is no position to resume from
         self._timestamp = config.initial_timestamp
 
+    @staticmethod
+    def _size(wire: Sequence[WireRecord]) -> int:
+        """The bytes a response counts against the shard's read limit: data and partition keys."""
+        return sum(len(w["Data"]) + len(w["PartitionKey"]) for w in wire)
+
     def _accept(self, wire: Sequence[WireRecord]) -> list[Record]:
         records = to_records(self._stream, self._shard, wire)
         after = self._after

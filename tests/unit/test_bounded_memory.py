@@ -51,7 +51,9 @@ def test_a_record_never_done_pauses_fetching_at_the_cap_and_the_metric_says_so()
         kinesis,
         Journal(),
         checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05, max_pending_records=100),
-        retrieval=RetrievalConfig(idle_time_between_reads=0.01, max_records=30, prefetch_batches=0),
+        retrieval=RetrievalConfig(
+            idle_time_between_reads=0.01, max_records=30, reads_per_second=100, prefetch_batches=0
+        ),
         processor=lambda: NeverDoneOne(held, delivered),
     )
     t = start(worker_)

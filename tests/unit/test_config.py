@@ -124,14 +124,20 @@ def test_timestamps_need_a_time_zone() -> None:
 
 
 def test_polling_rate_warning() -> None:
-    fast = worker_config_from_env(_env(CONSUMER_IDLE_TIME_SECONDS="0.05"), load_processor)
+    fast = worker_config_from_env(_env(CONSUMER_READS_PER_SECOND="20"), load_processor)
     message = polling_rate_warning(fast)
-    assert message is not None and "CONSUMER_IDLE_TIME_SECONDS=0.05" in message and "20 times" in message
+    assert message is not None and "CONSUMER_READS_PER_SECOND=20" in message and "20 times" in message
+    greedy = worker_config_from_env(_env(CONSUMER_READ_BYTES_PER_SECOND="5000000"), load_processor)
+    assert "2 MiB" in (polling_rate_warning(greedy) or "")
+    # A short idle time is raised to the call rate: it cannot exceed the limit by itself.
     zero = worker_config_from_env(_env(CONSUMER_IDLE_TIME_SECONDS="0"), load_processor)
-    assert "without a pause" in (polling_rate_warning(zero) or "")
+    assert polling_rate_warning(zero) is None
     assert polling_rate_warning(worker_config_from_env(_env(), load_processor)) is None
-    fanout = _env(CONSUMER_IDLE_TIME_SECONDS="0", CONSUMER_RETRIEVAL="fanout", CONSUMER_FANOUT_NAME="f")
+    fanout = _env(CONSUMER_READS_PER_SECOND="20", CONSUMER_RETRIEVAL="fanout", CONSUMER_FANOUT_NAME="f")
     assert polling_rate_warning(worker_config_from_env(fanout, load_processor)) is None
+    for var in ("CONSUMER_READS_PER_SECOND", "CONSUMER_READ_BYTES_PER_SECOND"):
+        with pytest.raises(ConfigError, match=f"{var}: must be"):
+            worker_config_from_env(_env(**{var: "0"}), load_processor)
 
 
 def test_every_variable_has_a_default_text_from_the_dataclasses() -> None:

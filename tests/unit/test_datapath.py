@@ -247,7 +247,9 @@ def _worker(
         worker_id=name,
         streams=(StreamSpec("s", factory),),
         lease=FAST_LEASES,
-        retrieval=RetrievalConfig(idle_time_between_reads=0.0, max_records=5, prefetch_batches=prefetch),
+        retrieval=RetrievalConfig(
+            idle_time_between_reads=0.0, max_records=5, reads_per_second=100, prefetch_batches=prefetch
+        ),
     )
     return Worker(
         config,
