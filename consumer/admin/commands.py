@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from consumer.admin.ops import drain, plan_replay, replay
-from consumer.admin.status import FleetStatus, fleet_status
+from consumer.admin.status import FleetStatus, fleet_status, scanned_checkpoints
 from consumer.aws import make_client
 from consumer.aws_errors import EXIT_NOT_CONFIRMED, aws_call
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
@@ -39,6 +39,12 @@ def checked_dynamodb(args: argparse.Namespace) -> Any:
 
 def _tables(args: argparse.Namespace) -> tuple[DynamoDBLeaseRepository, DynamoDBCheckpointStore]:
     ddb = checked_dynamodb(args)
+    return _repositories(ddb, args)
+
+
+def _repositories(
+    ddb: Any, args: argparse.Namespace
+) -> tuple[DynamoDBLeaseRepository, DynamoDBCheckpointStore]:
     return (
         DynamoDBLeaseRepository(ddb, args.lease_table, args.checkpoint_table),
         DynamoDBCheckpointStore(ddb, args.checkpoint_table),
@@ -68,6 +74,7 @@ def _print_status(status: FleetStatus, out: TextIO) -> None:
                 "epoch": x.epoch,
                 "checkpoint": x.checkpoint,
                 "lag_ms": x.millis_behind_latest if x.millis_behind_latest is not None else f"? {x.lag_note}",
+                "lag_age_s": x.lag_age_s,
             }
             for x in status.leases
         ],
@@ -98,12 +105,13 @@ def _status(args: argparse.Namespace) -> int:
     )
     if args.count is not None and args.count < 1:
         raise ConfigError("--count", f"must be >= 1, got {args.count}")
-    repo, store = _tables(args)
-    kinesis = None if args.no_lag else make_client("kinesis")
+    ddb = checked_dynamodb(args)
+    repo, _ = _repositories(ddb, args)
+    checkpoints = scanned_checkpoints(ddb, args.checkpoint_table)
 
-    def read() -> FleetStatus:
+    def read() -> FleetStatus:  # DynamoDB only: the lag comes from the owners' heartbeats
         with aws_call("dynamodb", f"scan {args.lease_table!r}", "--lease-table / CONSUMER_LEASE_TABLE"):
-            return fleet_status(repo, store, kinesis, lease_duration=duration)
+            return fleet_status(repo, checkpoints, lease_duration=duration)
 
     if args.watch:
         from consumer.admin.watch import require_rich, watch
@@ -208,17 +216,21 @@ def add_admin_commands(sub: Any) -> None:
         "status",
         help="every shard (owner, epoch, state, checkpoint, lag) and every worker (alive, draining, dead)",
         description="Per shard: owner, epoch, state (running, handing over, halted at X since T, owner dead, "
-        "released, ended), checkpoint and lag. Per worker: alive, draining or dead (and since when).",
+        "released, ended), checkpoint and lag (as its owner last read it, and how long ago). Per worker: "
+        "alive, draining or dead (and since when). Reads DynamoDB only: no Kinesis call.",
     )
     _add_tables(st)
     st.add_argument("--json", action="store_true", help="print one JSON document (for scripts)")
     st.add_argument(
-        "--no-lag", action="store_true", help="skip the per-shard lag look-up (2 Kinesis calls per shard)"
+        "--no-lag",
+        action="store_true",
+        help="ignored, kept for old scripts: the lag now comes with the workers' heartbeats, at no cost",
     )
     st.add_argument(
         "--lease-duration",
         type=float,
-        help="a worker silent this long is shown dead (default: $CONSUMER_LEASE_DURATION_SECONDS or 10)",
+        help="a worker silent this long is shown dead, and a lag observed this long ago stale "
+        "(default: $CONSUMER_LEASE_DURATION_SECONDS or 10)",
     )
     st.add_argument("--watch", action="store_true", help="a live view, redrawn every second (Ctrl-C quits)")
     st.add_argument("--count", type=int, help="with --watch: stop after this many redraws")

@@ -1,26 +1,46 @@
-"""What the fleet is doing, per shard and per worker, as the lease table and Kinesis tell it.
+"""What the fleet is doing, per shard and per worker, as the lease and checkpoint tables tell it.
 
 Shard states: ``running``; ``handing over`` (a successor asked, ``handoff_to``); ``halted`` (the owner
 stopped before a poison record: ``halted_at``, ``halted_since``); ``owner dead`` (owned by a worker that is
 dead or gone: it is taken once the lease expires); ``released`` (no owner, not ended); ``ended``.
 Worker states: ``alive``, ``draining``, ``dead`` (heartbeat older than the lease duration).
+
+Lag is what each shard's owner last read: the ``MillisBehindLatest`` of its last fetch and the last sequence
+number it read, published with its heartbeat (consumer/leases/progress.py). A status makes no Kinesis call:
+a scan of each table (one page per MB of items) and one read of the leadership item.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from consumer.checkpoint.store import CheckpointStore
+from consumer.dynamo import from_item, translate_errors
 from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.progress import ShardLag, decode_progress
 from consumer.leases.repository import LeaseRepository
 from consumer.records import Position
 
-__all__ = ["FleetStatus", "LeaseStatus", "WorkerStatus", "fleet_status", "iso"]
+__all__ = [
+    "Checkpoints",
+    "FleetStatus",
+    "LeaseStatus",
+    "WorkerStatus",
+    "fleet_status",
+    "iso",
+    "scanned_checkpoints",
+    "stored_checkpoints",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Reads the checkpoints of these leases: ``{(stream, shard_id): position}`` (absent: none stored).
+Checkpoints = Callable[[Sequence[Lease]], Mapping[tuple[str, str], Position | None]]
 
 
 def iso(ms: int | None) -> str | None:
@@ -32,6 +52,8 @@ def iso(ms: int | None) -> str | None:
 
 @dataclass(frozen=True)
 class LeaseStatus:
+    """One shard as ``status`` shows it."""
+
     stream: str
     shard_id: str
     state: str
@@ -39,15 +61,19 @@ class LeaseStatus:
     owner_state: str | None  # alive, draining, dead, gone (no worker item), None (no owner)
     epoch: int
     checkpoint: str | None
-    millis_behind_latest: int | None
-    lag_note: str | None  # why the lag is unknown, when it is
+    millis_behind_latest: int | None  # as its owner last read it; None: unknown (``lag_note`` says why)
+    lag_note: str | None  # why the lag is unknown, when it is: no owner, owner gone, not published, stale
     owner_heartbeat_age_s: float | None  # the owner's last heartbeat (one heartbeat keeps all its leases)
     handoff_to: str | None
     halted_at: str | None
     halted_since: str | None
+    lag_age_s: float | None = None  # how old the owner's observation is (also when stale)
+    lag_observed_at: str | None = None  # when the owner observed it (its wall clock)
+    last_sequence: str | None = None  # the last sequence number the owner read (or started after)
 
     @property
     def detail(self) -> str:
+        """The state, with what it waits for."""
         if self.state == "halted":
             return f"halted at {self.halted_at} since {self.halted_since}"
         if self.state == "handing over":
@@ -59,6 +85,8 @@ class LeaseStatus:
 
 @dataclass(frozen=True)
 class WorkerStatus:
+    """One worker as ``status`` shows it."""
+
     worker_id: str
     state: str  # alive, draining, dead
     since: str | None  # alive/draining: started; dead: its last heartbeat (silent since)
@@ -66,35 +94,94 @@ class WorkerStatus:
     heartbeat: int
     heartbeat_age_s: float | None
     leads: bool = False  # the worker the leadership item names: it plans for the fleet
+    progress_bytes: int = 0  # the size of the progress it publishes with its heartbeat
 
 
 @dataclass(frozen=True)
 class FleetStatus:
+    """Every shard and worker, read at ``generated_at``."""
+
     generated_at: str
     lease_duration_s: float
     leases: list[LeaseStatus]
     workers: list[WorkerStatus]
 
 
-def _lag(kinesis: Any, lease: Lease, checkpoint: Position | None) -> tuple[int | None, str | None]:
-    """MillisBehindLatest at the checkpoint (one GetShardIterator and one GetRecords), or why unknown."""
+@dataclass(frozen=True)
+class _Lag:
+    millis: int | None = None
+    note: str | None = None
+    age_s: float | None = None
+    observed_at: str | None = None
+    last_sequence: str | None = None
+
+
+def scanned_checkpoints(client: Any, table: str) -> Checkpoints:
+    """Every checkpoint of the table in one scan (one request per MB of items), whatever the leases."""
+
+    def read(leases: Sequence[Lease]) -> Mapping[tuple[str, str], Position | None]:
+        out: dict[tuple[str, str], Position | None] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "ConsistentRead": True,
+            "ProjectionExpression": "lease_key, #seq, sub_sequence",
+            "ExpressionAttributeNames": {"#seq": "sequence"},
+        }
+        with translate_errors(table, "scan checkpoints"):
+            while True:
+                page = client.scan(**kwargs)
+                for raw in page.get("Items", []):
+                    d = from_item(raw)
+                    _, stream, shard_id = str(d["lease_key"]).split("#", 2)
+                    seq = d.get("sequence")
+                    out[(stream, shard_id)] = (
+                        None if seq is None else Position(str(seq), int(d.get("sub_sequence", 0)))
+                    )
+                if "LastEvaluatedKey" not in page:
+                    return out
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    return read
+
+
+def stored_checkpoints(store: CheckpointStore) -> Checkpoints:
+    """The checkpoints of the leases, one read each (for stores that cannot be scanned, e.g. in tests)."""
+
+    def read(leases: Sequence[Lease]) -> Mapping[tuple[str, str], Position | None]:
+        items = {(x.stream, x.shard_id): store.get(x.stream, x.shard_id) for x in leases}
+        return {k: item.position for k, item in items.items() if item is not None}
+
+    return read
+
+
+def _lag(
+    lease: Lease,
+    owner: WorkerItem | None,
+    published: Mapping[tuple[str, str], ShardLag],
+    now_ms: int,
+    stale_ms: float,
+) -> _Lag:
+    """The lag its owner published for the shard, and how old it is; or why it is not known."""
     if lease.ended:
-        return 0, None
-    kwargs: dict[str, Any] = {"StreamName": lease.stream, "ShardId": lease.shard_id}
-    if checkpoint is None:
-        kwargs["ShardIteratorType"] = "TRIM_HORIZON"
-    else:
-        kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=checkpoint.sequence)
-    try:
-        it = kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
-        value = kinesis.get_records(ShardIterator=it, Limit=1).get("MillisBehindLatest")
-    except ClientError as exc:
-        return None, f"Kinesis: {exc.response.get('Error', {}).get('Code', 'error')}"
-    except BotoCoreError as exc:
-        return None, f"Kinesis unreachable: {type(exc).__name__}"
-    if value is None:
-        return None, "Kinesis returned no MillisBehindLatest"
-    return int(value), None
+        return _Lag(millis=0)
+    if lease.owner is None or owner is None:
+        return _Lag(note="no owner" if lease.owner is None else "owner gone")
+    seen = published.get((lease.stream, lease.shard_id))
+    if seen is None or not owner.heartbeat_ms:
+        return _Lag(note="not published by its owner yet")
+    observed_ms = owner.heartbeat_ms - seen.age_ms  # both from the owner's clock
+    age_s = round(max(0, now_ms - observed_ms) / 1000, 1)
+    known = _Lag(
+        millis=seen.millis_behind_latest,
+        age_s=age_s,
+        observed_at=iso(observed_ms),
+        last_sequence=seen.last_sequence,
+    )
+    if now_ms - observed_ms > stale_ms:  # its owner is dead, or has not fetched for a lease duration
+        return replace(known, millis=None, note=f"stale (observed {age_s:g}s ago)")
+    if seen.millis_behind_latest is None:
+        return replace(known, note="the owner's fetches carry no MillisBehindLatest")
+    return known
 
 
 def _worker_state(w: WorkerItem, now_ms: int, lease_ms: float) -> tuple[str, str | None]:
@@ -122,32 +209,35 @@ def _lease_state(lease: Lease, owner_state: str | None) -> str:
 
 def fleet_status(
     repo: LeaseRepository,
-    store: CheckpointStore,
-    kinesis: Any | None = None,
+    checkpoints: Checkpoints,
     *,
     lease_duration: float = 10.0,
     now_ms: int | None = None,
 ) -> FleetStatus:
-    """Every lease and worker item. ``kinesis`` None: lag is not looked up (``lag_note`` says so)."""
+    """Every lease and worker item, with each shard's lag as its owner published it (a lag observed more
+    than ``lease_duration`` ago is shown stale). DynamoDB reads only: the lease table's scan, the leadership
+    item and ``checkpoints``."""
     snap = repo.snapshot()
     leader = repo.get_leader()
+    leases = sorted(snap.leases, key=lambda x: (x.stream, x.shard_id))
+    positions = checkpoints(leases)
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     lease_ms = lease_duration * 1000
+    items = {w.worker_id: w for w in snap.workers}
     states = {w.worker_id: _worker_state(w, now_ms, lease_ms) for w in snap.workers}
     heartbeats = {w.worker_id: w.heartbeat_ms or w.started_ms for w in snap.workers}
+    published = {w.worker_id: decode_progress(w.progress) for w in snap.workers}
 
     def age(ms: int | None) -> float | None:
         return round((now_ms - ms) / 1000, 1) if ms else None
 
-    leases = []
-    for lease in sorted(snap.leases, key=lambda x: (x.stream, x.shard_id)):
-        cp = store.get(lease.stream, lease.shard_id)
-        position = cp.position if cp else None
+    out = []
+    for lease in leases:
+        position = positions.get((lease.stream, lease.shard_id))
         owner_state = None if lease.owner is None else states.get(lease.owner, ("gone", None))[0]
-        lag, note = (
-            _lag(kinesis, lease, position) if kinesis is not None else (None, "not looked up (--no-lag)")
-        )
-        leases.append(
+        owner = items.get(lease.owner) if lease.owner else None
+        lag = _lag(lease, owner, published.get(lease.owner or "", {}), now_ms, lease_ms)
+        out.append(
             LeaseStatus(
                 stream=lease.stream,
                 shard_id=lease.shard_id,
@@ -156,12 +246,15 @@ def fleet_status(
                 owner_state=owner_state,
                 epoch=lease.epoch,
                 checkpoint=str(position) if position else None,
-                millis_behind_latest=lag,
-                lag_note=note,
+                millis_behind_latest=lag.millis,
+                lag_note=lag.note,
                 owner_heartbeat_age_s=age(heartbeats.get(lease.owner)) if lease.owner else None,
                 handoff_to=lease.handoff_to,
                 halted_at=lease.halted_at,
                 halted_since=iso(lease.halted_since_ms),
+                lag_age_s=lag.age_s,
+                lag_observed_at=lag.observed_at,
+                last_sequence=lag.last_sequence,
             )
         )
     counts = {w: sum(1 for x in snap.leases if x.owner == w and not x.ended) for w in states}
@@ -174,7 +267,8 @@ def fleet_status(
             heartbeat=w.heartbeat,
             heartbeat_age_s=age(heartbeats[w.worker_id]),
             leads=leader is not None and leader.owner == w.worker_id,
+            progress_bytes=len(w.progress),
         )
         for w in sorted(snap.workers, key=lambda w: w.worker_id)
     ]
-    return FleetStatus(iso(now_ms) or "", lease_duration, leases, workers)
+    return FleetStatus(iso(now_ms) or "", lease_duration, out, workers)

@@ -1,4 +1,6 @@
-"""``status --watch``: a live terminal view of the fleet (rich), redrawn once a second."""
+"""``status --watch``: a live terminal view of the fleet (rich), redrawn once a second.
+
+Each redraw is one status read: DynamoDB only (the lag comes with the workers' heartbeats), never Kinesis."""
 
 from __future__ import annotations
 
@@ -22,10 +24,10 @@ _LEASE_STYLE = {
 _WORKER_STYLE = {"alive": "green", "draining": "cyan", "dead": "bold red"}
 
 
-def _lag(ms: int | None, note: str | None) -> str:
+def _lag(ms: int | None, note: str | None, age_s: float | None) -> str:
     if ms is None:
-        return f"? ({note})" if note else "?"
-    return f"{ms / 1000:.1f}s"
+        return f"? {note}" if note else "?"
+    return f"{ms / 1000:.1f}s" if age_s is None else f"{ms / 1000:.1f}s ({age_s:g}s ago)"
 
 
 def render(status: FleetStatus) -> Any:
@@ -45,7 +47,7 @@ def render(status: FleetStatus) -> Any:
             x.owner or "-",
             str(x.epoch),
             x.checkpoint or "-",
-            _lag(x.millis_behind_latest, x.lag_note),
+            _lag(x.millis_behind_latest, x.lag_note, x.lag_age_s),
         )
     workers = Table(title=f"workers ({len(status.workers)})", title_justify="left", expand=False)
     for col in ("worker", "state", "since", "leases", "last heartbeat", "leads"):

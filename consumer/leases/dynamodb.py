@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from consumer.leases.dynamodb_items import (
     worker_from,
 )
 from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_key, worker_key
+from consumer.leases.progress import ShardLag, encode_progress
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
 
@@ -110,28 +112,43 @@ class DynamoDBLeaseRepository:
                 ConditionExpression="attribute_not_exists(lease_key)",  # worker ids are never reused
             )
 
-    def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
+    def heartbeat(
+        self,
+        worker_id: str,
+        generation: int,
+        lease_count: int,
+        draining: bool,
+        progress: Mapping[tuple[str, str], ShardLag] | None = None,
+    ) -> int:
         self.calls.add("UpdateItem")
+        update = "SET heartbeat = heartbeat + :one, lease_count = :n, draining = :d, heartbeat_ms = :now"
+        values: dict[str, Any] = {
+            ":one": 1,
+            ":n": lease_count,
+            ":d": draining,
+            ":g": generation,
+            ":now": self._clock.wall_ms(),
+        }
+        extra: dict[str, Any] = {}
+        if progress is not None:  # in the same write: no request of its own (docs/protocol.md)
+            blob = encode_progress(progress)
+            extra["ExpressionAttributeNames"] = {"#progress": "progress"}
+            if blob:
+                update += ", #progress = :progress"
+                values[":progress"] = blob
+            else:
+                update += " REMOVE #progress"
         try:
             with translate_errors(self.table, f"heartbeat {worker_id}"):
                 out = self._c.update_item(
                     TableName=self.table,
                     Key=to_item({"lease_key": worker_key(worker_id)}),
-                    UpdateExpression=(
-                        "SET heartbeat = heartbeat + :one, lease_count = :n, draining = :d, heartbeat_ms = :now"
-                    ),
+                    UpdateExpression=update,
                     # Nobody took one of our leases since we last reconciled (takers bump the generation).
                     ConditionExpression="generation = :g",
-                    ExpressionAttributeValues=to_item(
-                        {
-                            ":one": 1,
-                            ":n": lease_count,
-                            ":d": draining,
-                            ":g": generation,
-                            ":now": self._clock.wall_ms(),
-                        }
-                    ),
+                    ExpressionAttributeValues=to_item(values),
                     ReturnValues="UPDATED_NEW",
+                    **extra,
                 )
         except LeaseConflictError as exc:
             raise WorkerFencedError(f"worker {worker_id}: generation moved past {generation}") from exc

@@ -42,7 +42,15 @@ def worker_from(d: dict[str, Any]) -> WorkerItem:
         given=frozenset(d.get("given", ())),
         expect=int(d.get("expect", 0)),
         streams=frozenset(d.get("streams", ())),
+        progress=_binary(d.get("progress")),
     )
+
+
+def _binary(value: Any) -> bytes:
+    """A binary attribute's bytes (boto3 deserializes it as ``Binary``); b"" when absent."""
+    if value is None:
+        return b""
+    return bytes(getattr(value, "value", value))
 
 
 def owned_condition(lease: Lease) -> tuple[str, dict[str, Any]]:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from consumer.checkpoint.store import CheckpointItem
 from consumer.clock import Clock, SystemClock
 from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
 from consumer.leases.model import Leader, Lease, LeaseState, WorkerItem
+from consumer.leases.progress import ShardLag, encode_progress
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
 
@@ -184,7 +186,14 @@ class InMemoryLeaseRepository:
                 incarnation=worker.incarnation,
             )
 
-    def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
+    def heartbeat(
+        self,
+        worker_id: str,
+        generation: int,
+        lease_count: int,
+        draining: bool,
+        progress: Mapping[tuple[str, str], ShardLag] | None = None,
+    ) -> int:
         with self.t.lock:
             self.t.calls["UpdateItem"] += 1
             cur = self.t.workers.get(worker_id)
@@ -196,6 +205,7 @@ class InMemoryLeaseRepository:
                 lease_count=lease_count,
                 draining=draining,
                 heartbeat_ms=self.t.clock.wall_ms(),
+                progress=cur.progress if progress is None else encode_progress(progress),
             )
             self.t.workers[worker_id] = new
             return new.heartbeat

@@ -91,6 +91,9 @@ class WorkerItem:
     streams: frozenset[str] = frozenset()  # the streams it consumes (the leader gives it only these)
     tags: dict[str, str] = field(default_factory=dict, compare=False)
     incarnation: str = ""  # chosen at registration; "" for items written before incarnations existed
+    # What it last read of each shard it owns, published with its heartbeat (consumer/leases/progress.py);
+    # for ``status`` only, never for decisions.
+    progress: bytes = field(default=b"", compare=False, repr=False)
 
     @property
     def key(self) -> str:

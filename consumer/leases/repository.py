@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from consumer.leases.model import Leader, Lease, WorkerItem
+from consumer.leases.progress import ShardLag
 from consumer.records import Position
 
 __all__ = ["LeaseRepository", "OwnerObservation", "TableSnapshot"]
@@ -71,8 +73,18 @@ class LeaseRepository(Protocol):
 
     def register_worker(self, worker: WorkerItem) -> None: ...
 
-    def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
-        """Bump our heartbeat if our generation is still ``generation``; raise ``WorkerFencedError`` if not."""
+    def heartbeat(
+        self,
+        worker_id: str,
+        generation: int,
+        lease_count: int,
+        draining: bool,
+        progress: Mapping[tuple[str, str], ShardLag] | None = None,
+    ) -> int:
+        """Bump our heartbeat if our generation is still ``generation``; raise ``WorkerFencedError`` if not.
+
+        ``progress``: what we last read of each shard, ``{(stream, shard_id): ShardLag}``, stored in the same
+        write (replacing what was there; empty removes it); ``None`` leaves the stored one as it is."""
         ...
 
     def deregister_worker(self, worker_id: str) -> None: ...

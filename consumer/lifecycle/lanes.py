@@ -7,9 +7,11 @@ suspended. Now:
 
 - ``HeartbeatLane`` sends the heartbeats itself, on a thread with its own client (short timeouts, no
   retries under ours), every ``heartbeat_every`` after the last good one's send, with the generation, lease
-  count and draining flag the coordinator last asked for. A good heartbeat extends our validity at once (by its
-  send time: what was acknowledged, no more) and is reported to the coordinator as before; a fenced one stops
-  the lane until the coordinator, reconciled, asks again.
+  count and draining flag the coordinator last asked for, and what the shard loops last read (``progress``:
+  each shard's MillisBehindLatest and last sequence number, published in the same write for ``status``). A
+  good heartbeat extends our validity at once (by its send time: what was acknowledged, no more) and is
+  reported to the coordinator as before; a fenced one stops the lane until the coordinator, reconciled, asks
+  again.
 - ``BackgroundLane`` runs one slow call at a time and reports its event when it ends; the coordinator counts
   the next discovery from then.
 """
@@ -27,6 +29,7 @@ from consumer.errors import WorkerFencedError, is_retriable
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.messages import Event, HeartbeatResult, Result
+from consumer.lifecycle.progress import ShardProgress
 from consumer.logs import log_event
 
 __all__ = ["BackgroundLane", "HeartbeatLane", "HeartbeatParams"]
@@ -58,10 +61,13 @@ class HeartbeatLane:
         retry: float,
         report: Callable[[Event], None],
         lapsed_every: float = float("inf"),
+        progress: ShardProgress | None = None,
     ) -> None:
         """``retry``: the pause after a failed heartbeat while our window is open; ``lapsed_every``: the
-        pause once it has closed (more than a lease duration: see ``_after_failure``)."""
+        pause once it has closed (more than a lease duration: see ``_after_failure``); ``progress``: the
+        shards' progress, a snapshot of which each heartbeat publishes (None: the item's is left as is)."""
         self._id = worker_id
+        self._progress = progress
         self._lapsed_every = lapsed_every
         self._lapsed = False
         self._repo = repo
@@ -125,7 +131,7 @@ class HeartbeatLane:
         while (params := self._next()) is not None:
             sent = self._clock.monotonic()
             try:
-                self._repo.heartbeat(self._id, params.generation, params.lease_count, params.draining)
+                self._beat(params)
             except WorkerFencedError:
                 with self._cond:
                     self._fenced_at, self._in_flight = params.generation, False
@@ -142,6 +148,15 @@ class HeartbeatLane:
             with self._cond:
                 self._next_at, self._in_flight = sent + self._every, False
             self._report(HeartbeatResult(sent, Result.OK))
+
+    def _beat(self, params: HeartbeatParams) -> None:
+        if self._progress is None:
+            self._repo.heartbeat(self._id, params.generation, params.lease_count, params.draining)
+            return
+        progress = self._progress.snapshot()  # ages counted up to now, just before the write is sent
+        self._repo.heartbeat(
+            self._id, params.generation, params.lease_count, params.draining, progress=progress
+        )
 
     def _after_failure(self) -> float:
         """While our window is open, try again soon: a beat that lands in time keeps it open. Once it has

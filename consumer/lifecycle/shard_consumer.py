@@ -258,6 +258,7 @@ class ShardConsumer:
                 self._taken = fetched.records[-1].position
             self._shard_end = fetched.shard_end
             behind = fetched.millis_behind_latest
+            ctx.progress.read(lease, behind, self._taken)  # published with the heartbeat, for `status`
             if behind is not None:
                 ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
             self._batch = policy.track(fetched.records)  # an idle shard waits in the reader's pacing

@@ -23,6 +23,7 @@ from consumer.lifecycle.async_processor import EventLoopThread, adapt
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import InitializationInput, RecordProcessor
+from consumer.lifecycle.progress import ShardProgress
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
 from consumer.records import Position
@@ -51,6 +52,7 @@ class ConsumerContext:
     fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
     # The worker's one event loop for asyncio processors (its thread starts only when one runs).
     event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
+    progress: ShardProgress = field(default_factory=ShardProgress)  # what the loops read; heartbeats publish it
 
 
 @dataclass(frozen=True)

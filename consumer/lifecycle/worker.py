@@ -22,8 +22,9 @@ from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
-from consumer.lifecycle.messages import Deregister, Event, ShutdownRequested, Stop
+from consumer.lifecycle.messages import Deregister, Event, ShardFinished, ShutdownRequested, Stop
 from consumer.lifecycle.ownership import Ownership, Phase
+from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.logs import log_event
@@ -87,6 +88,8 @@ class Worker(BackgroundControl):
         self.stopped = threading.Event()
         if fanout is None and hasattr(kinesis, "subscribe"):  # the adapters implement both
             fanout = cast(FanOutApi, kinesis)
+        # What each shard loop last read (lag, last sequence), published with every heartbeat for `status`.
+        self.progress = ShardProgress(self._clock)
         self._ctx = ConsumerContext(
             config,
             kinesis,
@@ -95,9 +98,10 @@ class Worker(BackgroundControl):
             self.metrics,
             self.validity,
             self._clock,
-            self._events.put,
+            self._shard_finished,
             fanout,
             event_loop=EventLoopThread(f"asyncio-{self.id}"),
+            progress=self.progress,
         )
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())
@@ -111,6 +115,7 @@ class Worker(BackgroundControl):
             min(_HEARTBEAT_RETRY, lease_cfg.heartbeat_every / 2),
             self._events.put,
             lapsed_every=1.5 * lease_cfg.lease_duration,
+            progress=self.progress,
         )
         self._background = BackgroundLane(f"background-{self.id}", self._events.put)
         self._effects = Effects(
@@ -218,6 +223,11 @@ class Worker(BackgroundControl):
                 return events
 
     # -- shard consumers --------------------------------------------------------------------------
+    def _shard_finished(self, event: ShardFinished) -> None:
+        """A shard loop's one answer: it reads no more, so its progress is no longer published."""
+        self.progress.forget(event.key)
+        self._events.put(event)
+
     def _start(self, lease: Lease) -> None:
         self._release_finished()
         consumer = ShardConsumer(lease, self.config.stream(lease.stream), self._ctx)
