@@ -20,6 +20,7 @@ from consumer.retrieval.wire import LeanParserFactory
 __all__ = [
     "RETRIABLE_CODES",
     "THROTTLE_CODES",
+    "WORKER_CALLS",
     "heartbeat_config",
     "make_client",
     "region",
@@ -32,6 +33,10 @@ __all__ = [
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
 # waits for. DynamoDB answers in milliseconds; a fan-out subscription may sit a few seconds between events.
 _BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64)
+# The worker's own Kinesis and DynamoDB calls: one attempt each. Every caller has its retry policy (the shard's
+# RetryPolicy, the coordinator resending a FAILED write, the heartbeat lane), and it alone decides: botocore
+# retrying a throttle underneath it (sleeping up to seconds) would hide the throttle and hold the thread.
+WORKER_CALLS = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 _TIMEOUTS = {"dynamodb": Config(connect_timeout=1, read_timeout=3)}
 _DEFAULT_TIMEOUTS = Config(connect_timeout=2, read_timeout=10)
 

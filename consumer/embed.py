@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.aws import heartbeat_config, make_client
+from consumer.aws import WORKER_CALLS, heartbeat_config, make_client
 from consumer.aws_errors import explain
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
@@ -143,6 +143,7 @@ class _Clients:
                 endpoint_url=self._endpoints.get(service, self._endpoint_url),
                 region=self._target.region,
                 session=self._target.session,
+                config=WORKER_CALLS if service in ("kinesis", "dynamodb") else None,
             )
         return self._made[service]
 
