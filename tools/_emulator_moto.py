@@ -13,12 +13,17 @@ its whole response produced under that service's lock. ``--serialize dynamodb,s3
 ``--serialize none`` runs moto exactly as it comes (the old, unsafe way; for showing what the lock fixes).
 SQS is not serialized by default: moto's ReceiveMessage long poll waits inside the request for a message
 that only another request can send.
+
+Limits: with ``--limits <JSON>`` (:class:`tools.emulators.limits.Limits`), DynamoDB requests past AWS's
+throughput per table and per partition key are answered with ProvisionedThroughputExceededException or
+ThrottlingException (:class:`LimitedApp`, docs/emulators.md); the repository root must be importable.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import os
 import signal
@@ -99,6 +104,90 @@ class SerializedApp:
                     close()
 
 
+class LimitedApp:
+    """WSGI middleware: DynamoDB requests past AWS's throughput (tools/emulators/dynamodb_limiter.py) are
+    answered with AWS's throttling error instead of reaching moto; served reads are charged afterwards."""
+
+    def __init__(self, app: WsgiApp, limits: Any) -> None:
+        from tools.emulators.dynamodb_limiter import DynamoDBLimiter
+
+        self._app = app
+        self.limiter = DynamoDBLimiter(limits)
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        target = environ.get("HTTP_X_AMZ_TARGET") or ""
+        if not target.startswith("DynamoDB_20120810.") or not self.limiter.enabled:
+            return self._app(environ, start_response)
+        _buffer_body(environ)
+        stream = environ["wsgi.input"]
+        try:
+            request = json.loads(stream.getvalue() or b"{}") if isinstance(stream, io.BytesIO) else None
+        except ValueError:
+            request = None
+        if not isinstance(request, dict):
+            return self._app(environ, start_response)
+        from tools.emulators import dynamodb_requests
+
+        plan = dynamodb_requests.plan(target.rpartition(".")[2], request, _table_lookup(environ))
+        if plan is None:
+            return self._app(environ, start_response)
+        refusal, request = plan.admit(self.limiter, time.monotonic())
+        if refusal is not None:
+            start_response(
+                "400 Bad Request",
+                [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(refusal)))],
+            )
+            return [refusal]
+        if request is not None:  # a batch with some items throttled: the rest go to moto
+            body = json.dumps(request).encode()
+            environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured["status"] = status
+            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
+        result = self._app(environ, capture)
+        try:
+            answer = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        if str(captured.get("status", "")).startswith("200"):
+            answer = plan.served(self.limiter, answer, time.monotonic())
+        return [answer]
+
+
+def _table_lookup(environ: dict[str, Any]) -> Callable[[str], Any]:
+    """``lookup(table name or ARN) -> TableInfo | None`` from moto's backend for the request's region."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    from tools.emulators.dynamodb_limiter import TableInfo
+
+    auth = environ.get("HTTP_AUTHORIZATION") or ""
+    start = auth.find("Credential=")
+    scope = auth[start + 11 :].split(",", 1)[0].split("/") if start >= 0 else []
+    region = scope[2] if len(scope) == 5 else "us-east-1"
+
+    def lookup(name: str) -> TableInfo | None:
+        name = name.rsplit(":table/", 1)[-1]
+        try:
+            table = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables.get(name)
+        except KeyError:
+            return None
+        if table is None:
+            return None
+        throughput = table.throughput or {}
+        rcu = float(throughput.get("ReadCapacityUnits") or 0)
+        wcu = float(throughput.get("WriteCapacityUnits") or 0)
+        on_demand = table.billing_mode == "PAY_PER_REQUEST" or not (rcu or wcu)
+        return TableInfo(table.name, table.table_arn, table.hash_key_attr, on_demand, rcu, wcu)
+
+    return lookup
+
+
 def parse_services(value: str) -> tuple[str, ...]:
     """``dynamodb,s3`` -> ("dynamodb", "s3"); ``none`` or empty -> () (moto as it comes)."""
     names = tuple(part.strip().lower() for part in value.split(",") if part.strip())
@@ -112,7 +201,7 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     os._exit(0)
 
 
-def serve(port: int, services: tuple[str, ...]) -> None:
+def serve(port: int, services: tuple[str, ...], limits_json: str | None = None) -> None:
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -125,6 +214,12 @@ def serve(port: int, services: tuple[str, ...]) -> None:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     dispatcher = DomainDispatcherApplication(create_backend_app)
     app: Any = SerializedApp(dispatcher, services) if services else dispatcher
+    if limits_json:
+        from tools.emulators.limits import Limits
+
+        limits = Limits.from_json(limits_json)
+        if limits.enabled:
+            app = LimitedApp(app, limits)
     logger.info(
         "moto server starting on http://%s:%d; serialized services: %s",
         LOOPBACK,
@@ -144,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(DEFAULT_SERIALIZED),
         help="comma-separated signing names of services whose requests run one at a time, or 'none'",
     )
+    parser.add_argument(
+        "--limits", default=None, help="tools.emulators.limits.Limits as JSON (default: none)"
+    )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -153,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(
             target=_watch_parent, args=(args.parent_pid, 0.5), name="parent-watch", daemon=True
         ).start()
-    serve(args.port, parse_services(args.serialize))
+    serve(args.port, parse_services(args.serialize), args.limits)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any
 from tools.emulators.children import Child, LaunchSpec, child_base_env, remove_stale_workdirs
 from tools.emulators.endpoints import AwsEndpoints
 from tools.emulators.kinesis_local import loopback_main_js
+from tools.emulators.limits import Limits
 from tools.emulators.network import free_port
 from tools.emulators.settings import (
     ACCESS_KEY_ID,
@@ -54,7 +55,10 @@ class Emulators:
     how long both may take to answer HTTP (default 60 s, or ``$EMULATORS_START_TIMEOUT``); on timeout or an
     early exit, :class:`EmulatorError` carries the tail of that emulator's log. ``moto_serialize`` names the
     services moto handles one request at a time (default ``dynamodb,s3``, or ``$EMULATORS_MOTO_SERIALIZE``;
-    ``none`` is moto's threaded server as it comes, which does not isolate transactions).
+    ``none`` is moto's threaded server as it comes, which does not isolate transactions). ``limits`` are the
+    AWS quotas enforced (:class:`~tools.emulators.limits.Limits`; default: AWS's values, changed by
+    ``$EMULATORS_LIMITS`` / ``$EMULATORS_LIMIT_<NAME>``; ``"off"`` or ``False`` for none): Kinesis calls then
+    go through a limits proxy in front of kinesis-local, and moto enforces the DynamoDB ones.
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class Emulators:
         kinesis_local_dir: Path = KINESIS_LOCAL_DIR,
         work_root: Path | None = WORK_ROOT,
         moto_serialize: str | None = None,
+        limits: Limits | Mapping[str, Any] | bool | str | None = None,
     ) -> None:
         if start_timeout is None:
             start_timeout = float(os.environ.get("EMULATORS_START_TIMEOUT", DEFAULT_START_TIMEOUT))
@@ -80,6 +85,9 @@ class Emulators:
             moto_serialize = os.environ.get("EMULATORS_MOTO_SERIALIZE", DEFAULT_MOTO_SERIALIZE)
         #: Services whose requests moto handles one at a time (docs/emulators.md); "none" = moto as it comes.
         self.moto_serialize = moto_serialize
+        #: The AWS quotas the emulators enforce (docs/emulators.md).
+        self.limits = Limits.resolve(limits)
+        self._kinesis_upstream: str | None = None
         self._node = node
         self._python = python or sys.executable
         self._kinesis_local_dir = kinesis_local_dir
@@ -102,6 +110,13 @@ class Emulators:
     @property
     def kinesis_endpoint(self) -> str:
         return self.endpoints.kinesis_endpoint
+
+    @property
+    def kinesis_upstream(self) -> str:
+        """kinesis-local itself, behind the limits proxy (the same as ``kinesis_endpoint`` with limits off)."""
+        self.endpoints  # noqa: B018 - raises when not running
+        assert self._kinesis_upstream is not None
+        return self._kinesis_upstream
 
     @property
     def aws_endpoint(self) -> str:
@@ -147,14 +162,27 @@ class Emulators:
                 for child in self._children:
                     child.spawn()
                 self._wait_until_ready(began + self.start_timeout)
+                kinesis, moto = self._children
+                front = kinesis
+                if self.limits.enabled:
+                    # The limits proxy starts once kinesis-local listens (it needs its final port).
+                    front = Child(
+                        "kinesis-limits",
+                        lambda: self._limits_spec(kinesis),
+                        self._workdir,
+                        self._workdir / "kinesis-limits.log",
+                    )
+                    self._children.append(front)
+                    front.spawn()
+                    self._wait_until_ready(began + self.start_timeout, [front])
                 for child in self._children:
                     child.verify_loopback()
             except BaseException as exc:
                 # Keep the logs of a failed start for a look; an interrupted one leaves nothing behind.
                 self._shutdown(remove_workdir=not isinstance(exc, EmulatorError))
                 raise
-            kinesis, moto = self._children
-            self._endpoints = AwsEndpoints(kinesis_endpoint=kinesis.endpoint, aws_endpoint=moto.endpoint)
+            self._kinesis_upstream = kinesis.endpoint
+            self._endpoints = AwsEndpoints(kinesis_endpoint=front.endpoint, aws_endpoint=moto.endpoint)
             for child in self._children:
                 self.startup_seconds[child.name] = child.ready_seconds or 0.0
             self.startup_seconds["total"] = time.monotonic() - began
@@ -266,6 +294,7 @@ class Emulators:
                 "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
                 "AWS_DEFAULT_REGION": REGION,
                 "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": str(REPO_ROOT),  # _emulator_moto imports tools.emulators.dynamodb_limiter
             }
         )
         argv = [
@@ -278,6 +307,8 @@ class Emulators:
             str(os.getpid()),
             "--serialize",
             self.moto_serialize,
+            "--limits",
+            self.limits.to_json(),
         ]
         if self.verbose:
             argv.append("--verbose")
@@ -285,8 +316,31 @@ class Emulators:
             argv=argv, env=env, endpoint=f"http://{LOOPBACK}:{port}", ready_path="/moto-api/", ports=(port,)
         )
 
-    def _wait_until_ready(self, deadline: float) -> None:
-        pending = list(self._children)
+    def _limits_spec(self, kinesis: Child) -> LaunchSpec:
+        port = free_port()
+        upstream_port = kinesis.endpoint.rsplit(":", 1)[1]
+        env = child_base_env()
+        env.update({"PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"})
+        argv = [
+            self._python,
+            "-P",
+            "-m",
+            "tools.emulators.kinesis_proxy",
+            "--port",
+            str(port),
+            "--upstream-port",
+            upstream_port,
+            "--parent-pid",
+            str(os.getpid()),
+            "--limits",
+            self.limits.to_json(),
+        ]
+        return LaunchSpec(
+            argv=argv, env=env, endpoint=f"http://{LOOPBACK}:{port}", ready_path="/healthcheck", ports=(port,)
+        )
+
+    def _wait_until_ready(self, deadline: float, children: list[Child] | None = None) -> None:
+        pending = list(self._children if children is None else children)
         while pending:
             for child in list(pending):
                 code = child.exit_code()
