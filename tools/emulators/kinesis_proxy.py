@@ -81,7 +81,7 @@ class ShardMap:
         open_shards = sorted(
             (int(s["HashKeyRange"]["StartingHashKey"]), s["ShardId"])
             for s in shards
-            if "EndingSequenceNumber" not in s.get("SequenceNumberRange", {})
+            if not s.get("SequenceNumberRange", {}).get("EndingSequenceNumber")  # kinesis-local sends null
         )
         self._starts = [start for start, _ in open_shards]
         self._ids = [shard for _, shard in open_shards]
@@ -214,7 +214,8 @@ class KinesisLimitsProxy:
                 if not token:
                     break
         shard_map = ShardMap(shards)
-        self._shard_maps[key] = shard_map
+        if shards:  # a stream still CREATING lists none yet
+            self._shard_maps[key] = shard_map
         return shard_map
 
     def forget_shards(self, region: str, stream: str) -> None:
@@ -388,7 +389,7 @@ class _Conn:
                 next(served) if ok else failure for ok, failure in zip(admitted, failures, strict=True)
             ]
             extra = {k: v for k, v in parsed.items() if k not in ("Records", "FailedRecordCount")}
-        failed = sum(1 for r in results if "ErrorCode" in r)
+        failed = sum(1 for r in results if r.get("ErrorCode"))
         out = json.dumps({"FailedRecordCount": failed, "Records": results, **extra}).encode()
         self.client.sendall(json_response(200, out, JSON_11))
 
