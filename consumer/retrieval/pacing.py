@@ -9,6 +9,7 @@ refused until the shard's read budget has refilled. So a reader that is behind p
 - one call's share of the call rate (``1 / reads_per_second``, a little under 5 a second by default, so the
   jitter of arrival times never puts a sixth call into a one-second window), and
 - the time the previous call's bytes take to refill at ``read_bytes_per_second`` (a little under 2 MiB/s),
+  counted from when the call returned (the service may count them when it answers, not when it was asked),
 
 and a reader that is caught up (MillisBehindLatest 0, or fewer records than it asked for when the service
 does not say) waits ``idle_interval`` from start to start: the latency it is prepared to add for nothing.
@@ -61,14 +62,21 @@ class Pacer:
         return self._slowdown
 
     def served(
-        self, started: float, *, records: int, data_bytes: int, limit: int, behind_ms: int | None
+        self,
+        started: float,
+        ended: float,
+        *,
+        records: int,
+        data_bytes: int,
+        limit: int,
+        behind_ms: int | None,
     ) -> None:
-        """A call that started at ``started`` returned ``records`` records of ``data_bytes`` bytes."""
+        """A call that ran from ``started`` to ``ended`` returned ``records`` records of ``data_bytes`` bytes."""
         s = self._s
         self.behind = behind_ms > 0 if behind_ms is not None else records >= limit
         base = s.min_interval if self.behind else max(s.idle_interval, s.min_interval)
         refill = data_bytes / s.read_bytes_per_second
-        self._next = started + max(base * self._slowdown, refill)
+        self._next = max(started + base * self._slowdown, ended + refill)
         self._slowdown = 1.0 + (self._slowdown - 1.0) * _RECOVERY
         if self._slowdown < 1.01:
             self._slowdown = 1.0

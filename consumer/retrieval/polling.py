@@ -95,13 +95,9 @@ class PollingReader(ReaderBase):
         records = self._accept(result.records)
         self._iterator = result.next_iterator
         behind = result.millis_behind_latest
-        self.pacer.served(
-            started,
-            records=len(result.records),
-            data_bytes=size,
-            limit=self._cfg.max_records,
-            behind_ms=behind,
-        )
+        ended = self._clock.monotonic()
+        count, limit = len(result.records), self._cfg.max_records
+        self.pacer.served(started, ended, records=count, data_bytes=size, limit=limit, behind_ms=behind)
         return Fetch(records, result.next_iterator is None, behind)
 
     def interrupt(self) -> None:

@@ -31,43 +31,45 @@ def test_defaults_stay_under_aws_per_shard_limits() -> None:
 def test_behind_small_records_start_to_start_at_the_call_rate() -> None:
     pacer = Pacer(SETTINGS)
     assert pacer.next_start == float("-inf")  # the first call goes at once
-    pacer.served(10.0, records=10_000, data_bytes=100_000, limit=10_000, behind_ms=60_000)
+    pacer.served(10.0, 10.0, records=10_000, data_bytes=100_000, limit=10_000, behind_ms=60_000)
     assert pacer.behind
     assert pacer.next_start == pytest.approx(10.0 + 1 / 4.75)
 
 
-def test_behind_big_records_wait_for_the_bytes_to_refill() -> None:
+def test_behind_big_records_wait_for_the_bytes_to_refill_from_when_they_came() -> None:
     pacer = Pacer(SETTINGS)
-    pacer.served(10.0, records=1_000, data_bytes=10 * MIB, limit=10_000, behind_ms=5_000)
+    pacer.served(10.0, 10.0, records=1_000, data_bytes=10 * MIB, limit=10_000, behind_ms=5_000)
     assert pacer.next_start == pytest.approx(10.0 + 10 * MIB / 2_000_000)
+    pacer.served(20.0, 21.5, records=1_000, data_bytes=1 * MIB, limit=10_000, behind_ms=5_000)
+    assert pacer.next_start == pytest.approx(21.5 + MIB / 2_000_000)  # a slow call: counted from its end
     # Over any stretch of calls the bytes read stay within the budget.
     start, read = 10.0, 0
     pacer = Pacer(SETTINGS)
     for _ in range(50):
         start = max(start, pacer.next_start)
-        pacer.served(start, records=2_000, data_bytes=2_000 * 1024, limit=10_000, behind_ms=1)
+        pacer.served(start, start, records=2_000, data_bytes=2_000 * 1024, limit=10_000, behind_ms=1)
         read += 2_000 * 1024
     assert read / (pacer.next_start - 10.0) <= 2_000_000 + 1
 
 
 def test_caught_up_keeps_the_idle_pace() -> None:
     pacer = Pacer(SETTINGS)
-    pacer.served(10.0, records=3, data_bytes=300, limit=10_000, behind_ms=0)
+    pacer.served(10.0, 10.0, records=3, data_bytes=300, limit=10_000, behind_ms=0)
     assert not pacer.behind
     assert pacer.next_start == pytest.approx(10.25)
 
 
 def test_without_millis_behind_a_full_call_means_behind() -> None:
     pacer = Pacer(SETTINGS)
-    pacer.served(0.0, records=100, data_bytes=1, limit=100, behind_ms=None)
+    pacer.served(0.0, 0.0, records=100, data_bytes=1, limit=100, behind_ms=None)
     assert pacer.behind
-    pacer.served(1.0, records=99, data_bytes=1, limit=100, behind_ms=None)
+    pacer.served(1.0, 1.0, records=99, data_bytes=1, limit=100, behind_ms=None)
     assert not pacer.behind
 
 
 def test_an_idle_time_below_the_call_rate_is_raised_to_it() -> None:
     pacer = Pacer(PaceSettings(0.01, 4.75, 2_000_000))
-    pacer.served(0.0, records=0, data_bytes=0, limit=10_000, behind_ms=0)
+    pacer.served(0.0, 0.0, records=0, data_bytes=0, limit=10_000, behind_ms=0)
     assert pacer.next_start == pytest.approx(1 / 4.75)
 
 
@@ -80,11 +82,11 @@ def test_throttles_slow_down_and_calls_served_recover() -> None:
         pacer.throttled(0.0)
     assert pacer.slowdown == SETTINGS.max_slowdown  # bounded: a throttle never stalls the shard
     t = 100.0
-    pacer.served(t, records=10_000, data_bytes=1, limit=10_000, behind_ms=1)
+    pacer.served(t, t, records=10_000, data_bytes=1, limit=10_000, behind_ms=1)
     assert pacer.next_start == pytest.approx(t + base * SETTINGS.max_slowdown)
     for _ in range(30):
         t = pacer.next_start
-        pacer.served(t, records=10_000, data_bytes=1, limit=10_000, behind_ms=1)
+        pacer.served(t, t, records=10_000, data_bytes=1, limit=10_000, behind_ms=1)
     assert pacer.slowdown == 1.0
     assert pacer.next_start == pytest.approx(t + base)
 
