@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.leases.progress import decode_progress
 from tests.unit.helpers import Journal, RecordingProcessor
 
 from .support import (
@@ -56,6 +58,15 @@ def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_cli
     try:
         wait_until(lambda: len(journal.deliveries) == 20)
         wait_until(lambda: len(stored_checkpoints(dynamodb_client, names.checkpoint_table)) == 2)
+        # The lag status shows is what the owner published with its heartbeat: caught up, on both shards.
+        repo = DynamoDBLeaseRepository(dynamodb_client, names.lease_table, names.checkpoint_table)
+
+        def published() -> list[int | None]:
+            item = repo.get_worker("ops-w1")
+            progress = decode_progress(item.progress) if item is not None else {}
+            return [x.millis_behind_latest for x in progress.values()]
+
+        wait_until(lambda: published() == [0, 0], what="both shards caught up on the worker's item")
         out = cli(emulators, names, "status", "--json")
         assert out.returncode == 0, out.stderr
         status = json.loads(out.stdout)

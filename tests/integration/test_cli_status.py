@@ -1,5 +1,6 @@
 """``status`` tells the truth: a fleet with a dead worker, a halted shard, a hand-off in progress, a released
-and an ended shard, read by the real CLI (``--json``, the table, and ``--watch``)."""
+and an ended shard, read by the real CLI (``--json``, the table, and ``--watch``); each shard's lag is what its
+owner published with its heartbeat (tests/integration/test_status_lag.py: and no Kinesis call)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.progress import ShardLag
 from consumer.records import Position
 
 from .support import REPO, create_stream, make_names, put_records
@@ -56,7 +58,10 @@ def test_status_shows_dead_workers_halted_shards_and_hand_offs(
     store = DynamoDBCheckpointStore(dynamodb_client, names.checkpoint_table)
     now_ms = int(time.time() * 1000)
     repo.register_worker(WorkerItem("w-alive", started_ms=now_ms))
-    repo.heartbeat("w-alive", 0, 3, False)
+    # It read the running shard 0.2 s before this heartbeat: 1.5 s behind, at the shard's first record.
+    repo.heartbeat(
+        "w-alive", 0, 3, False, progress={(names.stream, running): ShardLag(1500, first[running], 200)}
+    )
     repo.register_worker(WorkerItem("w-next", started_ms=now_ms))
     repo.heartbeat("w-next", 0, 0, False)
     repo.register_worker(WorkerItem("w-dead", started_ms=now_ms - 120_000))  # silent for two minutes
@@ -85,7 +90,11 @@ def test_status_shows_dead_workers_halted_shards_and_hand_offs(
     assert shards[orphaned]["owner"] == "w-dead" and shards[orphaned]["owner_state"] == "dead"
     assert shards[released]["owner"] is None
     assert shards[running]["checkpoint"] == f"{first[running]}/0"
-    assert shards[running]["millis_behind_latest"] is not None and shards[running]["lag_note"] is None
+    assert shards[running]["millis_behind_latest"] == 1500 and shards[running]["lag_note"] is None
+    assert shards[running]["last_sequence"] == first[running] and 0 <= shards[running]["lag_age_s"] < 10
+    assert shards[halted]["lag_note"] == "not published by its owner yet"
+    assert shards[orphaned]["lag_note"] == "not published by its owner yet"  # it never beat at all
+    assert shards[released]["lag_note"] == "no owner" and shards[ended]["millis_behind_latest"] == 0
     workers = {w["worker_id"]: w for w in doc["workers"]}
     assert {w: x["state"] for w, x in workers.items()} == {
         "w-alive": "alive",
@@ -95,7 +104,8 @@ def test_status_shows_dead_workers_halted_shards_and_hand_offs(
     assert workers["w-dead"]["heartbeat_age_s"] >= 119
     assert workers["w-alive"]["leases"] == 3  # the ended lease is not counted
 
-    text = _cli(emulators, names, "status", "--no-lag").stdout
+    text = _cli(emulators, names, "status", "--no-lag").stdout  # --no-lag: accepted, and nothing to skip now
+    assert "1500" in text and "? no owner" in text
     assert "halted at 4242/0 since " in text
     assert "handing over to w-next" in text
     assert "owner w-dead is dead" in text
