@@ -13,7 +13,6 @@ import random
 from consumer.clock import Clock
 from consumer.errors import ThrottledError, TransientError
 from consumer.logs import log_event
-from consumer.retrieval.kinesis import ThrottledError as KinesisThrottledError
 
 __all__ = ["RetryPolicy", "is_throttle", "operation"]
 
@@ -22,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 def is_throttle(exc: BaseException) -> bool:
     """Whether ``exc`` is a provider's "slow down" rather than a failure."""
-    return isinstance(exc, ThrottledError | KinesisThrottledError)
+    return isinstance(exc, ThrottledError)
 
 
 def operation(exc: BaseException) -> str:

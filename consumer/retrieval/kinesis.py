@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from google.protobuf.message import DecodeError
 
 from consumer.aws import transient
-from consumer.errors import ConsumerError, MissingResourceError, TransientError
+from consumer.errors import ConsumerError, MissingResourceError, ThrottledError
 from consumer.records import Record
 
 __all__ = [
@@ -36,10 +36,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class ThrottledError(TransientError):
-    """Throughput exceeded (or a subscription still open): back off and retry."""
 
 
 class ExpiredIteratorError(ConsumerError):

@@ -11,7 +11,6 @@ from consumer.errors import ThrottledError, TransientError
 from consumer.logs import log_event
 from consumer.records import Position
 from consumer.retrieval.kinesis import ExpiredIteratorError, KinesisApi
-from consumer.retrieval.kinesis import ThrottledError as KinesisThrottledError
 from consumer.retrieval.pacing import Pacer, PaceSettings
 from consumer.retrieval.reader import Fetch, ReaderBase
 
@@ -85,7 +84,7 @@ class PollingReader(ReaderBase):
                 resume_after=str(self._after),
             )
             return None
-        except (ThrottledError, KinesisThrottledError):
+        except ThrottledError:
             self.pacer.throttled(started)
             raise
         except TransientError:
