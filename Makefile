@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup lock test pytest lint typecheck typecheck-app typecheck-stacks unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-coordination bench-multilang synth dist clean
+.PHONY: setup lock test pytest lint typecheck typecheck-app typecheck-stacks unit integration infra spark demo bench bench-faults bench-pipeline bench-datapath bench-drain bench-at-rest bench-coordination bench-multilang synth dist clean
 
 # The three installs are independent: they run side by side (each is mostly one busy core).
 setup:
@@ -102,6 +102,14 @@ bench-pipeline: setup
 ## bench-datapath: the worker vs a bare GetRecords loop (kinesis-local and in-memory; JSON + table in reports/bench)
 bench-datapath: setup
 	$(PY) -m bench.datapath
+
+## bench-drain: a backlog drained at the defaults next to the fastest loop AWS's limits allow (JSON in reports/bench)
+bench-drain: setup
+	$(PY) -m bench.drain
+
+## bench-at-rest: throttled calls of a fleet at rest behind AWS's limits (JSON in reports/bench)
+bench-at-rest: setup
+	$(PY) -m bench.at_rest
 
 ## bench-multilang: a KCL MultiLang (amazon-kclpy) app next to the native API on the same stream (JSON in reports/bench)
 bench-multilang: setup
