@@ -52,7 +52,8 @@ class ConsumerContext:
     fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
     # The worker's one event loop for asyncio processors (its thread starts only when one runs).
     event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
-    progress: ShardProgress = field(default_factory=ShardProgress)  # what the loops read; heartbeats publish it
+    # What the shard loops read (each fetch taken); the worker's heartbeats publish it for `status`.
+    progress: ShardProgress = field(default_factory=ShardProgress)
 
 
 @dataclass(frozen=True)
