@@ -52,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with Emulators(start_timeout=args.timeout, verbose=args.verbose) as emulators:
             endpoints = emulators.endpoints
+            limits = emulators.limits.describe()
+            logger.info(
+                "AWS limits %s: %s",
+                "on" if emulators.limits.enabled else "off (EMULATORS_LIMITS=off)",
+                ", ".join(f"{name}={value}" for name, value in limits.items() if name != "enabled"),
+            )
             if args.format == "json":
                 payload: dict[str, Any] = {
                     **endpoints.as_dict(),
@@ -60,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "pids": emulators.pids,
                     "logs": {name: str(path) for name, path in emulators.log_paths.items()},
                     "startup_seconds": {k: round(v, 3) for k, v in emulators.startup_seconds.items()},
+                    "kinesis_upstream": emulators.kinesis_upstream,
+                    "limits": limits,
                 }
                 print(json.dumps(payload), flush=True)
             else:
