@@ -3,7 +3,9 @@ retried into ``TransientError`` (the endpoint is configuration: ``AWS_ENDPOINT_U
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -15,12 +17,15 @@ from botocore.utils import parse_timestamp
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from consumer.errors import ThrottledError, TransientError
+from consumer.logs import log_event
 from consumer.retrieval.wire import LeanParserFactory
 
 __all__ = [
     "RETRIABLE_CODES",
     "THROTTLE_CODES",
     "WORKER_CALLS",
+    "ThrottleRetries",
+    "command_client",
     "heartbeat_config",
     "make_client",
     "region",
@@ -28,6 +33,8 @@ __all__ = [
     "transient",
     "utc_timestamp",
 ]
+
+logger = logging.getLogger(__name__)
 
 # Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
@@ -147,3 +154,40 @@ def shared_client(service: str) -> Any:
         if service not in _shared:
             _shared[service] = make_client(service)
         return _shared[service]
+
+
+class ThrottleRetries:
+    """A botocore ``needs-retry`` handler for one-shot calls (operator commands, a worker's start-up checks),
+    which have no retry policy of ours above them: a throttled call is tried again after a jittered exponential
+    backoff (``base`` doubling up to ``cap`` seconds), up to ``attempts`` tries in all; any other failure is
+    not retried here, so that an endpoint that cannot be reached is reported at once."""
+
+    def __init__(self, attempts: int = 8, base: float = 0.2, cap: float = 5.0) -> None:
+        self.attempts, self.base, self.cap = attempts, base, cap
+
+    def __call__(
+        self, response: Any = None, attempts: int = 1, operation: Any = None, **_: Any
+    ) -> float | None:
+        if response is None or attempts >= self.attempts:
+            return None
+        code = str(response[1].get("Error", {}).get("Code", ""))
+        if code not in THROTTLE_CODES:
+            return None
+        delay: float = random.uniform(0.5, 1.0) * min(self.cap, self.base * 2 ** (attempts - 1))
+        name = getattr(operation, "name", "unknown")
+        log_event(
+            logger,
+            "call_throttled",
+            logging.WARNING,
+            operation=name,
+            attempt=attempts,
+            delay_s=round(delay, 3),
+        )
+        return delay
+
+
+def command_client(service: str, **kwargs: Any) -> Any:
+    """``make_client`` for one-shot calls: one attempt per failure, throttles tried again (``ThrottleRetries``)."""
+    client = make_client(service, config=WORKER_CALLS, **kwargs)
+    client.meta.events.register("needs-retry", ThrottleRetries())
+    return client

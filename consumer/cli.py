@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer._version import __version__
 from consumer.admin.commands import add_admin_commands
-from consumer.aws import make_client
+from consumer.aws import command_client
 from consumer.aws_errors import EXIT_INVALID, EXIT_UNREACHABLE, UnreachableError, aws_call, explain
 from consumer.config import WorkerConfig, default_text, worker_config_from_env
 from consumer.dynamo import create_tables
@@ -77,7 +77,7 @@ def _create_tables(args: argparse.Namespace) -> int:
         if not getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
     check_credentials()
-    ddb = make_client("dynamodb")
+    ddb = command_client("dynamodb")
     settings = {
         args.lease_table: "--lease-table / CONSUMER_LEASE_TABLE",
         args.checkpoint_table: "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE",

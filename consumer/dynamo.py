@@ -12,7 +12,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from consumer.aws import transient
-from consumer.errors import LeaseConflictError, MissingResourceError
+from consumer.errors import LeaseConflictError, MissingResourceError, ThrottledError, TransientError
 
 __all__ = ["DynamoCalls", "create_tables", "from_item", "to_item", "translate_errors"]
 
@@ -33,6 +33,22 @@ def _is_conflict(exc: ClientError) -> bool:
     if reasons is None:  # not parsed (older emulators): the message lists them as [Code, Code, ...]
         return "ConditionalCheckFailed" in str(exc.response.get("Error", {}).get("Message", ""))
     return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+
+
+_THROTTLED_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def _cancelled(exc: ClientError, what: str) -> TransientError | None:
+    """A transaction cancelled for no condition of its own: throttled items (``ThrottledError``) or another
+    transaction under way on an item (``TransientError``); both are worth trying again."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return None
+    reasons = {str(r.get("Code")) for r in exc.response.get("CancellationReasons") or ()}
+    if reasons & _THROTTLED_REASONS:
+        return ThrottledError(f"{what}: transaction throttled")
+    if "TransactionConflict" in reasons:
+        return TransientError(f"{what}: TransactionConflict")
+    return None
 
 
 def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,6 +84,8 @@ def translate_errors(table: str, what: str) -> Iterator[None]:
                 f"`python -m consumer create-tables --lease-table ... --checkpoint-table ...` "
                 "(local use) or deploy the state stack."
             ) from exc
+        if (error := _cancelled(exc, f"{what} on {table}")) is not None:
+            raise error from exc
         if (error := transient(exc, f"{what} on {table}")) is not None:
             raise error from exc
         raise

@@ -12,9 +12,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.aws import WORKER_CALLS, heartbeat_config, make_client
+from consumer.aws import WORKER_CALLS, ThrottleRetries, heartbeat_config, make_client
 from consumer.aws_errors import explain
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
@@ -35,6 +36,7 @@ __all__ = ["CreateOptions", "create_worker"]
 logger = logging.getLogger(__name__)
 
 _SERVICES = ("dynamodb", "kinesis", "sqs", "s3")
+_WORKER_CALLS = ("kinesis", "dynamodb")  # the worker's own calls, under its retry policies
 
 
 class CreateOptions(TypedDict, total=False):
@@ -101,7 +103,7 @@ def create_worker(
     clients = _Clients(target, endpoint_url, dict(endpoints or {}))
     if checks:
         try:
-            run_preflight(config, Clients(clients), source, target)
+            run_preflight(config, Clients(clients.checking), source, target)
         except (BotoCoreError, ClientError) as exc:  # one the checks did not name: the CLI's wording too
             translated = explain(exc)
             if translated is None:
@@ -138,23 +140,29 @@ class _Clients:
 
     def __call__(self, service: str) -> Any:
         if service not in self._made:
-            self._made[service] = make_client(
-                service,
-                endpoint_url=self._endpoints.get(service, self._endpoint_url),
-                region=self._target.region,
-                session=self._target.session,
-                config=WORKER_CALLS if service in ("kinesis", "dynamodb") else None,
-            )
+            self._made[service] = self._make(service, WORKER_CALLS if service in _WORKER_CALLS else None)
         return self._made[service]
+
+    def checking(self, service: str) -> Any:
+        """A client for the start-up checks: one-shot calls, whose throttles botocore tries again."""
+        key = f"checks:{service}"
+        if key not in self._made:
+            client = self._make(service, WORKER_CALLS)
+            client.meta.events.register("needs-retry", ThrottleRetries())
+            self._made[key] = client
+        return self._made[key]
 
     def heartbeat_client(self, window: float) -> Any:
         """A DynamoDB client for the heartbeat lane alone."""
+        return self._make("dynamodb", heartbeat_config(window))
+
+    def _make(self, service: str, config: Config | None) -> Any:
         return make_client(
-            "dynamodb",
-            endpoint_url=self._endpoints.get("dynamodb", self._endpoint_url),
+            service,
+            endpoint_url=self._endpoints.get(service, self._endpoint_url),
             region=self._target.region,
             session=self._target.session,
-            config=heartbeat_config(window),
+            config=config,
         )
 
 

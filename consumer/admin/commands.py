@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from consumer.admin.ops import drain, plan_replay, replay
 from consumer.admin.status import FleetStatus, fleet_status, scanned_checkpoints
-from consumer.aws import make_client
+from consumer.aws import command_client
 from consumer.aws_errors import EXIT_NOT_CONFIRMED, aws_call
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import env_float, field_default, parse_timestamp
@@ -31,7 +31,7 @@ def checked_dynamodb(args: argparse.Namespace) -> Any:
         if not getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
     check_credentials()
-    ddb = make_client("dynamodb")
+    ddb = command_client("dynamodb")
     check_table_schema(ddb, args.lease_table, "--lease-table / CONSUMER_LEASE_TABLE")
     check_table_schema(ddb, args.checkpoint_table, "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE")
     return ddb
@@ -176,7 +176,7 @@ def _replay(args: argparse.Namespace) -> int:
         plans = plan_replay(
             repo,
             store,
-            make_client("kinesis"),
+            command_client("kinesis"),
             args.stream,
             args.shard,
             timestamp=timestamp,

@@ -12,7 +12,7 @@ import os
 import sys
 
 from consumer.admin.commands import checked_dynamodb
-from consumer.aws import make_client
+from consumer.aws import command_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import parse_timestamp
 from consumer.errors import ConfigError
@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
             "--kcl-table",
             f"{args.kcl_table} holds no KCL leases" + (f" of {args.stream}" if args.stream else ""),
         )
-    plans = plan_import(kcl, repo, store, make_client("kinesis"), timestamp=timestamp, force=args.force)
+    plans = plan_import(kcl, repo, store, command_client("kinesis"), timestamp=timestamp, force=args.force)
     if args.dry_run:
         print(f"plan ({len(plans)} shards, parents first; nothing written: --dry-run)")
         for plan in plans:

@@ -125,8 +125,9 @@ class Membership:
     def on_inbox(self, ev: InboxRead, now: float) -> Signals:
         out = Signals()
         if ev.worker is None:
-            if ev.error:
+            if ev.error:  # a failing (e.g. throttled) read is not hammered: the next waits the quiet cadence
                 log_event(logger, "inbox_poll_failed", logging.WARNING, error=ev.error)
+                self._next_inbox = max(self._next_inbox, now + self._cfg.idle_poll)
             else:  # our item is gone (a live worker forgot us after a long silence): join again
                 self._fence(now)
             return out

@@ -1,0 +1,104 @@
+"""Operator commands survive throttles, over the network: emulators of their own whose limits layer gives each
+on-demand table 1 read and 5 writes a second (AWS's per-table quota, scaled down: less than a worker alone
+reads), with a worker running on them. ``status``, ``replay`` and ``drain`` run as ``python -m consumer`` are throttled, try again after a
+jittered backoff (a ``call_throttled`` warning each time) and finish with exit 0 and the right result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.support import REPO, Names, create_stream, make_names, put_records, read_journal
+from tests.integration.support import spawn_worker as spawn_session_worker
+from tests.unit.helpers import wait_until
+
+pytestmark = pytest.mark.integration
+
+READS, WRITES = 1, 5  # request units per second per table: less than the worker alone reads
+
+
+@pytest.fixture(scope="module")
+def tight() -> Iterator[Any]:
+    from tools.emulators import Emulators
+
+    limits = {"dynamodb_on_demand_table_rru": READS, "dynamodb_on_demand_table_wru": WRITES}
+    with Emulators(limits=limits) as emulators:
+        yield emulators.endpoints
+
+
+def _cli(endpoints: Any, names: Names, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        **endpoints.env(),
+        "CONSUMER_LEASE_TABLE": names.lease_table,
+        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_status_replay_and_drain_are_throttled_and_finish(
+    tight: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    kinesis, ddb = tight.client("kinesis"), tight.client("dynamodb")
+    names = make_names(unique_name, ddb)
+    (shard,) = create_stream(kinesis, names.stream, 1)
+    seqs = [
+        r["SequenceNumber"] for r in put_records(kinesis, names.stream, [f"r{i}".encode() for i in range(10)])
+    ]
+    journal = tmp_path / "journal.jsonl"
+    # The worker at the defaults' pace, so that the tables' budget is shared and the commands meet throttles.
+    worker = spawn_session_worker(
+        tight,
+        names,
+        "tight-w",
+        journal,
+        CONSUMER_IDLE_TIME_SECONDS="0.25",
+        CONSUMER_SCAN_INTERVAL_SECONDS="1",
+        CONSUMER_LEASE_DURATION_SECONDS="10",
+        CONSUMER_SAFETY_MARGIN_SECONDS="2",
+    )
+    try:
+        wait_until(
+            lambda: sum(e["k"] == "d" for e in read_journal(journal)) >= 10, timeout=60, what="delivered"
+        )
+
+        status = _cli(tight, names, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        view = json.loads(status.stdout)
+        assert [s["shard_id"] for s in view["leases"]] == [shard], view
+
+        replay = _cli(tight, names, "replay", "--stream", names.stream, "--sequence", seqs[4], "--yes")
+        assert replay.returncode == 0, replay.stderr
+        wait_until(
+            lambda: sum(e["k"] == "d" for e in read_journal(journal)) >= 16,
+            timeout=60,
+            what="records 4..9 again",
+        )
+
+        drain = _cli(tight, names, "drain", "tight-w")
+        assert drain.returncode == 0, drain.stderr
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    stderr = status.stderr + replay.stderr + drain.stderr
+    assert "call_throttled" in stderr, "no command met a throttle: the test proves nothing"
+    assert "Traceback" not in stderr
+    delivered = [e["q"] for e in read_journal(journal) if e["k"] == "d"]
+    assert delivered == seqs + seqs[4:]
