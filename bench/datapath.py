@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.datapath_cpu import cpu_per_record, cpu_table
 from bench.datapath_trial import aggregate, payload
 from consumer.config import RetrievalConfig
 from consumer.dynamo import create_tables
@@ -269,8 +270,9 @@ class Bench:
     def _pyspy(self, name: str) -> list[str]:
         out = REPO / "reports" / "bench" / "profiles" / f"{name}.txt"
         out.parent.mkdir(parents=True, exist_ok=True)
+        beside = Path(sys.executable).parent / "py-spy"
         return [
-            str(Path(sys.executable).parent / "py-spy"),
+            os.environ.get("PY_SPY") or (str(beside) if beside.exists() else "py-spy"),
             "record",
             "-r",
             "250",
@@ -415,11 +417,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cpu", type=int, default=0, help="the core the in-memory trials are pinned to")
     p.add_argument("--only", action="append", help="run only scenarios whose name contains this")
+    p.add_argument(
+        "--cpu-per-record",
+        action="store_true",
+        help="only the CPU-per-record comparison: kinesis-local plain and KPL, 5 repeats, datapath-cpu.json",
+    )
     p.add_argument("--profile", action="store_true", help="py-spy profiles of the worker")
     p.add_argument("--before", default="", help="also profile this earlier commit's worker (git ref)")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "datapath.json")
     args = p.parse_args(argv)
+    if args.cpu_per_record:
+        args.only = ["kinesis-local, plain", "kinesis-local, KPL"]
+        if "--repeats" not in (argv if argv is not None else sys.argv):
+            args.repeats = 5
+        if args.out == p.get_default("out"):
+            args.out = args.out.with_name("datapath-cpu.json")
     settings = {
         "idle_time_s": IDLE,
         "limit": LIMIT,
@@ -454,10 +467,15 @@ def main(argv: list[str] | None = None) -> int:
     profiles = (
         {p.stem: profile_summary(p) for p in sorted(profiles_dir.glob("*.txt"))} if args.profile else {}
     )
+    cpu = cpu_per_record(results)
     args.out.write_text(
-        json.dumps({"settings": settings, "results": results, "profiles": profiles}, indent=2)
+        json.dumps(
+            {"settings": settings, "cpu_per_record": cpu, "results": results, "profiles": profiles}, indent=2
+        )
     )
     md = table(results, settings)
+    if cpu:
+        md += "\n\nCPU per user record, worker vs bare boto3 loop (target <= 0.3x):\n\n" + cpu_table(cpu)
     for name, summary in profiles.items():
         md += (
             f"\n\nProfile `{name}` ({summary['samples']} working samples of the shard and fetch threads): "
