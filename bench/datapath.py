@@ -123,6 +123,7 @@ def _run_cli_worker(
     timeout: float,
     profile: list[str] | None = None,
     cwd: Path = REPO,
+    idle_after: float = 0.0,
 ) -> dict[str, Any]:
     """``python -m consumer run`` until it has processed the backlog (its processor writes the result);
     ``profile``: a py-spy command line that attaches to it (``--pid`` is appended) for the whole run."""
@@ -152,6 +153,10 @@ def _run_cli_worker(
                 raise RuntimeError("worker did not process the backlog in time")
             time.sleep(0.05)
         out: dict[str, Any] = json.loads(result.read_text())
+        if idle_after:  # the worker's CPU per second once caught up (leases, heartbeats, empty polls)
+            cpu0, wall0 = _process_cpu(proc.pid), time.perf_counter()
+            time.sleep(idle_after)
+            out["idle_cpu_ms_per_s"] = (_process_cpu(proc.pid) - cpu0) / (time.perf_counter() - wall0) * 1e3
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its profile and detaches
@@ -164,6 +169,12 @@ def _run_cli_worker(
                 proc.kill()
                 proc.wait()
     return out
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a running process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float:
@@ -217,12 +228,15 @@ class Bench:
                         "kpl": sc.kpl,
                         "idle": sc.idle,
                         "limit": LIMIT,
+                        "idle_after": self.args.idle_after,
                     }
                     row = _run_trial(spec, self.env, self.args.timeout)
                 else:
                     env = _worker_env(self.env, stream, sc, result, {})
                     code = self.code(kind == "before")
-                    row = _run_cli_worker(ddb, env, result, self.args.timeout, cwd=code)
+                    row = _run_cli_worker(
+                        ddb, env, result, self.args.timeout, cwd=code, idle_after=self.args.idle_after
+                    )
                 rows[kind].append(row)
                 print(
                     f"  {kind:6s} {row['records_per_s']:>10,.0f} rec/s  {row['cpu_s_per_100k']:.2f} CPU-s/100k  "
@@ -425,12 +439,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="py-spy profiles of the worker")
     p.add_argument("--before", default="", help="also profile this earlier commit's worker (git ref)")
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument(
+        "--idle-after",
+        type=float,
+        default=0.0,
+        help="kinesis-local: seconds each loop keeps running once caught up, to measure its fixed CPU per second "
+        "(5 with --cpu-per-record)",
+    )
     p.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "datapath.json")
     args = p.parse_args(argv)
     if args.cpu_per_record:
         args.only = ["kinesis-local, plain", "kinesis-local, KPL"]
         if "--repeats" not in (argv if argv is not None else sys.argv):
             args.repeats = 5
+        if "--idle-after" not in (argv if argv is not None else sys.argv):
+            args.idle_after = 5.0
         if args.out == p.get_default("out"):
             args.out = args.out.with_name("datapath-cpu.json")
     settings = {

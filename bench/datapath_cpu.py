@@ -22,6 +22,15 @@ def _us(rows: list[dict[str, Any]]) -> list[float]:
     return [round(r["cpu_s_per_100k"] * 10, 3) for r in rows]  # CPU-s per 100k records -> µs per record
 
 
+def _marginal(rows: list[dict[str, Any]]) -> list[float] | None:
+    """µs of CPU per record beyond the loop's fixed CPU per second, per trial (None without an idle phase)."""
+    if not rows or any("idle_cpu_ms_per_s" not in r for r in rows):
+        return None
+    return [
+        round((r["cpu_s"] - r["idle_cpu_ms_per_s"] / 1e3 * r["wall_s"]) / r["records"] * 1e6, 3) for r in rows
+    ]
+
+
 def cpu_per_record(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per kinesis-local scenario of four shards (plain, KPL): the worker's and the bare loop's CPU
     per record (median and every trial), their ratio, the records/s each reached, and the sample counts."""
@@ -45,11 +54,21 @@ def cpu_per_record(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "records_per_s": statistics.median(row["records_per_s"] for row in rows),
                 "samples": len(rows),
             }
+            if (marginal := _marginal(rows)) is not None:
+                entry[kind]["fixed_cpu_ms_per_s"] = round(
+                    statistics.median(row["idle_cpu_ms_per_s"] for row in rows), 2
+                )
+                entry[kind]["marginal_us_per_record"] = statistics.median(marginal)
+                entry[kind]["marginal_us_per_record_trials"] = marginal
         bare = entry["bare"]
         for kind in trials:
             if kind != "bare":
                 entry[kind]["cpu_vs_bare"] = round(entry[kind]["us_per_record"] / bare["us_per_record"], 3)
                 entry[kind]["rate_vs_bare"] = round(entry[kind]["records_per_s"] / bare["records_per_s"], 3)
+                if "marginal_us_per_record" in entry[kind] and "marginal_us_per_record" in bare:
+                    entry[kind]["marginal_vs_bare"] = round(
+                        entry[kind]["marginal_us_per_record"] / bare["marginal_us_per_record"], 3
+                    )
         entry["target_cpu_vs_bare"] = TARGET
         entry["meets_target"] = entry["worker"]["cpu_vs_bare"] <= TARGET
         out.append(entry)
@@ -60,8 +79,8 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
     """The summary as a markdown table."""
     lines = [
         "| records | loop | µs CPU per record (median) | every trial | records/s | CPU vs bare | records/s vs bare "
-        "| samples |",
-        "|---|---|---|---|---|---|---|---|",
+        "| samples | fixed ms CPU/s | marginal µs/record | marginal vs bare |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in rows:
         for kind in ("bare", "worker", "before"):
@@ -71,8 +90,12 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
             ratio = "1.00x" if kind == "bare" else f"**{m['cpu_vs_bare']:.2f}x**"
             rate = "1.00x" if kind == "bare" else f"{m['rate_vs_bare']:.2f}x"
             trials = ", ".join(f"{u:.1f}" for u in m["us_per_record_trials"])
+            fixed = f"{m['fixed_cpu_ms_per_s']:.1f}" if "fixed_cpu_ms_per_s" in m else "-"
+            marginal = f"{m['marginal_us_per_record']:.2f}" if "marginal_us_per_record" in m else "-"
+            mratio = "1.00x" if kind == "bare" else f"{m.get('marginal_vs_bare', float('nan')):.2f}x"
             lines.append(
                 f"| {e['records']} | {kind} | {m['us_per_record']:.2f} | {trials} | {m['records_per_s']:,.0f} "
-                f"| {ratio} | {rate} | {m['samples']} trials x {e['user_records_per_trial']:,} |"
+                f"| {ratio} | {rate} | {m['samples']} trials x {e['user_records_per_trial']:,} | {fixed} "
+                f"| {marginal} | {mratio} |"
             )
     return "\n".join(lines)

@@ -70,6 +70,7 @@ def bare_kinesis_local(spec: dict[str, Any]) -> None:
 
     client = boto3.session.Session().client("kinesis")  # endpoint from AWS_ENDPOINT_URL_KINESIS
     shards = [s["ShardId"] for s in client.list_shards(StreamName=spec["stream"])["Shards"]]
+    idle_after = float(spec.get("idle_after", 0))  # then keep polling the drained shards, as a worker does
 
     def run(shard: str) -> None:
         WINDOW.begin()
@@ -78,14 +79,14 @@ def bare_kinesis_local(spec: dict[str, Any]) -> None:
         )
         iterator = it["ShardIterator"]
         next_call = 0.0
-        while iterator and not WINDOW.done.is_set():
+        while iterator and not (_STOP if idle_after else WINDOW.done).is_set():
             _pace(next_call)
             next_call = time.monotonic() + spec["idle"]
             out = client.get_records(ShardIterator=iterator, Limit=spec["limit"])
             WINDOW.add(_count_user_records(out["Records"], spec["kpl"]))
             iterator = out.get("NextShardIterator")
 
-    _threads(shards, run)
+    _threads(shards, run, idle_after)
 
 
 def _memory_kinesis(spec: dict[str, Any]) -> InMemoryKinesis:
@@ -179,11 +180,21 @@ def worker_memory(spec: dict[str, Any]) -> None:
     t.join(30)
 
 
-def _threads(shards: list[str], run: Callable[[str], None]) -> None:
+_STOP = threading.Event()
+
+
+def _threads(shards: list[str], run: Callable[[str], None], idle_after: float = 0.0) -> None:
     threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in shards]
     for t in threads:
         t.start()
     WINDOW.done.wait(600)
+    if idle_after and WINDOW.done.is_set():  # CPU per second with nothing left to read (fixed cost)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        time.sleep(idle_after)
+        WINDOW.result["idle_cpu_ms_per_s"] = (
+            (time.process_time() - cpu0) / (time.perf_counter() - wall0) * 1e3
+        )
+    _STOP.set()
     for t in threads:
         t.join(10)
 
