@@ -5,8 +5,13 @@
 records lost, records delivered twice, whether two owners ever delivered at once (epochs in delivery order
 never go back), and the seconds from the fault's end to the first delivery of a record put after it.
 
+``LIMIT_SCENARIOS`` instead put the faulty worker's Kinesis behind a limits proxy of its own (AWS's quotas)
+and tighten its limits for a while: GetRecords and GetShardIterator throttled, or iterators that expire
+almost at once. A throttle must never move the shard: only the faulty worker delivers throughout.
+
 ``python -m bench.faults`` runs every scenario several times and writes reports/bench/faults.json and a
-markdown table; tests/integration/test_faults.py runs each scenario once and asserts on the result.
+markdown table; tests/integration/test_faults.py runs each of ``SCENARIOS`` once and asserts on the result
+(the limit scenarios are asserted by tests/integration/test_throttles.py).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 import boto3
 
-from consumer.aws import make_client
+from consumer.aws import WORKER_CALLS, make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import LeaseConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
 from consumer.dynamo import create_tables
@@ -34,10 +39,12 @@ from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY, AwsEndpoints
+from tools.emulators.kinesis_proxy import KinesisLimitsProxy
+from tools.emulators.limits import Limits
 from tools.eventstream_shim import EventStreamShim
 from tools.tcp_proxy import FaultProxy
 
-__all__ = ["SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
+__all__ = ["LIMIT_SCENARIOS", "SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
 
 # Production-like timings scaled down so that a scenario takes seconds: a 4 s lease (validity 3 s), the
 # default give-up bound (one lease duration) and the default polling cadence (0.25 s: 4 GetRecords/s).
@@ -57,7 +64,7 @@ PUT_EVERY = 0.05
 class Scenario:
     name: str
     target: str  # "kinesis" or "dynamodb": which endpoint of the faulty worker breaks
-    mode: str  # a FaultProxy mode: refuse | reset | reset_mid_response | slow
+    mode: str  # a FaultProxy mode (refuse | reset | reset_mid_response | slow) or a key of _LIMIT_FAULTS
     seconds: float  # how long the fault lasts
     delay: float = 0.0  # slow: how long each response is held (more than the client's read timeout)
     retrieval: str = "polling"  # or "fanout": SubscribeToShard through tools.eventstream_shim
@@ -78,6 +85,26 @@ SCENARIOS = (
     ),
     Scenario("fanout-dynamodb-outage-8s", "dynamodb", "refuse", 8.0, retrieval="fanout"),
 )
+
+
+# The faulty worker's Kinesis limits while a limit fault lasts (AWS's own before and after).
+_LIMIT_FAULTS = {
+    "throttle": Limits(get_records_per_shard=1, get_shard_iterator_per_shard=1),
+    "expire": Limits(iterator_ttl_seconds=0.1),
+}
+LIMIT_SCENARIOS = (
+    Scenario("kinesis-throttled-8s", "kinesis", "throttle", 8.0),
+    Scenario("kinesis-iterators-expiring-8s", "kinesis", "expire", 8.0),
+)
+
+
+@contextmanager
+def _limited(proxy: KinesisLimitsProxy, mode: str) -> Iterator[None]:
+    proxy.set_limits(_LIMIT_FAULTS[mode])
+    try:
+        yield
+    finally:
+        proxy.set_limits(Limits())
 
 
 @dataclass
@@ -122,7 +149,7 @@ def _worker(
     session = boto3.session.Session(
         aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY, region_name=ep.region
     )
-    ddb = make_client("dynamodb", endpoint_url=aws_url, session=session)
+    ddb = make_client("dynamodb", endpoint_url=aws_url, session=session, config=WORKER_CALLS)
     config = WorkerConfig(
         application="faults",
         lease_table=names["leases"],
@@ -137,7 +164,7 @@ def _worker(
         config,
         DynamoDBLeaseRepository(ddb, names["leases"], names["checkpoints"]),
         DynamoDBCheckpointStore(ddb, names["checkpoints"]),
-        BotoKinesis(make_client("kinesis", endpoint_url=kinesis_url, session=session)),
+        BotoKinesis(make_client("kinesis", endpoint_url=kinesis_url, session=session, config=WORKER_CALLS)),
     )
 
 
@@ -206,7 +233,9 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
     k_proxy = FaultProxy(_port(kinesis_url)).start()
     d_proxy = FaultProxy(_port(ep.aws_endpoint)).start()
     proxy = k_proxy if s.target == "kinesis" else d_proxy
-    faulty = _worker("faulty", ep, k_proxy.url(), d_proxy.url(), names, rows, retrieval)
+    limits = KinesisLimitsProxy(_port(kinesis_url), Limits()).start() if s.mode in _LIMIT_FAULTS else None
+    faulty_kinesis = limits.url() if limits is not None else k_proxy.url()
+    faulty = _worker("faulty", ep, faulty_kinesis, d_proxy.url(), names, rows, retrieval)
     healthy = _worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval)
     producer = threading.Thread(target=produce, daemon=True)
     healed: float | None = None
@@ -216,7 +245,8 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             with _running(healthy):
                 producer.start()
                 _wait(lambda: len(rows) >= 10, 30, "deliveries before the fault")
-                with proxy.outage(s.mode, delay=s.delay or 30.0):
+                fault = _limited(limits, s.mode) if limits else proxy.outage(s.mode, delay=s.delay or 30.0)
+                with fault:
                     time.sleep(s.seconds)  # the fault's length is the point of the scenario
                 healed = time.monotonic()
                 bound = LEASE.lease_duration + 5.0
@@ -234,6 +264,8 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
         stop.set()
         k_proxy.stop()
         d_proxy.stop()
+        if limits is not None:
+            limits.stop()
         shim.__exit__(None, None, None)
     return _result(s, rows, puts, healed)
 
@@ -285,12 +317,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
     parser.add_argument("--out", default="reports/bench", help="where faults.json and faults.md go")
+    parser.add_argument(
+        "--only", nargs="*", default=[], help="run only the scenarios whose name has one of these"
+    )
     args = parser.parse_args()
     from tools.emulators import Emulators
 
     results: dict[str, list[FaultResult]] = {}
     with Emulators() as emulators:
-        for s in SCENARIOS:
+        for s in (*SCENARIOS, *LIMIT_SCENARIOS):
+            if args.only and not any(o in s.name for o in args.only):
+                continue
             for i in range(args.runs):
                 r = run_scenario(emulators.endpoints, s)
                 print(f"{s.name} run {i + 1}: {r}", flush=True)

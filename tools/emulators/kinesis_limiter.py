@@ -154,6 +154,14 @@ class KinesisLimiter:
             self._issued.append((now, iterator))
             self._prune(now)
 
+    def adopt_iterators(self, other: KinesisLimiter) -> None:
+        """Know the iterators ``other`` has seen issued (limits changed while clients hold iterators)."""
+        with other._lock:
+            iterators, issued = dict(other._iterators), list(other._issued)
+        with self._lock:
+            self._iterators.update(iterators)
+            self._issued.extend(issued)
+
     def iterator_shard(self, iterator: str) -> tuple[str, str] | None:
         """(stream, shard) of an iterator seen issued, or None."""
         entry = self._iterators.get(iterator)

@@ -110,6 +110,13 @@ class KinesisLimitsProxy:
         self._warned_encoding = False
         self._accept = threading.Thread(target=self._accept_loop, daemon=True, name="kinesis-limits")
 
+    def set_limits(self, limits: Limits) -> None:
+        """Enforce ``limits`` from now on, on open connections too (rates start afresh; the iterators seen
+        so far are kept, with their issue times)."""
+        limiter = KinesisLimiter(limits)
+        limiter.adopt_iterators(self.limiter)
+        self.limiter = limiter
+
     def url(self) -> str:
         """``http://127.0.0.1:<port>``."""
         return f"http://{LOOPBACK}:{self.port}"
@@ -233,11 +240,15 @@ class _Conn:
 
     def __init__(self, proxy: KinesisLimitsProxy, client: socket.socket) -> None:
         self.proxy = proxy
-        self.limiter = proxy.limiter
         self.client = client
         self.creader = Reader(client)
         self.upstream: socket.socket | None = None
         self.ureader: Reader | None = None
+
+    @property
+    def limiter(self) -> KinesisLimiter:
+        """The proxy's limiter of the moment (a test may change the limits while connections stay open)."""
+        return self.proxy.limiter
 
     def close(self) -> None:
         self._drop_upstream()
