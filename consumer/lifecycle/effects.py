@@ -49,6 +49,7 @@ from consumer.lifecycle.messages import (
     WatchLeader,
     WriteKind,
 )
+from consumer.lifecycle.retry import is_throttle, operation
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
 from consumer.retrieval.discovery import sync_leases
@@ -221,6 +222,7 @@ class Effects:
             except MissingResourceError:
                 logger.error("stream missing", extra={"event": "discovery_failed", "stream": stream})
             except Exception as exc:
+                self._count_throttle(exc, stream)
                 log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=_describe(exc))
         return Discovered(changed, more)
 
@@ -230,6 +232,7 @@ class Effects:
         except Exception as exc:
             # A condition that did not hold: the lease moved on. Anything else: the coordinator retries.
             conflict = isinstance(exc, LeaseConflictError)
+            self._count_throttle(exc, a.lease.stream)
             result, error = (Result.CONFLICT, str(exc)) if conflict else (Result.FAILED, _describe(exc))
             event = "lease_race_lost" if conflict else "lease_write_failed"
             level = logging.INFO if conflict else logging.WARNING
@@ -242,6 +245,11 @@ class Effects:
         elif a.kind is WriteKind.RELEASE:
             log_event(logger, "lease_released", worker=self._id, lease=a.lease.key)
         return ActionResult(a.kind, a.lease, Result.OK, new=new, to=a.to)
+
+    def _count_throttle(self, exc: Exception, stream: str) -> None:
+        """A throttled call is counted per operation (``Throttles.<Operation>``), as the shard loops count theirs."""
+        if is_throttle(exc):
+            self._metrics.add(f"Throttles.{operation(exc)}", 1, stream)
 
     def _forget(self, worker: WorkerItem) -> None:
         try:

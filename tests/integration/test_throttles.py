@@ -9,11 +9,13 @@ provisioned table's own units, as AWS does)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -32,6 +34,7 @@ from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.metrics.sink import InMemoryMetrics
 from tests.integration.support import Names, create_stream, make_names
 from tests.unit.helpers import wait_until
+from tools.emulators.endpoints import client_kwargs
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
 from tools.emulators.settings import ACCESS_KEY_ID, SECRET_ACCESS_KEY
@@ -290,3 +293,75 @@ def test_checkpoint_writes_throttled_by_a_small_table_are_retried_and_land(
         if "sequence" in i and not i["lease_key"]["S"].startswith("filler#")
     }
     assert stored == last
+
+
+def test_a_fleet_starting_at_once_is_throttled_on_its_checks_and_discovery_and_reads_everything(
+    emulators: Any,
+    kinesis_client: Any,
+    dynamodb_client: Any,
+    unique_name: Any,
+    limited_kinesis: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    create_stream(kinesis_client, names.stream, 2)
+    # One DescribeStreamSummary a second per account (AWS: 20) and one ListShards a second per stream (AWS:
+    # 1,000): four workers checking their stream and discovering its shards at once are refused.
+    endpoint = limited_kinesis(Limits(describe_stream_summary_per_account=1, list_shards_per_stream=1))
+    seen: list[tuple[str, str, bytes, float]] = []
+    lock = threading.Lock()
+    caplog.set_level(logging.INFO)
+    metrics = [InMemoryMetrics() for _ in range(4)]
+    workers: list[Any] = [None] * 4
+
+    def create(i: int) -> None:
+        config = replace(_config(names, lambda: Collector(seen, lock)), worker_id=f"fleet-{i}")
+        workers[i] = create_worker(
+            config,
+            session=_session(emulators),
+            endpoints={"kinesis": endpoint, "dynamodb": emulators.aws_endpoint},
+            metrics=metrics[i],
+            metrics_interval=0.5,
+        )
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(w is not None for w in workers), "a worker's start-up checks failed"
+    producer = Producer(kinesis_client, names.stream, rate=100, seconds=4)
+    # Another application lists the stream's shards through the same limits: discovery meets the limit too.
+    kwargs = client_kwargs(endpoint, region=emulators.region, retries={"total_max_attempts": 1})
+    other = boto3.session.Session().client("kinesis", **kwargs)
+    done = threading.Event()
+
+    def lister() -> None:
+        while not done.wait(0.3):
+            with contextlib.suppress(other.exceptions.LimitExceededException):
+                other.list_shards(StreamName=names.stream)
+
+    listing = threading.Thread(target=lister, daemon=True)
+    for w in workers:
+        w.start()
+    try:
+        listing.start()
+        producer.start()
+        producer.join()
+        wait_until(lambda: len(seen) >= len(producer.sent), timeout=60, what="every record delivered")
+        wait_until(
+            lambda: sum(m.total("Throttles.ListShards") for m in metrics) > 0,
+            timeout=30,
+            what="discovery throttled",
+        )
+    finally:
+        done.set()
+        for w in workers:
+            w.stop(15)
+        for w in workers:
+            w.join(15)
+    data = [d for _, _, d, _ in seen]
+    assert set(data) == producer.sent  # at least once across the fleet's start (leases may move as it forms)
+    events = [getattr(r, "event", "") for r in caplog.records]
+    assert "call_throttled" in events  # the checks met DescribeStreamSummary's limit and tried again
+    assert "shard_giving_up" not in events and "worker_failed" not in events
