@@ -216,13 +216,13 @@ class Bench:
         began = time.monotonic()
         _fill(kinesis, stream, sc)
         print(f"  backlog of {sc.records} records put in {time.monotonic() - began:.0f}s", flush=True)
-        rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.kinds()}
+        rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.kinds(local=True)}
         result = self.workdir / "worker.json"
         for rep in range(self.args.repeats):
-            for kind in self.order(rep):
-                if kind == "bare":
+            for kind in self.order(rep, local=True):
+                if kind in ("bare", "lean"):
                     spec = {
-                        "kind": "bare-local",
+                        "kind": f"{kind}-local",
                         "stream": stream,
                         "records": sc.records,
                         "kpl": sc.kpl,
@@ -272,12 +272,14 @@ class Bench:
             self.profile_memory(base)
         return rows
 
-    def kinds(self) -> tuple[str, ...]:
-        """The bare loop, the worker, and with ``--before`` the worker of that commit."""
-        return ("bare", "worker", "before") if self.args.before else ("bare", "worker")
+    def kinds(self, local: bool = False) -> tuple[str, ...]:
+        """The bare loop, the worker, with ``--before`` the worker of that commit, and on kinesis-local with
+        ``--cpu-per-record`` the worker's data path alone in the bare loop's place."""
+        kinds = ("bare", "worker", "before") if self.args.before else ("bare", "worker")
+        return (*kinds, "lean") if local and self.args.cpu_per_record else kinds
 
-    def order(self, rep: int) -> tuple[str, ...]:
-        kinds = self.kinds()
+    def order(self, rep: int, local: bool = False) -> tuple[str, ...]:
+        kinds = self.kinds(local)
         return kinds if rep % 2 == 0 else tuple(reversed(kinds))
 
     # -- py-spy profiles of the worker ------------------------------------------------------------
@@ -337,7 +339,7 @@ class Bench:
             print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
 
 
-LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before"}
+LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before", "lean": "data path alone"}
 
 
 def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:

@@ -2,7 +2,8 @@
 ``python -m bench.datapath_trial '<json spec>'`` prints one JSON line.
 
 Kinds: ``bare`` (a hand-written GetRecords loop, one thread per shard, paced like the worker) on
-kinesis-local or on the in-memory Kinesis, and ``worker`` on the in-memory seams (the kinesis-local worker is
+kinesis-local or on the in-memory Kinesis, ``lean`` (the same loop on the worker's data path: its client,
+``BotoKinesis`` and ``to_records``) on kinesis-local, and ``worker`` on the in-memory seams (the kinesis-local worker is
 ``python -m consumer run`` itself, started by ``bench.datapath``).
 """
 
@@ -69,22 +70,48 @@ def bare_kinesis_local(spec: dict[str, Any]) -> None:
     import boto3
 
     client = boto3.session.Session().client("kinesis")  # endpoint from AWS_ENDPOINT_URL_KINESIS
+
+    def read(iterator: str) -> tuple[int, str | None]:
+        out = client.get_records(ShardIterator=iterator, Limit=spec["limit"])
+        return _count_user_records(out["Records"], spec["kpl"]), out.get("NextShardIterator")
+
+    _paced_loop(spec, client, read)
+
+
+def lean_kinesis_local(spec: dict[str, Any]) -> None:
+    """The worker's data path alone, in the bare loop's place: the consumer's Kinesis client (lean GetRecords
+    parser), ``BotoKinesis.get_records`` and ``to_records`` (the ``Record``s the worker delivers, KPL split)."""
+    from consumer.aws import make_client
+    from consumer.retrieval.kinesis import BotoKinesis, to_records
+
+    client = make_client("kinesis")
+    api = BotoKinesis(client)
+
+    def read(iterator: str) -> tuple[int, str | None]:
+        out = api.get_records(iterator, spec["limit"])
+        return len(to_records(spec["stream"], "shard", out.records)), out.next_iterator
+
+    _paced_loop(spec, client, read)
+
+
+def _paced_loop(spec: dict[str, Any], client: Any, read: Callable[[str], tuple[int, str | None]]) -> None:
+    """One thread per shard from TRIM_HORIZON, one ``read`` per idle time; with ``idle_after`` the threads
+    keep polling the drained shards, as a worker does, while the fixed CPU per second is measured."""
     shards = [s["ShardId"] for s in client.list_shards(StreamName=spec["stream"])["Shards"]]
-    idle_after = float(spec.get("idle_after", 0))  # then keep polling the drained shards, as a worker does
+    idle_after = float(spec.get("idle_after", 0))
 
     def run(shard: str) -> None:
         WINDOW.begin()
         it = client.get_shard_iterator(
             StreamName=spec["stream"], ShardId=shard, ShardIteratorType="TRIM_HORIZON"
         )
-        iterator = it["ShardIterator"]
+        iterator: str | None = it["ShardIterator"]
         next_call = 0.0
         while iterator and not (_STOP if idle_after else WINDOW.done).is_set():
             _pace(next_call)
             next_call = time.monotonic() + spec["idle"]
-            out = client.get_records(ShardIterator=iterator, Limit=spec["limit"])
-            WINDOW.add(_count_user_records(out["Records"], spec["kpl"]))
-            iterator = out.get("NextShardIterator")
+            count, iterator = read(iterator)
+            WINDOW.add(count)
 
     _threads(shards, run, idle_after)
 
@@ -201,6 +228,7 @@ def _threads(shards: list[str], run: Callable[[str], None], idle_after: float = 
 
 KINDS: dict[str, Callable[[dict[str, Any]], None]] = {
     "bare-local": bare_kinesis_local,
+    "lean-local": lean_kinesis_local,
     "bare-memory": bare_memory,
     "worker-memory": worker_memory,
 }
