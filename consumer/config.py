@@ -169,7 +169,7 @@ class RetrievalConfig:
     idle_time_between_reads: float = 0.25  # start to start, once a shard is caught up
     # Per shard, a little under AWS's 5 GetRecords calls and 2 MiB read a second (consumer.retrieval.pacing).
     reads_per_second: float = 4.75
-    read_bytes_per_second: int = 2_000_000
+    read_bytes_per_second: int = 2_080_000
     initial_position: InitialPosition = "TRIM_HORIZON"
     initial_timestamp: datetime | None = None
     backoff_base: float = 0.2

@@ -8,7 +8,7 @@ refused until the shard's read budget has refilled. So a reader that is behind p
 
 - one call's share of the call rate (``1 / reads_per_second``, a little under 5 a second by default, so the
   jitter of arrival times never puts a sixth call into a one-second window), and
-- the time the previous call's bytes take to refill at ``read_bytes_per_second`` (a little under 2 MiB/s),
+- the time the previous call's bytes take to refill at ``read_bytes_per_second`` (just under 2 MiB/s),
   counted from when the call returned (the service may count them when it answers, not when it was asked),
 
 and a reader that is caught up (MillisBehindLatest 0, or fewer records than it asked for when the service

@@ -72,6 +72,7 @@ class PollingReader(ReaderBase):
             if self._iterator is None:
                 self._iterator = self._new_iterator()
             result = self._api.get_records(self._iterator, self._cfg.max_records)
+            ended = self._clock.monotonic()
         except ExpiredIteratorError:
             self._iterator = None
             self.pacer.failed(started)
@@ -94,7 +95,6 @@ class PollingReader(ReaderBase):
         records = self._accept(result.records)
         self._iterator = result.next_iterator
         behind = result.millis_behind_latest
-        ended = self._clock.monotonic()
         count, limit = len(result.records), self._cfg.max_records
         self.pacer.served(started, ended, records=count, data_bytes=size, limit=limit, behind_ms=behind)
         return Fetch(records, result.next_iterator is None, behind)

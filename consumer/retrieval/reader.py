@@ -69,8 +69,8 @@ class ReaderBase:
 
     @staticmethod
     def _size(wire: Sequence[WireRecord]) -> int:
-        """The bytes a response counts against the shard's read limit: data and partition keys."""
-        return sum(len(w["Data"]) + len(w["PartitionKey"]) for w in wire)
+        """The bytes a response counts against the shard's read limit (2 MiB/s of data read)."""
+        return sum(len(w["Data"]) for w in wire)
 
     def _accept(self, wire: Sequence[WireRecord]) -> list[Record]:
         records = to_records(self._stream, self._shard, wire)

@@ -39,9 +39,9 @@ def test_behind_small_records_start_to_start_at_the_call_rate() -> None:
 def test_behind_big_records_wait_for_the_bytes_to_refill_from_when_they_came() -> None:
     pacer = Pacer(SETTINGS)
     pacer.served(10.0, 10.0, records=1_000, data_bytes=10 * MIB, limit=10_000, behind_ms=5_000)
-    assert pacer.next_start == pytest.approx(10.0 + 10 * MIB / 2_000_000)
+    assert pacer.next_start == pytest.approx(10.0 + 10 * MIB / DEFAULTS.read_bytes_per_second)
     pacer.served(20.0, 21.5, records=1_000, data_bytes=1 * MIB, limit=10_000, behind_ms=5_000)
-    assert pacer.next_start == pytest.approx(21.5 + MIB / 2_000_000)  # a slow call: counted from its end
+    assert pacer.next_start == pytest.approx(21.5 + MIB / DEFAULTS.read_bytes_per_second)  # a slow call: counted from its end
     # Over any stretch of calls the bytes read stay within the budget.
     start, read = 10.0, 0
     pacer = Pacer(SETTINGS)
@@ -49,7 +49,7 @@ def test_behind_big_records_wait_for_the_bytes_to_refill_from_when_they_came() -
         start = max(start, pacer.next_start)
         pacer.served(start, start, records=2_000, data_bytes=2_000 * 1024, limit=10_000, behind_ms=1)
         read += 2_000 * 1024
-    assert read / (pacer.next_start - 10.0) <= 2_000_000 + 1
+    assert read / (pacer.next_start - 10.0) <= DEFAULTS.read_bytes_per_second + 1
 
 
 def test_caught_up_keeps_the_idle_pace() -> None:
