@@ -36,7 +36,7 @@ from botocore.exceptions import ClientError
 
 from bench.datapath import _run_cli_worker
 from bench.datapath_processor import WINDOW
-from consumer.config import LeaseConfig, StreamSpec, WorkerConfig
+from consumer.config import LeaseConfig, RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.errors import ThrottledError
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
@@ -140,8 +140,15 @@ def memory_loop(kinesis: LimitedKinesis, total: int) -> dict[str, Any]:
     return {**window.result, "throttles": throttles[0]}
 
 
-def memory_worker(kinesis: LimitedKinesis, total: int) -> dict[str, Any]:
-    """The worker at its defaults on ``kinesis`` and the in-memory seams; the window and its throttles."""
+# The retrieval settings before catch-up pacing: 1,000 records a call, at most 4 calls a second (0.25 s).
+BEFORE = RetrievalConfig(max_records=1000, reads_per_second=4.0)
+
+
+def memory_worker(
+    kinesis: LimitedKinesis, total: int, retrieval: RetrievalConfig | None = None
+) -> dict[str, Any]:
+    """The worker at its defaults (or ``retrieval``) on ``kinesis`` and the in-memory seams; the window and its
+    throttles."""
     window = _Window(total)
     metrics = InMemoryMetrics()
 
@@ -160,6 +167,7 @@ def memory_worker(kinesis: LimitedKinesis, total: int) -> dict[str, Any]:
         worker_id="drain",
         streams=(StreamSpec(MEMORY_STREAM, Counting),),
         lease=LeaseConfig(scan_interval=0.1),
+        retrieval=retrieval or RetrievalConfig(),
     )
     worker = Worker(
         config, InMemoryLeaseRepository(tables), InMemoryCheckpointStore(tables), kinesis, metrics=metrics
@@ -331,7 +339,16 @@ def run_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
             limited = LimitedKinesis(backlog)
             return memory_loop(limited, total) if kind == "loop" else memory_worker(limited, total)
 
-        results.append(_summary(size, args.shards, total, _trials(size, args.repeats, trial)))
+        summary = _summary(size, args.shards, total, _trials(size, args.repeats, trial))
+        time.sleep(1.0)
+        before = memory_worker(LimitedKinesis(backlog), total, BEFORE)  # one sample: it is slow
+        summary["before_records_per_s"] = round(before["records_per_s"])
+        summary["before_vs_loop"] = round(before["records_per_s"] / summary["loop_records_per_s"], 3)
+        print(
+            f"{size:>5} B before {before['records_per_s']:>9.0f} records/s (1,000 a call, 4 calls/s)",
+            flush=True,
+        )
+        results.append(summary)
     return results
 
 
