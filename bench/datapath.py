@@ -466,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         "per_aggregate": Scenario("", "", 0, 0, False, 0).per_aggregate,
         "cpus": os.cpu_count(),
         "before": args.before,
+        "idle_after_s": args.idle_after,
     }
     results = []
     with tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
