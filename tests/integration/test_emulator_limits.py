@@ -199,11 +199,11 @@ def test_subscribe_to_shard_once_per_second_and_ends_after_subscription_seconds(
             )
 
         subscription = _until(subscribe)
+        began = time.monotonic()  # the subscription is open from here (the proxy starts its clock a bit before)
         assert _code(subscribe) == "LimitExceededException"
-        began = time.monotonic()
         events = sum(1 for _ in subscription["EventStream"])  # ends by itself after subscription_seconds
         assert events >= 1
-        assert 1.5 < time.monotonic() - began < 15
+        assert 1.0 < time.monotonic() - began < 15
         _until(subscribe)["EventStream"].close()
 
 

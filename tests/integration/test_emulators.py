@@ -108,7 +108,7 @@ def test_failed_start_reports_log_tail(tmp_path):
 def test_stop_leaves_no_processes(tmp_path):
     with Emulators(work_root=tmp_path) as emulators:
         pids = emulators.pids
-        assert set(pids) == {"kinesis-local", "moto"}
+        assert set(pids) == {"kinesis-local", "moto", "kinesis-limits"}
         assert emulators.startup_seconds["total"] < 60
     for name, pid in pids.items():
         with pytest.raises(ProcessLookupError):

@@ -14,8 +14,16 @@ from botocore.parsers import JSONParser
 from consumer.aws import make_client, utc_timestamp
 from consumer.retrieval.kinesis import BotoKinesis, to_records
 from consumer.retrieval.wire import LeanEventStreamJSONParser, LeanParserFactory
+from tools.emulators.settings import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make_client`` without a session reads the usual chain: the emulators' keys, whatever ran before."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
 
 
 def _aggregate(first: int, count: int) -> bytes:
