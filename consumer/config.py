@@ -175,6 +175,8 @@ class RetrievalConfig:
     backoff_base: float = 0.2
     backoff_max: float = 1.0  # capped low: a shard resumes within about a second of an outage ending
     fanout_consumer_name: str | None = None
+    # Seconds between two SubscribeToShard of a shard: AWS allows 1 a second per consumer and shard.
+    fanout_subscribe_interval: float = 1.05
     prefetch_batches: int = 1  # fetched ahead while the processor works (0: fetch only when asked)
 
     def __post_init__(self) -> None:
@@ -195,6 +197,10 @@ class RetrievalConfig:
             )
         _positive("retrieval.reads_per_second", self.reads_per_second)
         _positive("retrieval.read_bytes_per_second", self.read_bytes_per_second)
+        if not 0 <= self.fanout_subscribe_interval < math.inf:
+            raise ConfigError(
+                "retrieval.fanout_subscribe_interval", f"must be >= 0, got {self.fanout_subscribe_interval}"
+            )
         _positive("retrieval.backoff_base", self.backoff_base)
         if self.backoff_max < self.backoff_base:
             raise ConfigError("retrieval.backoff_max", "must be >= retrieval.backoff_base")

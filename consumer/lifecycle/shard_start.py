@@ -73,7 +73,9 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
     if cfg.mode == "fanout":
         assert ctx.fanout is not None
         arn = ctx.fanout_arns[lease.stream]
-        reader = FanOutReader(ctx.fanout, arn, *common, after=start, initial_position=initial)
+        reader = FanOutReader(
+            ctx.fanout, arn, *common, after=start, initial_position=initial, clock=ctx.clock
+        )
     else:
         reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock)
     if cfg.prefetch_batches == 0:

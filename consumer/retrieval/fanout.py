@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Iterator
 
+from consumer.clock import Clock, SystemClock
 from consumer.config import RetrievalConfig
 from consumer.logs import log_event
 from consumer.records import Position
@@ -21,7 +22,9 @@ class FanOutReader(ReaderBase):
     """Records pushed over an HTTP/2 subscription (dedicated 2 MB/s per consumer and shard).
 
     A subscription ends after 5 minutes; the next one starts after the last continuation sequence number
-    (or, before any event, at the checkpoint or the initial position). ``interrupt`` ends a subscription that
+    (or, before any event, at the checkpoint or the initial position). Subscriptions start at most once every
+    ``fanout_subscribe_interval`` seconds (AWS allows one SubscribeToShard a second per consumer and shard), so
+    the renewal after a broken subscription is not refused for its rate. ``interrupt`` ends a subscription that
     is blocked waiting for events, so a hand-off does not wait for the next event; one that is still being
     opened when interrupted is closed as soon as it exists (the flag and the subscription share a lock).
     """
@@ -36,9 +39,13 @@ class FanOutReader(ReaderBase):
         *,
         after: Position | None,
         initial_position: str,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__(stream, shard_id, config, after=after, initial_position=initial_position)
         self._api = api
+        self._clock = clock or SystemClock()
+        self._next_subscribe = float("-inf")
+        self._wake = threading.Event()  # set by interrupt: ends a wait for the next subscription slot
         self._arn = consumer_arn
         self._continuation: str | None = None
         self._subscription: Subscription | None = None
@@ -68,6 +75,11 @@ class FanOutReader(ReaderBase):
         return iter(sub)
 
     def fetch(self) -> Fetch | None:
+        if self._events is None:
+            wait = self._next_subscribe - self._clock.monotonic()
+            if wait > 0 and self._wake.wait(wait):
+                return None
+            self._next_subscribe = self._clock.monotonic() + self._cfg.fanout_subscribe_interval
         try:
             if self._events is None:
                 self._events = self._subscribe()
@@ -88,6 +100,7 @@ class FanOutReader(ReaderBase):
         return Fetch(records, event.continuation_sequence is None, event.millis_behind_latest)
 
     def interrupt(self) -> None:
+        self._wake.set()
         with self._lock:
             self._interrupted = True
             sub = self._subscription

@@ -13,7 +13,13 @@ from consumer.retrieval.memory import InMemoryKinesis
 
 from .helpers import Journal, make_worker, start, wait_until
 
-FANOUT = RetrievalConfig(mode="fanout", fanout_consumer_name="app-efo", backoff_base=0.01, backoff_max=0.05)
+FANOUT = RetrievalConfig(
+    mode="fanout",
+    fanout_consumer_name="app-efo",
+    backoff_base=0.01,
+    backoff_max=0.05,
+    fanout_subscribe_interval=0.01,  # the in-memory Kinesis has no rate limit; renewals come every 3 events
+)
 
 
 def test_fanout_delivers_everything_across_renewed_subscriptions_and_a_split() -> None:

@@ -3,6 +3,8 @@ caught up, slower after throttles; and the polling reader that follows it."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from consumer.clock import FakeClock
@@ -41,7 +43,9 @@ def test_behind_big_records_wait_for_the_bytes_to_refill_from_when_they_came() -
     pacer.served(10.0, 10.0, records=1_000, data_bytes=10 * MIB, limit=10_000, behind_ms=5_000)
     assert pacer.next_start == pytest.approx(10.0 + 10 * MIB / DEFAULTS.read_bytes_per_second)
     pacer.served(20.0, 21.5, records=1_000, data_bytes=1 * MIB, limit=10_000, behind_ms=5_000)
-    assert pacer.next_start == pytest.approx(21.5 + MIB / DEFAULTS.read_bytes_per_second)  # a slow call: counted from its end
+    assert pacer.next_start == pytest.approx(
+        21.5 + MIB / DEFAULTS.read_bytes_per_second
+    )  # a slow call: counted from its end
     # Over any stretch of calls the bytes read stay within the budget.
     start, read = 10.0, 0
     pacer = Pacer(SETTINGS)
@@ -171,3 +175,45 @@ class _AdvancingEvent:
 
     def set(self) -> None:
         return None
+
+
+class _BrokenSubscriptions:
+    """Every subscription breaks before its first event (a reset), on the fake clock."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.starts: list[float] = []
+
+    def subscribe(self, arn: str, shard: str, position: str, **_: object) -> object:
+        self.starts.append(self.clock.monotonic())
+        clock = self.clock
+
+        class Broken:
+            def __iter__(self) -> object:
+                clock.advance(0.1)
+                raise ConnectionResetError("reset mid-stream")
+
+            def close(self) -> None:
+                return None
+
+        return Broken()
+
+
+def test_fanout_subscribes_at_most_once_per_interval_even_when_each_breaks_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from consumer.retrieval.fanout import FanOutReader
+
+    clock = FakeClock()
+    api = _BrokenSubscriptions(clock)
+    cfg = RetrievalConfig(mode="fanout", fanout_consumer_name="c")
+    reader = FanOutReader(
+        api, "arn", "s", "shard-0", cfg, after=None, initial_position="TRIM_HORIZON", clock=clock
+    )  # type: ignore[arg-type]
+    monkeypatch.setattr(reader, "_wake", _AdvancingEvent(clock))
+    for _ in range(4):
+        with pytest.raises(ConnectionResetError):
+            reader.fetch()
+        clock.advance(0.2)  # the shard loop's backoff
+    gaps = [b - a for a, b in itertools.pairwise(api.starts)]
+    assert gaps == pytest.approx([cfg.fanout_subscribe_interval] * 3)  # AWS: 1 SubscribeToShard a second

@@ -24,7 +24,13 @@ SHARD = "shardId-000000000000"
 POLLING = RetrievalConfig(
     idle_time_between_reads=0.01, max_records=50, reads_per_second=100, backoff_base=0.01, backoff_max=0.05
 )
-FANOUT = RetrievalConfig(mode="fanout", fanout_consumer_name="efo", backoff_base=0.01, backoff_max=0.05)
+FANOUT = RetrievalConfig(
+    mode="fanout",
+    fanout_consumer_name="efo",
+    backoff_base=0.01,
+    backoff_max=0.05,
+    fanout_subscribe_interval=0.01,
+)
 
 
 class Faulty:

@@ -453,22 +453,34 @@ class _Conn:
             self.client.sendall(head_raw + answer)
         return head.status, answer
 
+    def _client_gone(self) -> bool:
+        """The client closed or reset its connection (it sends nothing while a stream is relayed)."""
+        try:
+            return self.client.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def relay_chunks(self, reader: Reader, seconds: float | None) -> None:
         """Pass chunks through as they come; after ``seconds``, end the body at an event boundary."""
         deadline = None if seconds is None else time.monotonic() + seconds
         events = _EventBoundary()
         while True:
-            if deadline is not None and reader.buffered() == 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 and events.at_boundary():
+            if reader.buffered() == 0:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0 and events.at_boundary():
                     self.client.sendall(_END_CHUNK)
                     self._drop_upstream()  # kinesis-local would keep streaming on it
                     return
-                if remaining > 0:
-                    assert self.upstream is not None
-                    readable, _, _ = select.select([self.upstream], [], [], min(remaining, 1.0))
-                    if not readable:
-                        continue
+                wait = 1.0 if remaining is None or remaining <= 0 else min(remaining, 1.0)
+                assert self.upstream is not None
+                readable, _, _ = select.select([self.upstream, self.client], [], [], wait)
+                if self.client in readable and self._client_gone():
+                    # Close kinesis-local's side at once: it refuses a new subscription of the same consumer
+                    # and shard (ResourceInUse) for as long as it believes this one open.
+                    self._drop_upstream()
+                    raise Closed("the client went away mid-stream")
+                if self.upstream not in readable:
+                    continue
             line = reader.line()
             size = int(line.split(b";", 1)[0].strip() or b"0", 16)
             if size == 0:
