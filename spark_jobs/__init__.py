@@ -1,6 +1,7 @@
 """PySpark jobs that turn the raw sink's at-least-once JSON lines into exactly-once curated tables.
 
-``transforms`` holds the pure ``DataFrame -> DataFrame`` functions; ``compact`` and ``aggregate`` are the
+``transforms`` holds the pure ``DataFrame -> DataFrame`` functions (the line checks, ``parse_raw_lines``, in
+``rawlines``; the JSON text rules in ``jsontext``); ``compact`` and ``aggregate`` are the
 job entry files (arguments and I/O only); ``package`` builds the ``--py-files`` zip for spark-submit.
 The jobs depend only on the raw format documented in ``docs/data-format.md``, never on the consumer package.
 """

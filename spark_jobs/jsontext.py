@@ -10,8 +10,27 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["MAX_DEPTH", "MAX_KEY", "canonical_base64", "one_json_text", "within_bounds", "wrapped"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_KEY",
+    "STRICT_OPTIONS",
+    "canonical_base64",
+    "one_json_text",
+    "within_bounds",
+    "wrapped",
+]
 
+#: Options of Spark's JSON reader (``from_json``) for strict parsing (RFC 8259): it accepts NaN/Infinity,
+#: single quotes, comments and more unless told not to.
+STRICT_OPTIONS = {
+    "allowNonNumericNumbers": "false",
+    "allowSingleQuotes": "false",
+    "allowComments": "false",
+    "allowUnquotedFieldNames": "false",
+    "allowNumericLeadingZeros": "false",
+    "allowUnquotedControlChars": "false",
+    "allowBackslashEscapingAnyCharacter": "false",
+}
 #: The deepest nesting of arrays and objects a kept JSON text may have (the sink's bound too).
 MAX_DEPTH = 500
 #: The longest key, in characters of the decoded text (an escape is one character), a kept JSON text may have.

@@ -1,7 +1,11 @@
-"""Column names, schemas and quarantine reasons shared by the transforms and the jobs."""
+"""Column names, schemas and quarantine reasons shared by the transforms and the jobs, and the check that a
+DataFrame has the columns a transform needs."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 __all__ = [
@@ -14,7 +18,9 @@ __all__ = [
     "RAW_RECORD_SCHEMA",
     "REASONS",
     "REASON_DETAILS",
+    "MissingColumnsError",
     "Reason",
+    "require_columns",
 ]
 
 #: What the jobs read from a raw object: one row per line, and the object's URI.
@@ -161,3 +167,21 @@ REASON_DETAILS: dict[str, str] = {
     Reason.WRONG_PARTITION: "stream or arrival hour differs from the object's stream=/date=/hour= path",
     Reason.CORRUPT_OBJECT: "the object could not be read",
 }
+
+
+class MissingColumnsError(ValueError):
+    """A transform was given a DataFrame without the columns it needs."""
+
+    def __init__(self, transform: str, missing: Iterable[str], present: Iterable[str]) -> None:
+        self.missing = sorted(missing)
+        self.present = list(present)
+        super().__init__(
+            f"{transform} needs columns {self.missing}, which are missing; present: {self.present}"
+        )
+
+
+def require_columns(df: DataFrame, transform: str, columns: Iterable[str]) -> None:
+    """Raise :class:`MissingColumnsError` unless ``df`` has every one of ``columns``."""
+    missing = set(columns) - set(df.columns)
+    if missing:
+        raise MissingColumnsError(transform, missing, df.columns)
