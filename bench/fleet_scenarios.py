@@ -263,6 +263,8 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("w1")
     f.start_worker("zombie")
     time.sleep(t.warmup)
+    timeouts: list[str] = []  # a loaded machine: the zombie may need longer than the warm-up to own a shard
+    _wait(f, t, "the zombie delivering", lambda: any(d.worker == "zombie" for d in f.deliveries()), timeouts)
     before = [d for d in f.deliveries() if d.worker == "zombie"]
     old_epochs = {d.shard: d.epoch for d in before}
     stopped = f.signal("zombie", signal.SIGSTOP)
@@ -284,6 +286,7 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
             rejected = exc.stale_epoch
     return {
         "planned": False,
+        "timeouts": timeouts,
         "zombie_shards_before_pause": len(old_epochs),
         "zombie_deliveries_under_old_epochs_after_pause": len(stale),
         "zombie_late_checkpoint_rejected": rejected,
