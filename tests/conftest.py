@@ -40,6 +40,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             and item.get_closest_marker("integration") is None
         ):
             item.add_marker(pytest.mark.integration)
+        if (group := _xdist_group(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    """With ``-n N --dist loadgroup`` (``make test``), the tests that must share one process: every Spark test
+    (one local JVM, not one per process), every infra test (they synthesize into the same cdk.out), and the
+    tests of a module with a module-scoped fixture (e.g. emulators of its own). Any other test goes wherever a
+    process is free."""
+    path = Path(str(item.fspath))
+    for tier in ("spark", "infra"):
+        if tier in path.parts:
+            return tier
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    if any(d[-1].scope in ("module", "package", "class") for d in defs if d):
+        return str(path)
+    return None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
