@@ -178,7 +178,8 @@ def make_worker(
         worker_id=worker_id,
         streams=tuple(StreamSpec(name, factory) for name in streams),
         lease=lease,
-        retrieval=retrieval or RetrievalConfig(idle_time_between_reads=0.01, max_records=50, reads_per_second=100),
+        retrieval=retrieval
+        or RetrievalConfig(idle_time_between_reads=0.01, max_records=50, reads_per_second=100),
         processing=processing or ProcessingConfig(backoff_base=0.001, backoff_max=0.01),
         checkpoint=checkpoint or CheckpointConfig(),
         shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
