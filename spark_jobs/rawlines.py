@@ -6,6 +6,7 @@ text rules it relies on are column expressions of :mod:`spark_jobs.jsontext`. No
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from functools import reduce
 
@@ -74,6 +75,19 @@ def _first(conditions: Iterable[tuple[Column, str]]) -> Column:
     return out
 
 
+def _stage_break(df: DataFrame) -> DataFrame:
+    """``df`` unchanged, through an operator that whole-stage code generation does not fuse across.
+
+    Spark fuses a chain of projections into one generated Java method per row loop, and the HotSpot JIT does
+    not compile a method over 8,000 bytes of bytecode: the line checks fused with the reason are ~12,300
+    bytes, past ``spark.sql.codegen.hugeMethodLimit`` (8,000), so Spark would run each projection on its own.
+    An observation (a row count, which nothing reads) is not generated code: each side of it is a stage of its
+    own (~6,600 bytes each), both compiled. It costs one row copy and a counter per line; ``observe`` needs a
+    unique name per plan, hence the UUID.
+    """
+    return df.observe(f"_stage_break_{uuid.uuid4().hex}", F.count(F.lit(1)).alias("rows"))
+
+
 def parse_raw_lines(lines: DataFrame) -> DataFrame:
     """Parse raw lines (``value``, ``source_object``) into typed fields plus a quarantine ``reason``.
 
@@ -113,8 +127,7 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         | F.when(~F.col("_canonical"), one_json_text(F.col("line"), F.col("_strict")) & an_object),
     )
 
-    # The JSON type of each field, for lines not in the sink's layout only. A lambda over the object's fields
-    # (evaluated, not generated code) keeps the generated code small enough for the JVM to compile.
+    # The JSON type of each field, for lines not in the sink's layout only: a lambda over the object's fields.
     def wrong(field: Column) -> Column:
         value = field.getField("value")
         not_string = F.try_variant_get(value, "$", "binary").isNull()  # only a JSON string casts to binary
@@ -216,8 +229,10 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
     field = F.when(reason_column == Reason.MISSING_FIELD, missing).when(
         reason_column == Reason.WRONG_TYPE, F.col("_wrong_type")
     )
+    # Split here into two generated stages (see _stage_break): the checks above make one method too big to JIT.
     return (
-        parsed.withColumn("reason", reason)
+        _stage_break(parsed)
+        .withColumn("reason", reason)
         .withColumn("field", field)
         .drop("_unparseable", "_wrong_type", "_corrupt", "_arrival_text", "_null_payload")
     )

@@ -40,9 +40,10 @@ JOB_SQL_CONF = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.variant.allowDuplicateKeys": "false",  # strict JSON: an object with a repeated key is refused
-    # The JVM does not JIT-compile a method past 8,000 bytes of bytecode; the compaction's line checks fused
-    # into one stage make a ~12,500-byte method. Past this limit Spark runs that stage operator by operator
-    # (each projection compiled on its own, small enough to be compiled) instead of interpreting the big one.
+    # The JVM does not JIT-compile a method past 8,000 bytes of bytecode. The compaction's line checks are
+    # split into two generated stages to stay under it (rawlines._stage_break; tests/spark/test_codegen.py);
+    # should a stage grow past it, Spark runs that stage operator by operator (each projection compiled on
+    # its own) instead of interpreting the big method.
     "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 
