@@ -188,6 +188,28 @@ def spawn_worker(
     )
 
 
+def run_cli(
+    endpoints: Any, names: Names, *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``python -m consumer <args>`` against ``endpoints`` (``AwsEndpoints``) and the tables of ``names``."""
+    env = {
+        **os.environ,
+        **endpoints.env(),
+        "CONSUMER_LEASE_TABLE": names.lease_table,
+        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", *args],
+        cwd=REPO,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 20) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
@@ -14,12 +12,12 @@ from consumer.leases.progress import decode_progress
 from tests.unit.helpers import Journal, RecordingProcessor
 
 from .support import (
-    REPO,
     create_stream,
     dynamo_worker,
     make_names,
     put_records,
     read_journal,
+    run_cli,
     run_in_thread,
     spawn_worker,
     stored_checkpoints,
@@ -30,22 +28,7 @@ pytestmark = pytest.mark.integration
 
 
 def cli(emulators, names, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        **emulators.env(),
-        "CONSUMER_LEASE_TABLE": names.lease_table,
-        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "consumer", *args],
-        cwd=REPO,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(emulators, names, *args, stdin=stdin)
 
 
 def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_client, unique_name) -> None:

@@ -6,16 +6,14 @@ jittered backoff (a ``call_throttled`` warning each time) and finish with exit 0
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.support import REPO, Names, create_stream, make_names, put_records, read_journal
+from tests.integration.support import Names, create_stream, make_names, put_records, read_journal, run_cli
 from tests.integration.support import spawn_worker as spawn_session_worker
 from tests.unit.helpers import wait_until
 
@@ -34,21 +32,7 @@ def tight() -> Iterator[Any]:
 
 
 def _cli(endpoints: Any, names: Names, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        **endpoints.env(),
-        "CONSUMER_LEASE_TABLE": names.lease_table,
-        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "consumer", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(endpoints, names, *args, timeout=120)
 
 
 def test_status_replay_and_drain_are_throttled_and_finish(
