@@ -50,10 +50,10 @@ test:
 	@$(MAKE) --no-print-directory -j3 $(STAMPS)/node $(STAMPS)/checkov lint typecheck-app
 	@$(MAKE) --no-print-directory -j2 typecheck-stacks pytest
 
-# Four processes: most tests wait on emulators, workers and sleeps rather than the CPU. Each process starts
+# Three processes: most tests wait on emulators, workers and sleeps rather than the CPU. Each process starts
 # emulators of its own on first use; Spark and infra tests each stay in one process (tests/conftest.py).
 pytest: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
-	$(PY) -m pytest tests -n 4 --dist loadgroup
+	$(PY) -m pytest tests -n 3 --dist loadgroup
 
 lint: $(STAMPS)/python
 	$(VENV)/bin/ruff check .

@@ -104,14 +104,18 @@ def test_status_shows_dead_workers_halted_shards_and_hand_offs(
     assert workers["w-dead"]["heartbeat_age_s"] >= 119
     assert workers["w-alive"]["leases"] == 3  # the ended lease is not counted
 
-    text = _cli(emulators, names, "status", "--no-lag").stdout  # --no-lag: accepted, and nothing to skip now
+    # A minute of lease: on a loaded machine the next calls may come more than 10 s after w-alive's heartbeat,
+    # which must still count as alive (w-dead's is two minutes old).
+    text = _cli(emulators, names, "status", "--no-lag", "--lease-duration", "60").stdout  # --no-lag: accepted
     assert "1500" in text and "? no owner" in text
     assert "halted at 4242/0 since " in text
     assert "handing over to w-next" in text
     assert "owner w-dead is dead" in text
 
     began = time.monotonic()
-    watched = _cli(emulators, names, "status", "--watch", "--count", "2", "--no-lag")
+    watched = _cli(
+        emulators, names, "status", "--watch", "--count", "2", "--no-lag", "--lease-duration", "60"
+    )
     assert time.monotonic() - began >= 1.0  # two redraws, a second apart
     for needle in ("w-dead", "dead", "halted at 4242/0", "handing over to w-next", released):
         assert needle in watched.stdout

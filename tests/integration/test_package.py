@@ -180,7 +180,7 @@ def test_the_readme_embedding_example_runs_from_the_installed_wheel(clean_venv: 
     try:
         wait_until(
             lambda: sum(line.startswith("order ") for line in lines) >= len(put),
-            timeout=60,
+            timeout=120,
             what="every order printed",
         )
         wait_until(
@@ -190,7 +190,7 @@ def test_the_readme_embedding_example_runs_from_the_installed_wheel(clean_venv: 
         )
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: Python's own handler, the example's except clause
-        code = proc.wait(timeout=60)
+        code = proc.wait(timeout=120)
     for reader in readers:
         reader.join(10)
     orders = [line.split()[1] for line in lines if line.startswith("order ")]

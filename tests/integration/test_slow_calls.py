@@ -180,7 +180,8 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
                     what="a minute of held calls",
                 )
                 assert closed() == 0, "the worker's window closed: a slow call starved its heartbeats"
-            assert _longest_pause(seen, begin, time.monotonic()) < 2.0
+            # Deliveries go on: no shard waits anywhere near a held call (30 s); a loaded machine may add a second.
+            assert _longest_pause(seen, begin, time.monotonic()) < 3.0
             assert len(worker.owned) == 2
             # 4. SIGTERM with a ListShards still held: the shutdown finishes within its deadline.
             stopped_at = time.monotonic()
