@@ -186,16 +186,21 @@ def test_the_readme_embedding_example_runs_from_the_installed_wheel(clean_venv: 
     for r in put:
         last[r["ShardId"]] = r["SequenceNumber"]
     try:
-        wait_until(
-            lambda: sum(line.startswith("order ") for line in lines) >= len(put),
-            timeout=120,
-            what="every order printed",
-        )
-        wait_until(
-            lambda: {s: c[0] for s, c in stored_checkpoints(ddb, "orders-checkpoints").items()} == last,
-            timeout=30,
-            what="checkpoints at the last record of each shard",
-        )
+        try:
+            wait_until(
+                lambda: sum(line.startswith("order ") for line in lines) >= len(put),
+                timeout=120,
+                what="every order printed",
+            )
+            wait_until(
+                lambda: {s: c[0] for s, c in stored_checkpoints(ddb, "orders-checkpoints").items()} == last,
+                timeout=30,
+                what="checkpoints at the last record of each shard",
+            )
+        except AssertionError as e:  # what the example said is what tells why
+            raise AssertionError(
+                f"{e}; printed {lines[-5:]}; its log ends {''.join(stderr)[-4000:]}"
+            ) from None
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: Python's own handler, the example's except clause
         code = proc.wait(timeout=120)

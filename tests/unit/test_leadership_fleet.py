@@ -4,17 +4,38 @@ epoch) ever has two workers."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from consumer.errors import TransientError
 from consumer.leases.memory import InMemoryLeaseRepository, InMemoryTables
 from consumer.leases.model import WorkerItem
+from consumer.lifecycle.worker import Worker
 from consumer.retrieval.memory import InMemoryKinesis
 
-from .helpers import Journal, make_worker, start, wait_until
+from .helpers import FAST_LEASES, Journal, make_worker, start, wait_until
+
+# A leader claimed once is this file's promise: leases long enough that a loaded machine's pauses (a second
+# or so) do not lapse a live leader's heartbeat and make a second claim.
+LEASES = dataclasses.replace(FAST_LEASES, lease_duration=3.0, safety_margin=0.9)
+WAIT = 30.0  # a bound for each step, not an expected time
+
+
+@contextmanager
+def stopped_at_exit(*workers: Worker) -> Iterator[None]:
+    """Start the workers; stop them however the test ends, so that none outlives it."""
+    threads = [start(w) for w in workers]
+    try:
+        yield
+    finally:
+        for w in workers:
+            w.request_shutdown()
+        for t in threads:
+            t.join(10)
 
 
 class Cut:
@@ -65,9 +86,12 @@ def one_worker_per_ownership(journal: Journal) -> None:
     assert all(len(w) == 1 for w in owners.values()), {k: v for k, v in owners.items() if len(v) > 1}
 
 
-def fleet(n: int, tables: InMemoryTables, kinesis: InMemoryKinesis, journal: Journal, **kw: Any) -> list:
-    workers = [make_worker(f"w{i}", tables, kinesis, journal, **kw.get(f"w{i}", {})) for i in range(n)]
-    return [(w, start(w)) for w in workers]
+def fleet(
+    n: int, tables: InMemoryTables, kinesis: InMemoryKinesis, journal: Journal, **kw: Any
+) -> list[Worker]:
+    return [
+        make_worker(f"w{i}", tables, kinesis, journal, lease=LEASES, **kw.get(f"w{i}", {})) for i in range(n)
+    ]
 
 
 def leader_of(tables: InMemoryTables) -> str | None:
@@ -82,86 +106,80 @@ def test_the_leader_dies_a_follower_takes_over_and_its_leases_move_once() -> Non
     def cut_for(name: str) -> Callable[[InMemoryLeaseRepository], Cut]:
         return lambda repo: cuts.setdefault(name, Cut(repo))
 
-    running = fleet(
+    workers = fleet(
         3, tables, kinesis, journal, **{f"w{i}": {"wrap_repo": cut_for(f"w{i}")} for i in range(3)}
     )
-    total = fill(kinesis, 6, 20)
-    wait_until(lambda: len(delivered(journal)) == total, what="first records")
-    old = leader_of(tables)
-    assert old is not None
-    cuts[old].cut.set()  # the leader is gone for the fleet: no heartbeat, no writes
-    total += fill(kinesis, 6, 20, start_at=20)
-    wait_until(lambda: leader_of(tables) not in (None, old), what="a new leader")
-    wait_until(lambda: len(delivered(journal)) == total, what="every record after the leader died")
-    assert tables.leader is not None and tables.leader.epoch == 2  # claimed once
-    assert tables.workers[old].generation >= 1  # the claim fenced the dead leader
-    assert all(x.owner not in (None, old) for x in tables.leases.values())
-    one_worker_per_ownership(journal)
-    for w, t in running:
-        w.request_shutdown()
-        t.join(5)
+    with stopped_at_exit(*workers):
+        total = fill(kinesis, 6, 20)
+        wait_until(lambda: len(delivered(journal)) == total, WAIT, "first records")
+        old = leader_of(tables)
+        assert old is not None
+        cuts[old].cut.set()  # the leader is gone for the fleet: no heartbeat, no writes
+        total += fill(kinesis, 6, 20, start_at=20)
+        wait_until(lambda: leader_of(tables) not in (None, old), WAIT, "a new leader")
+        wait_until(lambda: len(delivered(journal)) == total, WAIT, "every record after the leader died")
+        assert tables.leader is not None and tables.leader.epoch == 2  # claimed once
+        assert tables.workers[old].generation >= 1  # the claim fenced the dead leader
+        assert all(x.owner not in (None, old) for x in tables.leases.values())
+        one_worker_per_ownership(journal)
 
 
 def test_a_stalled_leader_is_replaced_and_steps_down_when_it_resumes() -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 4)
     cuts: dict[str, Cut] = {}
-    running = fleet(
+    workers = fleet(
         2,
         tables,
         kinesis,
         journal,
         **{f"w{i}": {"wrap_repo": lambda r, i=i: cuts.setdefault(f"w{i}", Cut(r))} for i in range(2)},
     )
-    total = fill(kinesis, 4, 10)
-    wait_until(lambda: len(delivered(journal)) == total, what="first records")
-    old = leader_of(tables)
-    assert old is not None
-    cuts[old].stalled.set()  # paused in the middle of a call, as by SIGSTOP
-    wait_until(lambda: leader_of(tables) not in (None, old), what="a new leader")
-    new = leader_of(tables)
-    cuts[old].stalled.clear()
-    cuts[old].resumed.set()
-    stale = next(w for w, _ in running if w.id == old)
-    wait_until(lambda: not stale.coordinator.leadership.leading, what="the stale leader to step down")
-    total += fill(kinesis, 4, 10, start_at=10)
-    wait_until(lambda: len(delivered(journal)) == total, what="every record")
-    assert leader_of(tables) == new
-    one_worker_per_ownership(journal)
-    for w, t in running:
-        w.request_shutdown()
-        t.join(5)
+    with stopped_at_exit(*workers):
+        total = fill(kinesis, 4, 10)
+        wait_until(lambda: len(delivered(journal)) == total, WAIT, "first records")
+        old = leader_of(tables)
+        assert old is not None
+        cuts[old].stalled.set()  # paused in the middle of a call, as by SIGSTOP
+        wait_until(lambda: leader_of(tables) not in (None, old), WAIT, "a new leader")
+        new = leader_of(tables)
+        cuts[old].stalled.clear()
+        cuts[old].resumed.set()
+        stale = next(w for w in workers if w.id == old)
+        wait_until(lambda: not stale.coordinator.leadership.leading, WAIT, "the stale leader to step down")
+        total += fill(kinesis, 4, 10, start_at=10)
+        wait_until(lambda: len(delivered(journal)) == total, WAIT, "every record")
+        assert leader_of(tables) == new
+        one_worker_per_ownership(journal)
 
 
 def test_a_member_that_cannot_read_its_item_for_a_while_still_gets_its_share() -> None:
     tables, kinesis, journal = InMemoryTables(), InMemoryKinesis(), Journal()
     kinesis.create_stream("s", 4)
     cut: list[Cut] = []
-    a = make_worker("a", tables, kinesis, journal)
-    ta = start(a)
-    total = fill(kinesis, 4, 10)
-    wait_until(lambda: len(delivered(journal)) == total, what="first records")
+    a = make_worker("a", tables, kinesis, journal, lease=LEASES)
     b = make_worker(
         "b",
         tables,
         kinesis,
         journal,
+        lease=LEASES,
         wrap_repo=lambda r: cut.append(Cut(r, {"get_worker", "get_leases"})) or cut[0],
     )
     cut_b = cut[0]
-    cut_b.cut.set()  # b's reads of its own item and leases are refused while the leader assigns it leases
-    tb = start(b)
-    wait_until(lambda: any(w.given for w in tables.workers.values()), what="a lease given to b")
-    wait_until(lambda: cut_b.refused >= 5, what="b's reads refused")
-    assert not b.owned
-    cut_b.cut.clear()
-    wait_until(lambda: len(b.owned) == 2, what="b to start the leases it missed")
-    total += fill(kinesis, 4, 10, start_at=10)
-    wait_until(lambda: len(delivered(journal)) == total, what="every record")
-    one_worker_per_ownership(journal)
-    for w, t in ((a, ta), (b, tb)):
-        w.request_shutdown()
-        t.join(5)
+    with stopped_at_exit(a):
+        total = fill(kinesis, 4, 10)
+        wait_until(lambda: len(delivered(journal)) == total, WAIT, "first records")
+        cut_b.cut.set()  # b's reads of its own item and leases are refused while the leader assigns it leases
+        with stopped_at_exit(b):
+            wait_until(lambda: any(w.given for w in tables.workers.values()), WAIT, "a lease given to b")
+            wait_until(lambda: cut_b.refused >= 5, WAIT, "b's reads refused")
+            assert not b.owned
+            cut_b.cut.clear()
+            wait_until(lambda: len(b.owned) == 2, WAIT, "b to start the leases it missed")
+            total += fill(kinesis, 4, 10, start_at=10)
+            wait_until(lambda: len(delivered(journal)) == total, WAIT, "every record")
+            one_worker_per_ownership(journal)
 
 
 def test_leases_assigned_to_a_worker_that_just_died_go_to_a_live_one_a_lease_later() -> None:
@@ -171,12 +189,12 @@ def test_leases_assigned_to_a_worker_that_just_died_go_to_a_live_one_a_lease_lat
     InMemoryLeaseRepository(tables).register_worker(
         WorkerItem("ghost", started_ms=tables.clock.wall_ms(), streams=frozenset({"s"}))
     )
-    a = make_worker("a", tables, kinesis, journal)
-    ta = start(a)
-    total = fill(kinesis, 4, 10)
-    wait_until(lambda: any(x.owner == "ghost" for x in tables.leases.values()), what="an assignment to ghost")
-    wait_until(lambda: len(delivered(journal)) == total, what="every record, by the live worker")
-    assert all(x.owner == "a" for x in tables.leases.values())
-    one_worker_per_ownership(journal)
-    a.request_shutdown()
-    ta.join(5)
+    a = make_worker("a", tables, kinesis, journal, lease=LEASES)
+    with stopped_at_exit(a):
+        total = fill(kinesis, 4, 10)
+        wait_until(
+            lambda: any(x.owner == "ghost" for x in tables.leases.values()), WAIT, "an assignment to ghost"
+        )
+        wait_until(lambda: len(delivered(journal)) == total, WAIT, "every record, by the live worker")
+        assert all(x.owner == "a" for x in tables.leases.values())
+        one_worker_per_ownership(journal)
