@@ -75,7 +75,13 @@ class Membership:
         return min(self._next_heartbeat, self._next_inbox)
 
     def heartbeat_now(self, now: float) -> None:
+        """Send a heartbeat at the next step."""
         self._next_heartbeat = now
+
+    def drain(self, now: float) -> None:
+        """Shutting down: every heartbeat from now on says so, the first at the next step."""
+        self.draining = True
+        self.heartbeat_now(now)
 
     def expect(self, now: float) -> None:
         """Poll fast for a while: something is on its way to us."""

@@ -47,7 +47,6 @@ __all__ = [
     "Start",
     "Stop",
     "TableRead",
-    "Tick",
     "Wake",
     "WatchLeader",
     "WriteKind",
@@ -82,11 +81,6 @@ class WriteKind(enum.Enum):
 
 
 # -- events ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Tick:
-    """Nothing happened; time passed."""
-
-
 @dataclass(frozen=True)
 class ShutdownRequested:
     pass
@@ -178,8 +172,7 @@ class ActionResult:
 
 
 Event = (
-    Tick
-    | ShutdownRequested
+    ShutdownRequested
     | HeartbeatResult
     | InboxRead
     | OwnRead
