@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import assert_never
 
 from consumer.clock import Clock
 from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError, is_retriable
@@ -100,56 +100,78 @@ class Effects:
         self._validity = validity
         self._metrics = metrics
         self._clock = clock
-        self._run = self._dispatch()
-        self._writes: dict[WriteKind, Callable[[LeaseWrite], Lease]] = {
-            WriteKind.ASSIGN: lambda a: repo.assign(a.lease, a.to or "", a.dead_owner),
-            WriteKind.TRANSFER: lambda a: repo.transfer(a.lease, a.to or ""),
-            WriteKind.RELEASE: lambda a: repo.release(a.lease, a.given_up),
-            WriteKind.END: lambda a: repo.mark_ended(a.lease),
-            WriteKind.HALT: lambda a: repo.mark_halted(
-                a.lease, str(a.halted_at or "unknown"), clock.wall_ms()
-            ),
-            WriteKind.REQUEST: lambda a: repo.request_handoff(a.lease, a.to or "", clock.wall_ms()),
-            WriteKind.DECLINE: lambda a: repo.clear_handoff(a.lease),
-        }
 
-    def run(self, action: Action) -> Event | None:
-        return self._run[type(action)](action)
+    def run(self, action: Action) -> Event | None:  # noqa: C901, PLR0911, PLR0912 - one case per action type
+        """Carry ``action`` out; the event it leads to, if any (mypy checks that every action has a case)."""
+        repo = self._repo
+        match action:
+            case Heartbeat():
+                return self._heartbeat(action)
+            case ReadInbox():
+                read_inbox = lambda: InboxRead(repo.get_worker(self._id, consistent=False))  # noqa: E731
+                return self._guard(read_inbox, InboxRead, None)
+            case ReadTable():
+                return self._guard(lambda: TableRead(repo.snapshot(consistent=False)), TableRead, None)
+            case Reconcile():
+                return self._guard(lambda: self._reconcile(action.keys), Reconciled, None, None)
+            case ReadOwn():
+                keys = action.keys
+                return self._guard(lambda: OwnRead(keys, repo.get_leases(keys)), OwnRead, keys, None)
+            case ReadLeader():
+                return self._guard(lambda: LeaderRead(repo.get_leader()), LeaderRead, None)
+            case WatchLeader():
+                wid = action.worker_id
+                watch = lambda: LeaderWatched(wid, repo.get_worker(wid, consistent=False))  # noqa: E731
+                return self._guard(watch, LeaderWatched, wid, None)
+            case ClaimLeadership():
+                return self._claim(action)
+            case Discover():
+                return self._discover_soon(action)
+            case LeaseWrite():
+                return self._write(action)
+            # The actions below lead to no event.
+            case Renew():
+                self._validity.extend(action.sent_at)
+            case AckGiven():
+                self._quietly(lambda: repo.ack_given(self._id, action.keys), "ack_failed")
+            case ResignLeadership():
+                self._quietly(lambda: repo.resign_leader(action.leader), "resign_failed")
+            case Wake():
+                self._quietly(lambda: repo.wake(action.worker_id), "wake_failed")
+            case Start():
+                self._runners.start(action.lease)
+            case Stop():
+                self._runners.stop(action)
+            case Forget():
+                self._forget(action.worker)
+            case Metric():
+                self._metrics.add(action.name, action.value, action.stream, action.shard)
+            case Deregister():
+                self._deregister()
+            case _:
+                assert_never(action)
+        return None
 
-    def _dispatch(self) -> dict[type, Callable[[Any], Event | None]]:
-        runners, repo = self._runners, self._repo
-        return {
-            Heartbeat: self._heartbeat,
-            Renew: lambda a: self._validity.extend(a.sent_at),
-            ReadInbox: lambda _a: self._guard(
-                lambda: InboxRead(repo.get_worker(self._id, consistent=False)), InboxRead, None
-            ),
-            ReadTable: lambda _a: self._guard(
-                lambda: TableRead(repo.snapshot(consistent=False)), TableRead, None
-            ),
-            Reconcile: lambda a: self._guard(lambda: self._reconcile(a.keys), Reconciled, None, None),
-            ReadOwn: lambda a: self._guard(
-                lambda: OwnRead(a.keys, repo.get_leases(a.keys)), OwnRead, a.keys, None
-            ),
-            AckGiven: lambda a: self._quietly(lambda: repo.ack_given(self._id, a.keys), "ack_failed"),
-            ReadLeader: lambda _a: self._guard(lambda: LeaderRead(repo.get_leader()), LeaderRead, None),
-            WatchLeader: lambda a: self._guard(
-                lambda: LeaderWatched(a.worker_id, repo.get_worker(a.worker_id, consistent=False)),
-                LeaderWatched,
-                a.worker_id,
-                None,
-            ),
-            ClaimLeadership: self._claim,
-            ResignLeadership: lambda a: self._quietly(lambda: repo.resign_leader(a.leader), "resign_failed"),
-            Wake: lambda a: self._quietly(lambda: repo.wake(a.worker_id), "wake_failed"),
-            Discover: self._discover_soon,
-            Start: lambda a: runners.start(a.lease),
-            Stop: runners.stop,
-            LeaseWrite: self._write,
-            Forget: lambda a: self._forget(a.worker),
-            Metric: lambda a: self._metrics.add(a.name, a.value, a.stream, a.shard),
-            Deregister: lambda _a: self._deregister(),
-        }
+    def _call(self, a: LeaseWrite) -> Lease:  # noqa: PLR0911 - one case per kind of write
+        """The repository call that makes the write ``a`` (mypy checks that every kind has one)."""
+        repo, clock = self._repo, self._clock
+        match a.kind:
+            case WriteKind.ASSIGN:
+                return repo.assign(a.lease, a.to or "", a.dead_owner)
+            case WriteKind.TRANSFER:
+                return repo.transfer(a.lease, a.to or "")
+            case WriteKind.RELEASE:
+                return repo.release(a.lease, a.given_up)
+            case WriteKind.END:
+                return repo.mark_ended(a.lease)
+            case WriteKind.HALT:
+                return repo.mark_halted(a.lease, str(a.halted_at or "unknown"), clock.wall_ms())
+            case WriteKind.REQUEST:
+                return repo.request_handoff(a.lease, a.to or "", clock.wall_ms())
+            case WriteKind.DECLINE:
+                return repo.clear_handoff(a.lease)
+            case _:
+                assert_never(a.kind)
 
     @staticmethod
     def _guard(call: Callable[[], Event], failed: Callable[..., Event], *empty: object) -> Event:
@@ -228,7 +250,7 @@ class Effects:
 
     def _write(self, a: LeaseWrite) -> Event:
         try:
-            new = self._writes[a.kind](a)
+            new = self._call(a)
         except Exception as exc:
             # A condition that did not hold: the lease moved on. Anything else: the coordinator retries.
             conflict = isinstance(exc, LeaseConflictError)
