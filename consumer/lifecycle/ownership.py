@@ -233,7 +233,11 @@ def _outcome(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:  #
         case Outcome.STOPPED:
             return Step(_moving(o, successor), [], why="stopped unasked: keep nothing we cannot account for")
         case Outcome.SHARD_END:
-            return Step(replace(o, phase=Phase.ENDING, due_at=AT_ONCE, failures=0), [], why="checkpointed")
+            return Step(
+                replace(o, phase=Phase.ENDING, give_to=None, due_at=AT_ONCE, failures=0),
+                [],
+                why="SHARD_END checkpointed: mark the lease ENDED",
+            )
         case Outcome.HALTED if stopping:
             halted = replace(o, halted_at=ev.halted_at)
             metric = Metric("ShardsHalted", 1, o.lease.stream, o.lease.shard_id)
@@ -249,7 +253,11 @@ def _outcome(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:  #
             # A hand-off or shutdown under way keeps its destination.
             to = o.give_to if stopping else successor
             metric = Metric(name, 1, o.lease.stream, o.lease.shard_id)
-            return Step(_moving(replace(o, gave_up=True), to), [metric], why="let another worker try")
+            return Step(
+                _moving(replace(o, gave_up=True), to),
+                [metric],
+                why="let another worker try (a member has no successor: RELEASING)",
+            )
         case Outcome.LOST:
             return _lose(replace(o, phase=Phase.RELEASING), "its consumer already stopped")
         case _:
