@@ -240,14 +240,13 @@ def _outcome(o: Ownership, ev: ShardFinished, successor: str | None) -> Step:  #
             )
         case Outcome.HALTED if stopping:
             halted = replace(o, halted_at=ev.halted_at)
-            metric = Metric("ShardsHalted", 1, o.lease.stream, o.lease.shard_id)
-            return Step(_moving(halted, o.give_to), [metric], why="halted while draining: handed on as asked")
+            return Step(_moving(halted, o.give_to), [], why="halted while draining: handed on as asked")
         case Outcome.HALTED:
             phase = Phase.HALTED_ASKED if o.phase is Phase.ASKED else Phase.HALTED
             mark = LeaseWrite(WriteKind.HALT, o.lease, halted_at=ev.halted_at)
-            metric = Metric("ShardsHalted", 1, o.lease.stream, o.lease.shard_id)
             new = replace(o, phase=phase, halted_at=ev.halted_at)
-            return Step(new, [metric, mark], why="kept, marked for operators")
+            why = "kept, marked for operators (the worker's `HaltedShards` gauge counts it)"
+            return Step(new, [mark], why=why)
         case Outcome.GAVE_UP | Outcome.FAILED:
             name = "ShardsGivenUp" if ev.outcome is Outcome.GAVE_UP else "ShardsFailed"
             # A hand-off or shutdown under way keeps its destination.
