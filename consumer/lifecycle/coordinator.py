@@ -288,6 +288,7 @@ class Coordinator:
         lease (it picks the least-loaded live workers). Whatever nobody asks for in time is released."""
         self.shutting_down = True
         self.membership.drain(self._now)  # the next heartbeat tells the fleet: nobody hands us anything
+        self.leadership.leaving()  # a leader read answered after this claims nothing
         self._deadline = self._now + self._cfg.shutdown.deadline
         self._release_at = self._now + min(self._lc.lease_duration, self._cfg.shutdown.deadline) / 2
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))

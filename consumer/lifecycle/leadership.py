@@ -143,6 +143,12 @@ class Leadership:
         if self.role is not Role.RETIRED:
             self.role, self._next = Role.SEEKING, now
 
+    def leaving(self) -> None:
+        """Shutting down: claim nothing from now on, whatever a read already under way says. A claim already
+        in flight is still heard, so that a won claim is led until the end and then resigned."""
+        if self.role in (Role.SEEKING, Role.WATCHING):
+            self.role = Role.RETIRED
+
     def retire(self) -> list[Action]:
         """Shutting down: never claim again; give the item up if we hold it."""
         was, self.role = self.role, Role.RETIRED

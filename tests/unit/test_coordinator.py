@@ -12,6 +12,7 @@ from consumer.lifecycle.messages import (
     AckGiven,
     Action,
     ActionResult,
+    ClaimLeadership,
     Deregister,
     Heartbeat,
     HeartbeatResult,
@@ -33,6 +34,7 @@ from consumer.lifecycle.messages import (
     Start,
     Stop,
     Wake,
+    WatchLeader,
     WriteKind,
 )
 from consumer.lifecycle.ownership import Phase
@@ -329,6 +331,16 @@ def test_shutdown_heartbeats_draining_wakes_the_leader_and_hands_on_what_the_lea
     [t] = writes(c.step(T0 + 4.1, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.TRANSFER)
     acts = c.step(T0 + 4.2, [ActionResult(WriteKind.TRANSFER, t.lease, Result.OK, to="b")])
     assert of(acts, Deregister) and c.done
+
+
+def test_a_leader_read_answered_after_the_shutdown_began_neither_watches_nor_claims() -> None:
+    c = coordinator()
+    alive(c)
+    owning(c)
+    assert of(c.step(T0 + 1, []), ReadLeader)  # in flight when the shutdown is asked
+    c.step(T0 + 1, [ShutdownRequested()])
+    acts = c.step(T0 + 1.1, [LeaderRead(None)])
+    assert not c.done and not of(acts, ClaimLeadership) and not of(acts, WatchLeader)
 
 
 def test_shutdown_releases_what_nobody_asks_for_within_half_a_lease() -> None:
