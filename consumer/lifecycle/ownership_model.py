@@ -87,6 +87,11 @@ class Ownership:
                 assert_never(self.phase)
 
     @property
+    def halted(self) -> bool:
+        """Its processor halted it (kept, or asked for and not yet handed on)."""
+        return self.phase in (Phase.HALTED, Phase.HALTED_ASKED)
+
+    @property
     def at_rest(self) -> bool:
         """Nothing is under way for it (running, or halted and kept)."""
         return self.phase in (Phase.RUNNING, Phase.HALTED)

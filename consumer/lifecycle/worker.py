@@ -23,7 +23,7 @@ from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import Deregister, Event, ShardFinished, ShutdownRequested, Stop
-from consumer.lifecycle.ownership import Ownership, Phase
+from consumer.lifecycle.ownership import Ownership
 from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_start import ConsumerContext
@@ -292,5 +292,5 @@ class Worker(BackgroundControl):
             mine = [o for o in owned.values() if o.lease.stream == stream]
             self.metrics.add("LeasesHeld", len(mine), stream)
             # A gauge, not a count of events: the alarm holds for as long as a shard stays halted.
-            self.metrics.add("HaltedShards", sum(o.phase is Phase.HALTED for o in mine), stream)
+            self.metrics.add("HaltedShards", sum(o.halted for o in mine), stream)
         self.metrics.flush()

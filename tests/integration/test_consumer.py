@@ -14,7 +14,6 @@ from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import CheckpointConfig, ProcessingConfig
 from consumer.errors import CheckpointRejectedError
 from consumer.lifecycle.async_processor import AsyncBaseProcessor
-from consumer.lifecycle.ownership import Phase
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.records import Position
 from consumer.sinks.dlq import SqsDeadLetterQueue
@@ -258,7 +257,7 @@ def test_processor_failure_halts_the_shard_when_configured(
     )
     t = run_in_thread(worker)
     try:
-        wait_until(lambda: any(o.phase is Phase.HALTED for o in worker.owned.values()), what="halt")
+        wait_until(lambda: any(o.halted for o in worker.owned.values()), what="halt")
         time.sleep(0.5)
         assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == put[8]
         assert put[9] not in journal.sequences() and put[10] not in journal.sequences()

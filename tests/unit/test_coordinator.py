@@ -228,6 +228,8 @@ def test_a_halted_shard_asked_for_is_handed_on_without_draining() -> None:
     mine = owning(c)
     c.step(T0, [ShardFinished(mine.key, mine.epoch, Outcome.HALTED, halted_at=Position("5", 0))])
     asked(c, mine)
+    held = c.owned[mine.key]
+    assert held.phase is Phase.HALTED_ASKED and held.halted  # still in the HaltedShards gauge until it moves
     acts = c.step(T0 + 2.0, [])
     assert not of(acts, Stop)
     assert [w.to for w in writes(acts, WriteKind.TRANSFER)] == ["b"]
