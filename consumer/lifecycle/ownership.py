@@ -136,7 +136,7 @@ def _seen(o: Ownership, lease: Lease | None, ctx: Context) -> Step:
         case Phase.RUNNING | Phase.HALTED:
             to = lease.handoff_to
             if to is None or to == ctx.me:
-                return Step(replace(o, lease=lease), [], why="the lease as stored is kept")
+                return Step(replace(o, lease=lease), [], why="our copy follows the table")
             asked = Phase.ASKED if o.phase is Phase.RUNNING else Phase.HALTED_ASKED
             new = replace(o, lease=lease, phase=asked, give_to=to, due_at=ctx.now + ctx.ask_delay)
             return Step(
