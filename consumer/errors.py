@@ -9,7 +9,6 @@ __all__ = [
     "LeaseConflictError",
     "LeaseLostError",
     "MissingResourceError",
-    "ProcessorFailedError",
     "ProcessorLoadError",
     "ThrottledError",
     "TransientError",
@@ -77,7 +76,3 @@ class CheckpointRejectedError(ConsumerError):
     def __init__(self, message: str, *, stale_epoch: bool) -> None:
         super().__init__(message)
         self.stale_epoch = stale_epoch
-
-
-class ProcessorFailedError(ConsumerError):
-    """The processor kept failing on a record after every retry and the policy is to halt the shard."""
