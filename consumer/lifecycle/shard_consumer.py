@@ -4,8 +4,9 @@ The coordinator talks to it through one call, ``stop(reason)``; it answers once,
 event. A requested stop lets a poll already under way (its pacing wait and GetRecords) finish and delivers
 what it brings before the final checkpoint: the records that reached the shard since the last poll go out
 now, not one hand-off later, so the shard's silent window during a hand-off is the hand-off alone.
-Transient failures (fetch or checkpoint) are retried in place by one ``RetryPolicy``; past its bound the
-loop ends with ``GAVE_UP`` and the coordinator releases the lease for another worker.
+Failures that may pass (fetch or checkpoint; ``retry.verdict``) are retried in place by one ``RetryPolicy``;
+past its bound the loop ends with ``GAVE_UP`` and the coordinator hands the lease to another worker. A bug
+or a refusal is not retried: the loop ends ``FAILED`` at once, its traceback logged (``shard_failed``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from consumer.lifecycle.processor import (
     ShutdownReason,
     ShutdownRequestedInput,
 )
-from consumer.lifecycle.retry import RetryPolicy, is_throttle, operation
+from consumer.lifecycle.retry import RetryPolicy, Verdict, operation, verdict
 from consumer.lifecycle.shard_start import ConsumerContext, Started, open_reader, start_shard
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
@@ -202,14 +203,23 @@ class ShardConsumer:
             return Outcome.STOPPED
         return None
 
-    def _failed(self, exc: TransientError) -> float | None:
-        """The retry policy's answer to ``exc``; a throttle is counted per operation first."""
-        if is_throttle(exc):
-            self._ctx.metrics.add(f"Throttles.{operation(exc)}", 1, self.lease.stream, self.lease.shard_id)
+    def _failed(self, exc: Exception) -> float | None:
+        """The retry policy's answer to ``exc`` (a throttle is counted per operation first). A bug or a
+        refusal is raised again: retrying cannot fix it, so ``_main`` logs it with its traceback and the
+        loop ends ``FAILED``."""
+        match verdict(exc):
+            case Verdict.SURFACE:
+                raise exc
+            case Verdict.BACK_OFF:
+                self._ctx.metrics.add(
+                    f"Throttles.{operation(exc)}", 1, self.lease.stream, self.lease.shard_id
+                )
+            case Verdict.RETRY:
+                pass
         return self._retry.failed(exc)
 
     def _retrying(self, step: Callable[[], _T | Outcome | None]) -> _T | Outcome:
-        """Run ``step`` until it returns an outcome, retrying transient failures in place."""
+        """Run ``step`` until it returns an outcome, retrying in place what ``verdict`` says may pass."""
         while True:
             if (stopped := self._stop_outcome()) is not None:
                 return stopped
@@ -218,12 +228,6 @@ class ShardConsumer:
                 continue
             try:
                 result = step()
-            except TransientError as exc:
-                delay = self._failed(exc)
-                if delay is None:
-                    return Outcome.GAVE_UP
-                self._signal.wait(delay)
-                continue
             except LeaseLostError:
                 if self.guard.lost.is_set():
                     raise
@@ -233,6 +237,12 @@ class ShardConsumer:
             except _Halted as halted:
                 self._halted_at = halted.at
                 return Outcome.HALTED
+            except Exception as exc:  # the one verdict decides: retried here, or surfaced (FAILED)
+                delay = self._failed(exc)
+                if delay is None:
+                    return Outcome.GAVE_UP
+                self._signal.wait(delay)
+                continue
             self._retry.succeeded()
             if result is not None:
                 return result
