@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from consumer.clock import Clock
 from consumer.errors import WorkerFencedError
 from consumer.leases.liveness import OwnValidity
-from consumer.leases.repository import LeaseRepository
+from consumer.leases.repository import MembershipRepository
 from consumer.lifecycle.messages import Event, HeartbeatResult, Result
 from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.retry import Verdict, verdict
@@ -55,7 +55,7 @@ class HeartbeatLane:
     def __init__(
         self,
         worker_id: str,
-        repo: LeaseRepository,
+        repo: MembershipRepository,
         validity: OwnValidity,
         clock: Clock,
         every: float,
