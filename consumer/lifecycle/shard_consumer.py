@@ -151,7 +151,7 @@ class ShardConsumer:
         except LeaseLostError as exc:
             self._log("lease_lost_in_loop", logging.WARNING, error=str(exc))
             outcome = self._lost()
-        except Exception as exc:
+        except Exception as exc:  # the shard thread's boundary: whatever ended it, the coordinator hears once
             logger.exception(
                 "shard loop failed", extra={"event": "shard_failed", "shard": self.lease.shard_id}
             )
@@ -404,7 +404,7 @@ class ShardConsumer:
             )
         except LeaseLostError:
             raise
-        except Exception:
+        except Exception:  # the processor's callback (user code): the final checkpoint is still due
             logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
         timeout = self._ctx.config.shutdown.final_checkpoint_timeout
         policy.wait_done(timeout, self.guard.is_valid)
@@ -443,6 +443,6 @@ class ShardConsumer:
                 self._processor.lease_lost(
                     LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch)
                 )
-            except Exception:
+            except Exception:  # the processor's callback (user code): the lease is gone either way
                 logger.exception("lease_lost raised", extra={"event": "processor_lease_lost_failed"})
         return Outcome.LOST

@@ -316,6 +316,8 @@ class RawS3Sink:
             except LeaseLostError:
                 return
             except Exception as exc:
+                # This thread must not die: the buffers stay for the next tick, or for a batch, whose own
+                # write raises to delivery's policy; a bug is logged in full.
                 self._flush_failed(exc)
 
     def _flush_failed(self, exc: Exception) -> None:
