@@ -4,9 +4,8 @@ The coordinator talks to it through one call, ``stop(reason)``; it answers once,
 event. A requested stop lets a poll already under way (its pacing wait and GetRecords) finish and delivers
 what it brings before the final checkpoint: the records that reached the shard since the last poll go out
 now, not one hand-off later, so the shard's silent window during a hand-off is the hand-off alone.
-Failures that may pass (fetch or checkpoint; ``retry.verdict``) are retried in place by one ``RetryPolicy``;
-past its bound the loop ends with ``GAVE_UP`` and the coordinator hands the lease to another worker. A bug
-or a refusal is not retried: the loop ends ``FAILED`` at once, its traceback logged (``shard_failed``).
+Failures that may pass (``retry.verdict``) are retried in place by one ``RetryPolicy``; past its bound the
+loop ends ``GAVE_UP``, and on a bug or a refusal ``FAILED`` at once; either way the lease moves on.
 """
 
 from __future__ import annotations
@@ -204,18 +203,13 @@ class ShardConsumer:
         return None
 
     def _failed(self, exc: Exception) -> float | None:
-        """The retry policy's answer to ``exc`` (a throttle is counted per operation first). A bug or a
-        refusal is raised again: retrying cannot fix it, so ``_main`` logs it with its traceback and the
-        loop ends ``FAILED``."""
-        match verdict(exc):
-            case Verdict.SURFACE:
-                raise exc
-            case Verdict.BACK_OFF:
-                self._ctx.metrics.add(
-                    f"Throttles.{operation(exc)}", 1, self.lease.stream, self.lease.shard_id
-                )
-            case Verdict.RETRY:
-                pass
+        """The retry policy's answer to ``exc`` (a throttle counted per operation first); a bug or a refusal
+        is raised again, for ``_main`` to end the loop FAILED with its traceback."""
+        decided = verdict(exc)
+        if decided is Verdict.SURFACE:
+            raise exc
+        if decided is Verdict.BACK_OFF:
+            self._ctx.metrics.add(f"Throttles.{operation(exc)}", 1, self.lease.stream, self.lease.shard_id)
         return self._retry.failed(exc)
 
     def _retrying(self, step: Callable[[], _T | Outcome | None]) -> _T | Outcome:
