@@ -108,7 +108,7 @@ class LeadershipRepository(Protocol):
 class LeaseTableRepository(Protocol):
     """The leases: read, created and retired by discovery, and every change of ownership. Each change is
     one conditional write (or transaction), raising ``LeaseConflictError`` when its condition does not hold;
-    transfers and takes also move the checkpoint item's epoch in the same transaction, so a checkpoint write
+    assignments and transfers also move the checkpoint item's epoch in the same transaction, so a checkpoint write
     by the previous owner fails from that instant on."""
 
     def snapshot(self, consistent: bool = True) -> TableSnapshot:
@@ -121,10 +121,6 @@ class LeaseTableRepository(Protocol):
 
     def create_lease(self, lease: Lease) -> bool:
         """Create the lease if absent; return whether this call created it."""
-        ...
-
-    def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
-        """Own an unowned lease, or a dead owner's (its heartbeat still as observed; its generation bumped)."""
         ...
 
     def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
