@@ -5,7 +5,7 @@ is and is never retried.
 | the provider said | error | retriable |
 |---|---|---|
 | a throttle code (``THROTTLE_CODES``; Kinesis also ``ResourceInUseException``), a throttled transaction | ``ThrottledError`` | yes, never counted towards giving up |
-| a 5xx, ``RETRIABLE_CODES``, a transaction cancelled by another under way | ``TransientError`` | yes |
+| a 5xx, ``RETRIABLE_CODES``, a transaction cancelled by another under way, a damaged answer | ``TransientError`` | yes |
 | connection refused, reset or closed, a timeout | ``UnreachableError`` | yes |
 | not found | ``MissingResourceError`` | no |
 | no region, no or rejected credentials | ``ConfigError`` | no |
@@ -24,8 +24,10 @@ from typing import TypeAlias
 
 from botocore.exceptions import (
     BotoCoreError,
+    ChecksumError,
     ClientError,
     HTTPClientError,
+    IncompleteReadError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
@@ -82,6 +84,9 @@ RETRIABLE_CODES = THROTTLE_CODES | frozenset(
         "InternalFailure",
         "InternalFailureException",
         "InternalServerError",
+        "PriorRequestNotComplete",
+        "RequestTimeout",
+        "RequestTimeoutException",
         "ServiceUnavailable",
         "ServiceUnavailableException",
         "TransactionConflict",
@@ -157,6 +162,8 @@ def classify(exc: ProviderFailure, service: str = "aws", what: str = "", setting
         )
     if isinstance(exc, ClientError):
         return _refusal(exc, service, label, doing, setting)
+    if isinstance(exc, ChecksumError | IncompleteReadError):  # the answer was damaged on its way back
+        return TransientError(f"{label}{doing}: {type(exc).__name__}: {exc}")
     return RefusedError(f"{label}{doing}: {exc}")  # botocore refused to send it (ParamValidationError)
 
 

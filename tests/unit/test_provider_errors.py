@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import (
+    ChecksumError,
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    IncompleteReadError,
     NoCredentialsError,
     ParamValidationError,
     ReadTimeoutError,
@@ -45,6 +47,9 @@ def _cancelled(*reasons: str) -> ClientError:
         (_client_error("InternalServerError", 500), TransientError, True),
         (_client_error("SomethingNew", 503), TransientError, True),
         (_client_error("TransactionInProgressException"), TransientError, True),
+        (_client_error("RequestTimeoutException"), TransientError, True),
+        (IncompleteReadError(actual_bytes=3, expected_bytes=9), TransientError, True),
+        (ChecksumError(checksum_type="crc32", expected_checksum=1, actual_checksum=2), TransientError, True),
         (_cancelled("None", "ThrottlingError"), ThrottledError, True),
         (_cancelled("TransactionConflict", "None"), TransientError, True),
         (EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), UnreachableError, True),
