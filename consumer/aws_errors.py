@@ -89,7 +89,9 @@ RETRIABLE_CODES = THROTTLE_CODES | frozenset(
         "RequestTimeoutException",
         "ServiceUnavailable",
         "ServiceUnavailableException",
+        "ReplicatedWriteConflictException",
         "TransactionConflict",
+        "TransactionConflictException",  # a write to an item a transaction is changing (e.g. a heartbeat)
         "TransactionInProgressException",
     }
 )

@@ -48,6 +48,7 @@ def _cancelled(*reasons: str) -> ClientError:
         (_client_error("SomethingNew", 503), TransientError, True),
         (_client_error("TransactionInProgressException"), TransientError, True),
         (_client_error("RequestTimeoutException"), TransientError, True),
+        (_client_error("TransactionConflictException"), TransientError, True),
         (IncompleteReadError(actual_bytes=3, expected_bytes=9), TransientError, True),
         (ChecksumError(checksum_type="crc32", expected_checksum=1, actual_checksum=2), TransientError, True),
         (_cancelled("None", "ThrottlingError"), ThrottledError, True),
