@@ -1,5 +1,6 @@
-"""boto3 clients for the consumer, and the translation of transport and service failures that may pass when
-retried into ``TransientError`` (the endpoint is configuration: ``AWS_ENDPOINT_URL`` works as usual)."""
+"""boto3 clients for the consumer: timeouts, how many attempts botocore makes under our own retries, and the
+throttle retries of one-shot calls (the endpoint is configuration: ``AWS_ENDPOINT_URL`` works as usual).
+What a failed call means is ``consumer.aws_errors.classify``'s to say."""
 
 from __future__ import annotations
 
@@ -12,17 +13,13 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 from botocore.utils import parse_timestamp
-from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from consumer.errors import ThrottledError, TransientError
+from consumer.aws_errors import THROTTLE_CODES
 from consumer.logs import log_event
 from consumer.retrieval.wire import LeanParserFactory
 
 __all__ = [
-    "RETRIABLE_CODES",
-    "THROTTLE_CODES",
     "WORKER_CALLS",
     "ThrottleRetries",
     "command_client",
@@ -30,7 +27,6 @@ __all__ = [
     "make_client",
     "region",
     "shared_client",
-    "transient",
     "utc_timestamp",
 ]
 
@@ -46,47 +42,6 @@ _BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connect
 WORKER_CALLS = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 _TIMEOUTS = {"dynamodb": Config(connect_timeout=1, read_timeout=3)}
 _DEFAULT_TIMEOUTS = Config(connect_timeout=2, read_timeout=10)
-
-THROTTLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "RequestLimitExceeded",
-        "LimitExceededException",
-        "KMSThrottlingException",
-        "SlowDown",  # S3
-    }
-)
-RETRIABLE_CODES = THROTTLE_CODES | frozenset(
-    {
-        "InternalFailure",
-        "InternalFailureException",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "TransactionConflict",
-        "TransactionInProgressException",
-    }
-)
-
-
-def transient(exc: BaseException, what: str) -> TransientError | None:
-    """``TransientError`` for a failure worth retrying (connection refused or reset, timeouts, 5xx,
-    throttling), ``None`` for anything else."""
-    if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code", "")
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        if code in THROTTLE_CODES:
-            return ThrottledError(f"{what}: {code}")
-        if code in RETRIABLE_CODES or status >= 500:
-            return TransientError(f"{what}: {code or status}")
-        return None
-    if isinstance(exc, ConnectionError | HTTPClientError | Urllib3HTTPError | ConnectionResetError):
-        return TransientError(f"{what}: {type(exc).__name__}: {exc}")
-    if isinstance(exc, BotoCoreError) and "timeout" in type(exc).__name__.lower():
-        return TransientError(f"{what}: {type(exc).__name__}")
-    return None
 
 
 def region() -> str | None:

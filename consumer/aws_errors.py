@@ -1,5 +1,17 @@
-"""Provider errors at the command-line boundary: one line naming what to fix, and the exit code.
+"""The one classifier of provider errors: every botocore failure becomes this package's error, and its
+``retriable`` flag alone decides whether the caller tries again; anything else (a bug of ours) is left as it
+is and is never retried.
 
+| the provider said | error | retriable |
+|---|---|---|
+| a throttle code (``THROTTLE_CODES``; Kinesis also ``ResourceInUseException``), a throttled transaction | ``ThrottledError`` | yes, never counted towards giving up |
+| a 5xx, ``RETRIABLE_CODES``, a transaction cancelled by another under way, a damaged answer | ``TransientError`` | yes |
+| connection refused, reset or closed, a timeout | ``UnreachableError`` | yes |
+| not found | ``MissingResourceError`` | no |
+| no region, no or rejected credentials | ``ConfigError`` | no |
+| access denied, a validation error, any other refusal; botocore rejecting the parameters | ``RefusedError`` | no |
+
+Each message says what was being done and, for the command line, which setting names the resource.
 Exit codes (docs/operations.md): 2 for a setting, a missing or wrong resource, or refused input; 4 when an
 AWS endpoint cannot be reached (the network, the endpoint variable, or the service being down).
 """
@@ -8,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TypeAlias
 
 from botocore.exceptions import (
     BotoCoreError,
+    ChecksumError,
     ClientError,
-    EndpointConnectionError,
     HTTPClientError,
+    IncompleteReadError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
@@ -21,22 +35,69 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
+from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from consumer.errors import ConfigError, ConsumerError, MissingResourceError
+from consumer.errors import (
+    ConfigError,
+    ConsumerError,
+    MissingResourceError,
+    RefusedError,
+    ThrottledError,
+    TransientError,
+    UnreachableError,
+)
 
 __all__ = [
     "EXIT_INVALID",
     "EXIT_NOT_CONFIRMED",
     "EXIT_UNREACHABLE",
+    "PROVIDER_FAILURES",
+    "RETRIABLE_CODES",
+    "THROTTLE_CODES",
+    "ProviderFailure",
     "UnreachableError",
     "aws_call",
+    "classify",
     "endpoint_variables",
-    "explain",
 ]
 
 EXIT_INVALID = 2
 EXIT_NOT_CONFIRMED = 3
 EXIT_UNREACHABLE = 4
+
+THROTTLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "SlowDown",  # S3
+    }
+)
+# Per service: codes that mean "slow down" there only. Kinesis: a subscription for this consumer and shard
+# is still open (retry shortly).
+_SERVICE_THROTTLES = {"kinesis": frozenset({"ResourceInUseException"})}
+RETRIABLE_CODES = THROTTLE_CODES | frozenset(
+    {
+        "InternalFailure",
+        "InternalFailureException",
+        "InternalServerError",
+        "PriorRequestNotComplete",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "ReplicatedWriteConflictException",
+        "TransactionConflict",
+        "TransactionConflictException",  # a write to an item a transaction is changing (e.g. a heartbeat)
+        "TransactionInProgressException",
+    }
+)
+# Why DynamoDB cancelled a transaction, beyond a failed condition (which the lease code reads as a conflict).
+_THROTTLED_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+_CONFLICT_REASONS = frozenset({"TransactionConflict"})
 
 _NOT_FOUND = {
     "ResourceNotFoundException",
@@ -55,13 +116,13 @@ _CREDENTIALS = {
     "ExpiredToken",
     "InvalidAccessKeyId",
 }
+_DENIED = {"AccessDeniedException", "AccessDenied", "403"}
 _NAMES = {"dynamodb": "DynamoDB", "kinesis": "Kinesis", "sqs": "SQS", "s3": "S3", "aws": "AWS"}
-
-
-class UnreachableError(ConsumerError):
-    """An AWS endpoint did not answer (connection refused, timed out, closed)."""
-
-    retriable = True
+# Transport failures: the request may never have arrived, or its answer was lost on the way back.
+_TRANSPORT = (BotoConnectionError, HTTPClientError, Urllib3HTTPError, ConnectionResetError)
+# Everything a provider call can fail with that is not a bug of ours: what ``classify`` takes.
+PROVIDER_FAILURES = (BotoCoreError, ClientError, Urllib3HTTPError, ConnectionResetError)
+ProviderFailure: TypeAlias = BotoCoreError | ClientError | Urllib3HTTPError | ConnectionResetError
 
 
 def endpoint_variables(service: str) -> str:
@@ -78,13 +139,12 @@ def _credentials_message() -> str:
     )
 
 
-def explain(
-    exc: BaseException, service: str = "aws", what: str = "", setting: str = ""
-) -> ConsumerError | None:
-    """This package's error for a botocore error (None for anything else).
+def classify(exc: ProviderFailure, service: str = "aws", what: str = "", setting: str = "") -> ConsumerError:
+    """This package's error for a provider failure (see the module's table); catch ``PROVIDER_FAILURES``
+    only, so that a bug of ours is never mistaken for one.
 
     ``what`` says what was being done (``describe table 'x'``), ``setting`` the variable or flag naming the
-    resource, so the message says what to change."""
+    resource, so the message says what to change. Raise the result ``from exc``."""
     label = _NAMES.get(service, service)
     doing = f" ({what})" if what else ""
     if isinstance(exc, NoRegionError):
@@ -93,36 +153,59 @@ def explain(
         )
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return ConfigError("AWS_ACCESS_KEY_ID", _credentials_message())
-    if isinstance(exc, EndpointConnectionError | BotoConnectionError | HTTPClientError):
+    if isinstance(exc, _TRANSPORT) or (
+        isinstance(exc, BotoCoreError) and "timeout" in type(exc).__name__.lower()
+    ):
         url = getattr(exc, "kwargs", {}).get("endpoint_url", "")
         at = f" at {url}" if url else ""
         return UnreachableError(
-            f"cannot reach {label}{at}{doing}: check {endpoint_variables(service)} (unset for AWS), "
-            "AWS_REGION and the network"
+            f"cannot reach {label}{at}{doing}: {type(exc).__name__}; check {endpoint_variables(service)} "
+            "(unset for AWS), AWS_REGION and the network"
         )
     if isinstance(exc, ClientError):
-        return _explain_refusal(exc, label, doing, setting)
-    if isinstance(exc, BotoCoreError):
-        return ConsumerError(f"{label}{doing}: {exc}")
-    return None
+        return _refusal(exc, service, label, doing, setting)
+    if isinstance(exc, ChecksumError | IncompleteReadError):  # the answer was damaged on its way back
+        return TransientError(f"{label}{doing}: {type(exc).__name__}: {exc}")
+    return RefusedError(f"{label}{doing}: {exc}")  # botocore refused to send it (ParamValidationError)
 
 
-def _explain_refusal(exc: ClientError, label: str, doing: str, setting: str) -> ConsumerError:
+def _refusal(exc: ClientError, service: str, label: str, doing: str, setting: str) -> ConsumerError:
     """The service answered, and said no."""
-    code = str(exc.response.get("Error", {}).get("Code", ""))
-    message = str(exc.response.get("Error", {}).get("Message", ""))
+    error = exc.response.get("Error", {})
+    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
     prefix = f"{setting}: " if setting else ""
+    if (passing := _passing(exc, service, f"{prefix}{label}", doing)) is not None:
+        return passing
     if code in _NOT_FOUND:
         return MissingResourceError(
             f"{prefix}{label}{doing}: not found ({code}); check {setting or 'the name'}"
         )
     if code in _CREDENTIALS:
         return ConfigError("AWS_ACCESS_KEY_ID", f"{label} rejected the credentials{doing}: {code}: {message}")
-    if code in {"AccessDeniedException", "AccessDenied", "403"}:
-        return ConsumerError(
+    if code in _DENIED:
+        return RefusedError(
             f"{prefix}{label} denied access{doing}: {message or code}; check the role's policy"
         )
-    return ConsumerError(f"{prefix}{label} refused{doing}: {code}: {message}")
+    return RefusedError(f"{prefix}{label} refused{doing}: {code}: {message}")
+
+
+def _passing(exc: ClientError, service: str, who: str, doing: str) -> TransientError | None:
+    """A refusal that may pass when the same call is made again: a throttle, the service failing (5xx), a
+    transaction cancelled by throttling or by another transaction."""
+    error = exc.response.get("Error", {})
+    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
+    if code in THROTTLE_CODES or code in _SERVICE_THROTTLES.get(service, ()):
+        return ThrottledError(f"{who} throttled{doing}: {code}")
+    if code == "TransactionCanceledException":
+        reasons = {str(r.get("Code")) for r in exc.response.get("CancellationReasons") or ()}
+        if reasons & _THROTTLED_REASONS:
+            return ThrottledError(f"{who} throttled{doing}: transaction throttled")
+        conflict = reasons & _CONFLICT_REASONS
+        return TransientError(f"{who} failed{doing}: TransactionConflict") if conflict else None
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code in RETRIABLE_CODES or status >= 500:
+        return TransientError(f"{who} failed{doing}: {code or status}: {message}")
+    return None
 
 
 @contextmanager
@@ -130,8 +213,5 @@ def aws_call(service: str, what: str, setting: str = "") -> Iterator[None]:
     """Translate botocore errors raised inside into this package's errors (keeping the cause)."""
     try:
         yield
-    except (BotoCoreError, ClientError) as exc:
-        translated = explain(exc, service, what, setting)
-        if translated is None:
-            raise
-        raise translated from exc
+    except PROVIDER_FAILURES as exc:
+        raise classify(exc, service, what, setting) from exc

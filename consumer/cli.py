@@ -13,12 +13,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from consumer._version import __version__
 from consumer.admin.commands import add_admin_commands
 from consumer.aws import command_client
-from consumer.aws_errors import EXIT_INVALID, EXIT_UNREACHABLE, UnreachableError, aws_call, explain
+from consumer.aws_errors import (
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    PROVIDER_FAILURES,
+    UnreachableError,
+    aws_call,
+    classify,
+)
 from consumer.config import WorkerConfig, default_text, worker_config_from_env
 from consumer.dynamo import create_tables
 from consumer.embed import create_worker
@@ -177,8 +182,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except ConsumerError as exc:
         return _fail(exc)
-    except (BotoCoreError, ClientError) as exc:
-        translated = explain(exc)
-        if translated is None:
-            raise
-        return _fail(translated)
+    except PROVIDER_FAILURES as exc:  # one no command named: said in the same words
+        return _fail(classify(exc))

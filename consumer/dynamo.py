@@ -11,12 +11,13 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from consumer.aws import transient
-from consumer.errors import LeaseConflictError, MissingResourceError, ThrottledError, TransientError
+from consumer.aws_errors import PROVIDER_FAILURES, classify
+from consumer.errors import LeaseConflictError, MissingResourceError
 
 __all__ = ["DynamoCalls", "create_tables", "from_item", "to_item", "translate_errors"]
 
 logger = logging.getLogger(__name__)
+_NOT_FOUND = "ResourceNotFoundException"
 _ser = TypeSerializer()
 _de = TypeDeserializer()
 
@@ -33,22 +34,6 @@ def _is_conflict(exc: ClientError) -> bool:
     if reasons is None:  # not parsed (older emulators): the message lists them as [Code, Code, ...]
         return "ConditionalCheckFailed" in str(exc.response.get("Error", {}).get("Message", ""))
     return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
-
-
-_THROTTLED_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
-
-
-def _cancelled(exc: ClientError, what: str) -> TransientError | None:
-    """A transaction cancelled for no condition of its own: throttled items (``ThrottledError``) or another
-    transaction under way on an item (``TransientError``); both are worth trying again."""
-    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    reasons = {str(r.get("Code")) for r in exc.response.get("CancellationReasons") or ()}
-    if reasons & _THROTTLED_REASONS:
-        return ThrottledError(f"{what}: transaction throttled")
-    if "TransactionConflict" in reasons:
-        return TransientError(f"{what}: TransactionConflict")
-    return None
 
 
 def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,28 +56,21 @@ class DynamoCalls:
 
 @contextmanager
 def translate_errors(table: str, what: str) -> Iterator[None]:
-    """Turn provider errors into this package's errors, keeping the cause."""
+    """Turn provider errors into this package's errors, keeping the cause: a failed condition is a
+    ``LeaseConflictError``, a missing table says how to create it, the rest is ``classify``'s; an error of
+    ours (a bug) goes through as it is."""
     try:
         yield
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        if _is_conflict(exc):
+    except PROVIDER_FAILURES as exc:
+        if isinstance(exc, ClientError) and _is_conflict(exc):
             raise LeaseConflictError(f"{what}: condition failed on {table}") from exc
-        if code == "ResourceNotFoundException":
+        if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == _NOT_FOUND:
             raise MissingResourceError(
                 f"DynamoDB table {table!r} does not exist. Create it with "
                 f"`python -m consumer create-tables --lease-table ... --checkpoint-table ...` "
                 "(local use) or deploy the state stack."
             ) from exc
-        if (error := _cancelled(exc, f"{what} on {table}")) is not None:
-            raise error from exc
-        if (error := transient(exc, f"{what} on {table}")) is not None:
-            raise error from exc
-        raise
-    except Exception as exc:  # transport failures (refused, reset, timed out) are not ClientErrors
-        if (error := transient(exc, f"{what} on {table}")) is not None:
-            raise error from exc
-        raise
+        raise classify(exc, "dynamodb", f"{what} on {table}") from exc
 
 
 def create_tables(client: Any, lease_table: str, checkpoint_table: str) -> None:

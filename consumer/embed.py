@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import WORKER_CALLS, ThrottleRetries, heartbeat_config, make_client
-from consumer.aws_errors import explain
+from consumer.aws_errors import PROVIDER_FAILURES, classify
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
 from consumer.errors import ConfigError
@@ -104,11 +103,8 @@ def create_worker(
     if checks:
         try:
             run_preflight(config, Clients(clients.checking), source, target)
-        except (BotoCoreError, ClientError) as exc:  # one the checks did not name: the CLI's wording too
-            translated = explain(exc)
-            if translated is None:
-                raise
-            raise translated from exc
+        except PROVIDER_FAILURES as exc:  # one the checks did not name: the CLI's wording too
+            raise classify(exc) from exc
     return _build(
         config, clients, metrics or EmfMetrics(config.application, config.worker_id, metrics_out), interval
     )

@@ -9,10 +9,11 @@ __all__ = [
     "LeaseConflictError",
     "LeaseLostError",
     "MissingResourceError",
-    "ProcessorFailedError",
     "ProcessorLoadError",
+    "RefusedError",
     "ThrottledError",
     "TransientError",
+    "UnreachableError",
     "WorkerFencedError",
     "is_retriable",
 ]
@@ -52,8 +53,19 @@ class ThrottledError(TransientError):
     down and is retried; it is never an outage, so it does not count towards giving a shard up."""
 
 
+class UnreachableError(TransientError):
+    """An AWS endpoint did not answer (connection refused, reset or closed, timed out)."""
+
+
+class RefusedError(ConsumerError):
+    """A provider refused a call as it was made (a validation error, access denied, any other 4xx), or
+    botocore rejected its parameters: the same call fails the same way again, so it is never retried. It
+    is a bug or a setting to fix; the message names the call and the provider's code."""
+
+
 def is_retriable(exc: BaseException) -> bool:
-    """The one reading of the ``retriable`` flag: our own errors say it; anything else is not retriable."""
+    """The one reading of the ``retriable`` flag: our own errors say it; anything else (a bug, a provider
+    error nobody classified) is not retriable."""
     return bool(getattr(exc, "retriable", False)) if isinstance(exc, ConsumerError) else False
 
 
@@ -77,7 +89,3 @@ class CheckpointRejectedError(ConsumerError):
     def __init__(self, message: str, *, stale_epoch: bool) -> None:
         super().__init__(message)
         self.stale_epoch = stale_epoch
-
-
-class ProcessorFailedError(ConsumerError):
-    """The processor kept failing on a record after every retry and the policy is to halt the shard."""

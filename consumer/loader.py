@@ -30,7 +30,7 @@ def load_processor(path: str) -> Callable[[], RecordProcessor]:
         raise ProcessorLoadError(f"processor {path!r}: expected 'package.module:Class'")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:
+    except Exception as exc:  # importing user code can raise anything: named as the setting's fault
         raise ProcessorLoadError(f"processor {path!r}: cannot import module {module_name!r}: {exc}") from exc
     target: Any = module
     for part in attr.split("."):
@@ -54,7 +54,7 @@ def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], Recor
             processor = factory()
         except ConsumerError:
             raise  # already names the setting (e.g. a processor's ConfigError)
-        except Exception as exc:
+        except Exception as exc:  # the user's constructor: named, with the path, as the setting's fault
             raise ProcessorLoadError(
                 f"processor {path!r}: constructing it failed: {type(exc).__name__}: {exc}"
             ) from exc

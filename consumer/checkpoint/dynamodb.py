@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from consumer.aws import transient
+from consumer.aws_errors import PROVIDER_FAILURES
 from consumer.checkpoint.store import CheckpointItem
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
 from consumer.errors import CheckpointRejectedError
@@ -78,7 +78,6 @@ class DynamoDBCheckpointStore:
                 else f"{position} is behind the stored {_position_from(old)}"
             )
             raise CheckpointRejectedError(f"{stream}/{shard_id}: {reason}", stale_epoch=stale) from exc
-        except Exception as exc:  # refused, reset or timed out: the writer retries in place
-            if (error := transient(exc, f"checkpoint {stream}/{shard_id}")) is not None:
-                raise error from exc
-            raise
+        except PROVIDER_FAILURES:  # not the service's answer: the transport's, or botocore's own
+            with translate_errors(self.table, f"checkpoint {stream}/{shard_id}"):
+                raise

@@ -283,6 +283,9 @@ class DynamoDBLeaseRepository:
         }
 
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
+        """Own an unowned lease, or a dead owner's (its heartbeat still as observed; its generation bumped):
+        ``assign`` without the inbox. No worker calls it (the leader assigns); the contract tests and the
+        emulators' isolation proof set up and race ownership with it."""
         extra = [fence_dead(self.table, dead_owner)] if dead_owner is not None else []
         return self._ownership_change(lease, new_owner, extra)
 

@@ -43,10 +43,6 @@ class OwnValidity:
         with self._lock:
             return self._lapses
 
-    def revoke(self) -> None:
-        with self._lock:
-            self._until = float("-inf")
-
     def valid(self) -> bool:
         return self._clock.monotonic() < self._until
 

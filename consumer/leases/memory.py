@@ -228,6 +228,9 @@ class InMemoryLeaseRepository:
             del self.t.workers[worker.worker_id]
 
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
+        """Own an unowned lease, or a dead owner's (its heartbeat still as observed; its generation bumped):
+        ``assign`` without the inbox. No worker calls it (the leader assigns); the contract tests and the
+        emulators' isolation proof set up and race ownership with it."""
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
             return self._take(lease, new_owner, dead_owner)

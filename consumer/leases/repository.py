@@ -1,4 +1,8 @@
-"""The lease repository seam: every state change is one conditional write (or one transaction)."""
+"""The lease repository seams, one small Protocol per role over the one lease table: membership (worker
+items), leadership (the leader item), the lease table (leases and their ownership) and admin (operator
+commands); ``LeaseRepository`` is all four. Every state change is one conditional write (or transaction).
+Both implementations (``memory.InMemoryLeaseRepository``, ``dynamodb.DynamoDBLeaseRepository``) play every
+role and are held to the same contract tests (tests/integration/test_*_contract.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +14,21 @@ from consumer.leases.model import Leader, Lease, WorkerItem
 from consumer.leases.progress import ShardLag
 from consumer.records import Position
 
-__all__ = ["LeaseRepository", "OwnerObservation", "TableSnapshot"]
+__all__ = [
+    "AdminRepository",
+    "LeadershipRepository",
+    "LeaseRepository",
+    "LeaseTableRepository",
+    "MembershipRepository",
+    "OwnerObservation",
+    "TableSnapshot",
+]
 
 
 @dataclass(frozen=True)
 class TableSnapshot:
+    """Every lease and worker item, as one read of the table saw them."""
+
     leases: tuple[Lease, ...]
     workers: tuple[WorkerItem, ...]
 
@@ -29,49 +43,18 @@ class OwnerObservation:
     incarnation: str = ""
 
 
-class LeaseRepository(Protocol):
-    """Lease-table I/O. Methods raise ``LeaseConflictError`` when their condition does not hold.
+class MembershipRepository(Protocol):
+    """Worker items: a worker joins, beats, reads and empties its inbox, and leaves; the leader wakes a
+    worker and forgets a dead one. A condition that does not hold raises ``LeaseConflictError``; a fenced
+    heartbeat, ``WorkerFencedError``."""
 
-    Transfers and takes also move the checkpoint item's epoch in the same transaction, so a checkpoint
-    write by the previous owner fails from that instant on.
-    """
-
-    def snapshot(self, consistent: bool = True) -> TableSnapshot:
-        """Every lease and worker item (only the leader reads the whole table, eventually consistent)."""
+    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
+        """A worker's item (None: not registered); ``consistent``: a strongly consistent read."""
         ...
 
-    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None: ...
-
-    def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
-        """The leases with these keys that exist (strongly consistent)."""
+    def register_worker(self, worker: WorkerItem) -> None:
+        """Join the fleet: create our item, counters at zero (a conflict if the id is registered already)."""
         ...
-
-    def get_leader(self) -> Leader | None:
-        """The leadership item, eventually consistent (None: nobody ever led)."""
-        ...
-
-    def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
-        """Lead if the item is still as ``seen`` (absent, unowned, or owned by ``dead.worker_id`` whose
-        heartbeat is still ``dead.heartbeat``, which this write then fences)."""
-        ...
-
-    def resign_leader(self, leader: Leader) -> None:
-        """Stop leading (owner removed, epoch bumped) if the item is still ``leader``."""
-        ...
-
-    def wake(self, worker_id: str) -> None:
-        """Bump a registered worker's inbox (a conflict if it is not registered)."""
-        ...
-
-    def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
-        """Remove ``keys`` from our ``given`` set once we have read those leases."""
-        ...
-
-    def create_lease(self, lease: Lease) -> bool:
-        """Create the lease if absent; return whether this call created it."""
-        ...
-
-    def register_worker(self, worker: WorkerItem) -> None: ...
 
     def heartbeat(
         self,
@@ -87,14 +70,57 @@ class LeaseRepository(Protocol):
         write (replacing what was there; empty removes it); ``None`` leaves the stored one as it is."""
         ...
 
-    def deregister_worker(self, worker_id: str) -> None: ...
+    def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
+        """Remove ``keys`` from our ``given`` set once we have read those leases."""
+        ...
+
+    def deregister_worker(self, worker_id: str) -> None:
+        """Leave the fleet: delete our item (nothing to do if it is already gone)."""
+        ...
+
+    def wake(self, worker_id: str) -> None:
+        """Bump a registered worker's inbox (a conflict if it is not registered)."""
+        ...
 
     def forget_worker(self, worker: WorkerItem) -> None:
         """Delete a dead worker's item if its heartbeat and generation are still as seen (conflict if not)."""
         ...
 
-    def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
-        """Own an unowned lease, or a dead owner's (its heartbeat still as observed; its generation bumped)."""
+
+class LeadershipRepository(Protocol):
+    """The one leadership item: read, claimed (fencing a dead leader), resigned. A claim that loses raises
+    ``LeaseConflictError``."""
+
+    def get_leader(self) -> Leader | None:
+        """The leadership item, eventually consistent (None: nobody ever led)."""
+        ...
+
+    def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
+        """Lead if the item is still as ``seen`` (absent, unowned, or owned by ``dead.worker_id`` whose
+        heartbeat is still ``dead.heartbeat``, which this write then fences)."""
+        ...
+
+    def resign_leader(self, leader: Leader) -> None:
+        """Stop leading (owner removed, epoch bumped) if the item is still ``leader``."""
+        ...
+
+
+class LeaseTableRepository(Protocol):
+    """The leases: read, created and retired by discovery, and every change of ownership. Each change is
+    one conditional write (or transaction), raising ``LeaseConflictError`` when its condition does not hold;
+    assignments and transfers also move the checkpoint item's epoch in the same transaction, so a checkpoint write
+    by the previous owner fails from that instant on."""
+
+    def snapshot(self, consistent: bool = True) -> TableSnapshot:
+        """Every lease and worker item (only the leader reads the whole table, eventually consistent)."""
+        ...
+
+    def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
+        """The leases with these keys that exist (strongly consistent)."""
+        ...
+
+    def create_lease(self, lease: Lease) -> bool:
+        """Create the lease if absent; return whether this call created it."""
         ...
 
     def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
@@ -133,6 +159,10 @@ class LeaseRepository(Protocol):
         """Retire an ended lease whose shard no longer exists."""
         ...
 
+
+class AdminRepository(Protocol):
+    """Operator commands: drain a worker, replay a shard from a position."""
+
     def request_drain(self, worker_id: str) -> None:
         """Ask a worker to hand its leases away and exit (operator command)."""
         ...
@@ -141,3 +171,10 @@ class LeaseRepository(Protocol):
         """Operator replay: take the lease from its owner (epoch bump, owner removed) and set the checkpoint
         to ``position`` in the same transaction, so the old owner's next checkpoint is refused."""
         ...
+
+
+class LeaseRepository(
+    MembershipRepository, LeadershipRepository, LeaseTableRepository, AdminRepository, Protocol
+):
+    """Every role over the one lease table: what the worker's coordinator and the operator commands hold.
+    Code that plays one role takes that role's Protocol."""

@@ -50,8 +50,8 @@ def _attempts(
             return None
         except LeaseLostError:
             raise
-        except Exception as exc:
-            error = exc
+        except Exception as exc:  # the processor's own failure (user code): retried up to max_attempts,
+            error = exc  # then dead-lettered or halted by the policy, never skipped
             metrics.add("ProcessorFailures", 1, stream, shard)
             log_event(
                 logger,
@@ -99,7 +99,7 @@ def deliver(
         if cfg.on_failure == "dlq" and dlq is not None:
             try:
                 dlq.send(record, error, epoch)
-            except Exception as exc:
+            except Exception as exc:  # whatever kept the record from the DLQ, it halts the shard: never lost
                 log_event(
                     logger,
                     "dead_letter_failed",

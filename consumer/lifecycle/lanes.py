@@ -11,7 +11,7 @@ suspended. Now:
   each shard's MillisBehindLatest and last sequence number, published in the same write for ``status``). A
   good heartbeat extends our validity at once (by its send time: what was acknowledged, no more) and is
   reported to the coordinator as before; a fenced one stops the lane until the coordinator, reconciled, asks
-  again.
+  again; one that retrying cannot fix (``retry.verdict``) stops it for good and ends the worker.
 - ``BackgroundLane`` runs one slow call at a time and reports its event when it ends; the coordinator counts
   the next discovery from then.
 """
@@ -25,11 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from consumer.clock import Clock
-from consumer.errors import WorkerFencedError, is_retriable
+from consumer.errors import WorkerFencedError
 from consumer.leases.liveness import OwnValidity
-from consumer.leases.repository import LeaseRepository
+from consumer.leases.repository import MembershipRepository
 from consumer.lifecycle.messages import Event, HeartbeatResult, Result
 from consumer.lifecycle.progress import ShardProgress
+from consumer.lifecycle.retry import Verdict, verdict
 from consumer.logs import log_event
 
 __all__ = ["BackgroundLane", "HeartbeatLane", "HeartbeatParams"]
@@ -54,7 +55,7 @@ class HeartbeatLane:
     def __init__(
         self,
         worker_id: str,
-        repo: LeaseRepository,
+        repo: MembershipRepository,
         validity: OwnValidity,
         clock: Clock,
         every: float,
@@ -83,6 +84,7 @@ class HeartbeatLane:
         self._next_at = float("inf")
         self._in_flight = False
         self._stopped = False
+        self._error: Exception | None = None  # what stopped the lane for good (raised by ``request``)
         self._thread = threading.Thread(target=self._main, name=f"heartbeat-{worker_id}", daemon=True)
 
     def start(self) -> None:
@@ -92,8 +94,11 @@ class HeartbeatLane:
     def request(self, params: HeartbeatParams) -> None:
         """The coordinator's ``Heartbeat``: the lane beats with ``params`` from now on, at once when it has
         no schedule yet, after a fence, or when the generation or the draining flag changed (a new lease
-        count waits for the next beat); otherwise on its own schedule (no double writes)."""
+        count waits for the next beat); otherwise on its own schedule (no double writes). Raises the error
+        that stopped the lane, if one did (see ``_failed``)."""
         with self._cond:
+            if self._error is not None:
+                raise self._error
             old = self._params
             urgent = (
                 old is None
@@ -137,17 +142,35 @@ class HeartbeatLane:
                     self._fenced_at, self._in_flight = params.generation, False
                 self._report(HeartbeatResult(sent, Result.CONFLICT, fenced=True))
                 continue
-            except Exception as exc:  # any failure is a missed beat: the window decides
-                kind = "transient" if is_retriable(exc) else "unexpected"
-                with self._cond:
-                    self._next_at, self._in_flight = sent + self._after_failure(), False
-                self._report(HeartbeatResult(sent, Result.FAILED, error=f"{kind}: {exc!r}"))
+            except Exception as exc:  # the one verdict decides: a missed beat (the window decides), or fatal
+                self._failed(sent, exc)
                 continue
             self._lapsed = False
             self._validity.extend(sent)  # at once: the coordinator may be busy in a slow call
             with self._cond:
                 self._next_at, self._in_flight = sent + self._every, False
             self._report(HeartbeatResult(sent, Result.OK))
+
+    def _failed(self, sent: float, exc: Exception) -> None:
+        """A beat that may pass is tried again (``_after_failure``). One that cannot (a bug, a validation
+        error, a missing table, rejected credentials) would fail the same way for ever while our leases
+        lapse unseen: the lane stops, and the coordinator's next request raises it, which ends the worker
+        (``join()`` re-raises it) so that it is restarted, or fixed, instead of idling."""
+        fatal = verdict(exc) is Verdict.SURFACE
+        with self._cond:
+            self._in_flight = False
+            if fatal:
+                self._error, self._stopped = exc, True
+            else:
+                self._next_at = sent + self._after_failure()
+        if fatal:
+            logger.error(
+                "heartbeat failed for good",
+                exc_info=exc,
+                extra={"event": "heartbeat_lane_failed", "worker": self._id, "error": repr(exc)},
+            )
+        kind = "fatal" if fatal else "transient"
+        self._report(HeartbeatResult(sent, Result.FAILED, error=f"{kind}: {exc!r}"))
 
     def _beat(self, params: HeartbeatParams) -> None:
         if self._progress is None:
@@ -204,7 +227,10 @@ class BackgroundLane:
         while (call := self._calls.get()) is not None:
             try:
                 event = call()
-            except Exception as exc:  # the calls turn their own failures into events
-                log_event(logger, "background_call_failed", logging.ERROR, error=repr(exc))
+            except Exception as exc:  # a bug in a call (each turns its provider's failures into events):
+                # this thread must not die with it, or every later call would queue for ever unseen
+                logger.error(
+                    "background call failed", exc_info=exc, extra={"event": "background_call_failed"}
+                )
                 continue
             self._report(event)

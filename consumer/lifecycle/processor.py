@@ -24,11 +24,11 @@ __all__ = [
 
 
 class ShutdownReason(enum.Enum):
-    """Why a shard's processing stops."""
+    """Why the coordinator stops a shard's processing. A shard that is closed and fully read is not
+    stopped: its processor's ``shard_ended`` is called instead."""
 
     REQUESTED = "requested"  # graceful: worker shutdown or a hand-off to another worker
     LEASE_LOST = "lease_lost"  # the lease moved on without us: no checkpoint is possible
-    SHARD_END = "shard_end"  # the shard is closed (split/merge) and fully read
 
 
 class LeaseGuard(Protocol):

@@ -1,27 +1,47 @@
-"""The one retry policy for a shard's transient failures: capped exponential backoff with jitter, and a
-bound past which the owner gives the shard up so that another worker can try.
+"""What a failure means, decided in one place (``verdict``), and the one retry policy for a shard's
+failures that may pass: capped exponential backoff with jitter, and a bound past which the owner gives the
+shard up so that another worker can try.
 
 A throttle is not an outage: it is backed off like any failure but never counts towards the bound (a
 per-shard limit follows the shard, so handing it to another worker would only move the throttle), and each
-is counted per operation in the shard's ``Throttles.<Operation>`` metric (``operation`` names it)."""
+is counted per operation in the shard's ``Throttles.<Operation>`` metric (``operation`` names it). An error
+that is not ``retriable`` (a bug, a validation error or any other refusal, a missing resource) is never
+retried: retrying cannot fix it, and retrying it for ever would only hide it."""
 
 from __future__ import annotations
 
+import enum
 import logging
 import random
 
 from consumer.clock import Clock
-from consumer.errors import ThrottledError, TransientError
+from consumer.errors import ThrottledError, is_retriable
 from consumer.logs import log_event
 
-__all__ = ["RetryPolicy", "is_throttle", "operation"]
+__all__ = ["RetryPolicy", "Verdict", "is_throttle", "operation", "verdict"]
 
 logger = logging.getLogger(__name__)
 
 
+class Verdict(enum.Enum):
+    """What to do about a failed call."""
+
+    BACK_OFF = "back_off"  # a throttle: slow down and try again; never counts towards giving up
+    RETRY = "retry"  # it may pass: try again with backoff, within the caller's bound
+    SURFACE = "surface"  # a bug or a refusal: stop trying, and end loudly where the caller says
+
+
+def verdict(exc: BaseException) -> Verdict:
+    """The one decision, from the error's ``retriable`` flag (``consumer.aws_errors.classify`` sets it for
+    every provider failure; anything else, a bug of ours, is not retriable)."""
+    if isinstance(exc, ThrottledError):
+        return Verdict.BACK_OFF
+    return Verdict.RETRY if is_retriable(exc) else Verdict.SURFACE
+
+
 def is_throttle(exc: BaseException) -> bool:
     """Whether ``exc`` is a provider's "slow down" rather than a failure."""
-    return isinstance(exc, ThrottledError)
+    return verdict(exc) is Verdict.BACK_OFF
 
 
 def operation(exc: BaseException) -> str:
@@ -31,6 +51,8 @@ def operation(exc: BaseException) -> str:
 
 
 class RetryPolicy:
+    """Backoff for one shard's failures that may pass (``verdict`` not ``SURFACE``), and the give-up bound."""
+
     def __init__(self, clock: Clock, base: float, cap: float, give_up_after: float, **log: object) -> None:
         self._clock = clock
         self._base = base
@@ -42,9 +64,11 @@ class RetryPolicy:
 
     @property
     def failing_for(self) -> float:
+        """Seconds since the first failure (not a throttle) after the last success; 0 when none."""
         return 0.0 if self._since is None else self._clock.monotonic() - self._since
 
     def succeeded(self) -> None:
+        """A call went through: the failures before it no longer count."""
         if self._since is not None:
             log_event(
                 logger,
@@ -61,9 +85,9 @@ class RetryPolicy:
         """Suspended (our lease validity lapsed): failures before do not count against the bound."""
         self._since = None if self._since is None else self._clock.monotonic()
 
-    def failed(self, exc: TransientError) -> float | None:
+    def failed(self, exc: Exception) -> float | None:
         """How long to wait before the next try, or ``None`` once failing for longer than the bound (which
-        throttles never reach)."""
+        throttles never reach). Only for errors worth retrying: the caller surfaces the others."""
         now = self._clock.monotonic()
         throttled = is_throttle(exc)
         if not throttled and self._since is None:

@@ -4,8 +4,8 @@ The coordinator talks to it through one call, ``stop(reason)``; it answers once,
 event. A requested stop lets a poll already under way (its pacing wait and GetRecords) finish and delivers
 what it brings before the final checkpoint: the records that reached the shard since the last poll go out
 now, not one hand-off later, so the shard's silent window during a hand-off is the hand-off alone.
-Transient failures (fetch or checkpoint) are retried in place by one ``RetryPolicy``; past its bound the
-loop ends with ``GAVE_UP`` and the coordinator releases the lease for another worker.
+Failures that may pass (``retry.verdict``) are retried in place by one ``RetryPolicy``; past its bound the
+loop ends ``GAVE_UP``, and on a bug or a refusal ``FAILED`` at once; either way the lease moves on.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from consumer.lifecycle.processor import (
     ShutdownReason,
     ShutdownRequestedInput,
 )
-from consumer.lifecycle.retry import RetryPolicy, is_throttle, operation
+from consumer.lifecycle.retry import RetryPolicy, Verdict, operation, verdict
 from consumer.lifecycle.shard_start import ConsumerContext, Started, open_reader, start_shard
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
@@ -150,7 +150,7 @@ class ShardConsumer:
         except LeaseLostError as exc:
             self._log("lease_lost_in_loop", logging.WARNING, error=str(exc))
             outcome = self._lost()
-        except Exception as exc:
+        except Exception as exc:  # the shard thread's boundary: whatever ended it, the coordinator hears once
             logger.exception(
                 "shard loop failed", extra={"event": "shard_failed", "shard": self.lease.shard_id}
             )
@@ -202,14 +202,18 @@ class ShardConsumer:
             return Outcome.STOPPED
         return None
 
-    def _failed(self, exc: TransientError) -> float | None:
-        """The retry policy's answer to ``exc``; a throttle is counted per operation first."""
-        if is_throttle(exc):
+    def _failed(self, exc: Exception) -> float | None:
+        """The retry policy's answer to ``exc`` (a throttle counted per operation first); a bug or a refusal
+        is raised again, for ``_main`` to end the loop FAILED with its traceback."""
+        decided = verdict(exc)
+        if decided is Verdict.SURFACE:
+            raise exc
+        if decided is Verdict.BACK_OFF:
             self._ctx.metrics.add(f"Throttles.{operation(exc)}", 1, self.lease.stream, self.lease.shard_id)
         return self._retry.failed(exc)
 
     def _retrying(self, step: Callable[[], _T | Outcome | None]) -> _T | Outcome:
-        """Run ``step`` until it returns an outcome, retrying transient failures in place."""
+        """Run ``step`` until it returns an outcome, retrying in place what ``verdict`` says may pass."""
         while True:
             if (stopped := self._stop_outcome()) is not None:
                 return stopped
@@ -218,12 +222,6 @@ class ShardConsumer:
                 continue
             try:
                 result = step()
-            except TransientError as exc:
-                delay = self._failed(exc)
-                if delay is None:
-                    return Outcome.GAVE_UP
-                self._signal.wait(delay)
-                continue
             except LeaseLostError:
                 if self.guard.lost.is_set():
                     raise
@@ -233,6 +231,12 @@ class ShardConsumer:
             except _Halted as halted:
                 self._halted_at = halted.at
                 return Outcome.HALTED
+            except Exception as exc:  # the one verdict decides: retried here, or surfaced (FAILED)
+                delay = self._failed(exc)
+                if delay is None:
+                    return Outcome.GAVE_UP
+                self._signal.wait(delay)
+                continue
             self._retry.succeeded()
             if result is not None:
                 return result
@@ -394,7 +398,7 @@ class ShardConsumer:
             )
         except LeaseLostError:
             raise
-        except Exception:
+        except Exception:  # the processor's callback (user code): the final checkpoint is still due
             logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
         timeout = self._ctx.config.shutdown.final_checkpoint_timeout
         policy.wait_done(timeout, self.guard.is_valid)
@@ -433,6 +437,6 @@ class ShardConsumer:
                 self._processor.lease_lost(
                     LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch)
                 )
-            except Exception:
+            except Exception:  # the processor's callback (user code): the lease is gone either way
                 logger.exception("lease_lost raised", extra={"event": "processor_lease_lost_failed"})
         return Outcome.LOST

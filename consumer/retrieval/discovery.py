@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from consumer.leases.model import Lease
-from consumer.leases.repository import LeaseRepository
+from consumer.leases.repository import LeaseTableRepository
 from consumer.logs import log_event
 from consumer.retrieval.kinesis import KinesisApi, ShardInfo
 
@@ -35,7 +35,11 @@ def parents_first(shards: list[ShardInfo]) -> list[ShardInfo]:
 
 
 def sync_leases(
-    api: KinesisApi, repo: LeaseRepository, stream: str, leases: tuple[Lease, ...], limit: int | None = None
+    api: KinesisApi,
+    repo: LeaseTableRepository,
+    stream: str,
+    leases: tuple[Lease, ...],
+    limit: int | None = None,
 ) -> tuple[int, bool]:
     """Create leases for shards without one and retire ENDED leases whose shard is gone, at most ``limit``
     writes (a stream of thousands of shards is created over several calls, within the table's throughput).

@@ -88,7 +88,7 @@ class FanOutReader(ReaderBase):
             self._events = None  # the 5-minute subscription ended (or was interrupted): subscribe again
             log_event(logger, "subscription_renewed", logging.DEBUG, stream=self._stream, shard=self._shard)
             return None
-        except Exception:
+        except Exception:  # not swallowed: forget the subscription, then raise it for the loop's verdict
             self._events = None  # a broken or refused subscription: the retry subscribes again
             with self._lock:
                 if self._interrupted:  # we closed it under the reader's feet: whatever it raised, we stop

@@ -16,7 +16,7 @@ from aws_kinesis_agg import messages_pb2
 from botocore.exceptions import ClientError
 from google.protobuf.message import DecodeError
 
-from consumer.aws import transient
+from consumer.aws_errors import PROVIDER_FAILURES, classify
 from consumer.errors import ConsumerError, MissingResourceError, ThrottledError
 from consumer.records import Record
 
@@ -124,23 +124,14 @@ class KinesisApi(Protocol):
     def get_records(self, iterator: str, limit: int) -> GetRecordsResult: ...
 
 
-_THROTTLE_CODES = {
-    "ProvisionedThroughputExceededException",
-    "LimitExceededException",
-    "KMSThrottlingException",
-    "ThrottlingException",
-    "ResourceInUseException",  # a subscription for this consumer and shard is still open: retry shortly
-}
-
-
 @contextmanager
 def _translate(stream: str) -> Iterator[None]:
+    """Provider errors as this package's (``classify``), with Kinesis's own meanings first: an expired
+    iterator (get a new one) and a missing stream (how to create it)."""
     try:
         yield
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code in _THROTTLE_CODES:
-            raise ThrottledError(f"{stream}: {code}") from exc
+    except PROVIDER_FAILURES as exc:
+        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
         if code == "ExpiredIteratorException":
             raise ExpiredIteratorError(f"{stream}: iterator expired") from exc
         if code == "ResourceNotFoundException":
@@ -149,13 +140,7 @@ def _translate(stream: str) -> Iterator[None]:
                 f"`aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
                 "streaming stack."
             ) from exc
-        if (error := transient(exc, stream)) is not None:
-            raise error from exc
-        raise
-    except Exception as exc:  # transport failures (refused, reset, timed out) are not ClientErrors
-        if (error := transient(exc, stream)) is not None:
-            raise error from exc
-        raise
+        raise classify(exc, "kinesis", stream) from exc
 
 
 class BotoKinesis:

@@ -106,7 +106,7 @@ class _LeanRecords(ResponseParser):  # type: ignore[misc]
                 n = len(r)
                 if r[_SEQ] is None or r[_PK] is None or (n != 4 and (n != 5 or r.get(_ENC) is None)):
                     raise _Slow
-            except Exception:
+            except Exception:  # a record the fast path does not know (or a bug in it): botocore's own parser
                 items[i] = None if r is None else self._parse_shape(record_shape, r)
                 continue
             r[_DATA] = data

@@ -7,9 +7,7 @@ import json
 import time
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
-from consumer.errors import ConsumerError, MissingResourceError
+from consumer.aws_errors import aws_call
 from consumer.records import Record
 
 __all__ = ["DeadLetterQueue", "InMemoryDeadLetterQueue", "SqsDeadLetterQueue", "dead_letter_body"]
@@ -22,6 +20,7 @@ class DeadLetterQueue(Protocol):
 
 
 def dead_letter_body(record: Record, error: BaseException, epoch: int) -> dict[str, Any]:
+    """The message body: the record (data in base64), its epoch and the error it failed with."""
     return {
         "stream": record.stream,
         "shard_id": record.shard_id,
@@ -38,6 +37,8 @@ def dead_letter_body(record: Record, error: BaseException, epoch: int) -> dict[s
 
 
 class InMemoryDeadLetterQueue:
+    """Keeps each dead letter's body in ``messages`` (tests, benchmarks)."""
+
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
 
@@ -46,13 +47,16 @@ class InMemoryDeadLetterQueue:
 
 
 class SqsDeadLetterQueue:
+    """One SQS message per dead letter; a failed send raises this package's error (``classify``)."""
+
     def __init__(self, client: Any, queue_url: str) -> None:
         self._c = client
         self._url = queue_url
 
     def send(self, record: Record, error: BaseException, epoch: int) -> None:
         body = json.dumps(dead_letter_body(record, error, epoch))
-        try:
+        what = f"dead-letter {record.shard_id}/{record.sequence_number} to {self._url}"
+        with aws_call("sqs", what, "CONSUMER_DLQ_URL"):  # any failure halts the shard: nothing is lost
             self._c.send_message(
                 QueueUrl=self._url,
                 MessageBody=body,
@@ -61,10 +65,3 @@ class SqsDeadLetterQueue:
                     "shard_id": {"DataType": "String", "StringValue": record.shard_id},
                 },
             )
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
-                raise MissingResourceError(f"dead-letter queue {self._url} does not exist") from exc
-            raise ConsumerError(
-                f"dead-letter send failed for {record.shard_id}/{record.sequence_number}"
-            ) from exc

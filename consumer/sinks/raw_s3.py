@@ -32,6 +32,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import shared_client
+from consumer.aws_errors import PROVIDER_FAILURES, classify
 from consumer.errors import ConfigError, ConsumerError, LeaseLostError, MissingResourceError
 from consumer.lifecycle.processor import (
     InitializationInput,
@@ -316,6 +317,8 @@ class RawS3Sink:
             except LeaseLostError:
                 return
             except Exception as exc:
+                # This thread must not die: the buffers stay for the next tick, or for a batch, whose own
+                # write raises to delivery's policy; a bug is logged in full.
                 self._flush_failed(exc)
 
     def _flush_failed(self, exc: Exception) -> None:
@@ -356,13 +359,13 @@ class RawS3Sink:
                 ContentType="application/x-ndjson",
                 ContentEncoding="gzip",
             )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "NoSuchBucket":
+        except PROVIDER_FAILURES as exc:
+            if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == "NoSuchBucket":
                 raise MissingResourceError(
                     f"CONSUMER_RAW_BUCKET: S3 bucket {self.bucket!r} does not exist; create it or fix "
                     "CONSUMER_RAW_BUCKET"
                 ) from exc
-            raise
+            raise classify(exc, "s3", f"put s3://{self.bucket}/{key}") from exc
         del self._buffers[hour]
         self.objects_written += 1
         log_event(logger, "raw_object_written", logging.DEBUG, key=key, records=len(buf.records))

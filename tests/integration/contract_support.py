@@ -21,7 +21,6 @@ from consumer.errors import LeaseConflictError
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.leases.model import Lease, WorkerItem, lease_key
-from consumer.leases.repository import LeaseRepository
 from consumer.records import Position
 
 __all__ = [
@@ -49,7 +48,7 @@ P1, P2, P3 = (Position(f"4959033827149025660855969253836157109592157598913658889
 @dataclass
 class Backend:
     name: str
-    repo: LeaseRepository
+    repo: InMemoryLeaseRepository | DynamoDBLeaseRepository  # every role, and ``take`` to stage ownership
     store: CheckpointStore
     put_raw_checkpoint: Callable[[str, str, int], None]  # (stream, shard_id, epoch), no position
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from consumer.checkpoint.store import CheckpointItem
-from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
+from consumer.errors import CheckpointRejectedError, LeaseConflictError, UnreachableError, WorkerFencedError
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.repository import OwnerObservation
@@ -30,7 +30,7 @@ class Partition:
 
         def call(*args, **kwargs):
             if self.cut.is_set():
-                raise ConnectionError("endpoint unreachable")
+                raise UnreachableError("cannot reach DynamoDB: endpoint unreachable")
             return attr(*args, **kwargs)
 
         return call

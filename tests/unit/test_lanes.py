@@ -8,8 +8,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from consumer.clock import FakeClock
-from consumer.errors import WorkerFencedError
+from consumer.errors import RefusedError, UnreachableError, WorkerFencedError
 from consumer.leases.liveness import OwnValidity
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane, HeartbeatParams
 from consumer.lifecycle.messages import Discovered, Event, HeartbeatResult, Result
@@ -25,6 +27,7 @@ class Repo:
         self.calls: list[tuple[float, int]] = []
         self.failing = False
         self.fenced = False
+        self.broken: Exception | None = None
         self.lock = threading.Lock()
 
     def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
@@ -33,7 +36,9 @@ class Repo:
         if self.fenced:
             raise WorkerFencedError("generation moved")
         if self.failing:
-            raise ConnectionError("no answer")
+            raise UnreachableError("cannot reach DynamoDB (heartbeat w on leases)")
+        if self.broken is not None:
+            raise self.broken
         return len(self.calls)
 
     def count(self) -> int:
@@ -112,6 +117,38 @@ def test_a_fenced_lane_waits_for_the_reconciled_coordinator() -> None:
         repo.fenced = False
         hb.request(HeartbeatParams(1, 1, False))  # reconciled: the new generation
         wait_until(lambda: repo.count() == 2 and repo.calls[-1][1] == 1)
+    finally:
+        hb.stop(1.0)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        RefusedError("DynamoDB refused (heartbeat w on leases): ValidationException: Item size too large"),
+        KeyError("heartbeat"),  # a bug of ours
+    ],
+    ids=["refused", "bug"],
+)
+def test_a_beat_that_retrying_cannot_fix_stops_the_lane_and_is_raised_to_the_coordinator(
+    broken: Exception,
+) -> None:
+    clock, events = FakeClock(0.0), []
+    repo = Repo(clock)
+    hb, validity = lane(clock, repo, events)
+    try:
+        repo.broken = broken
+        hb.request(HeartbeatParams(0, 1, False))
+        wait_until(lambda: any(isinstance(e, HeartbeatResult) for e in events), what="the failed beat")
+        [failed] = events
+        assert isinstance(failed, HeartbeatResult) and failed.result is Result.FAILED
+        assert failed.error.startswith("fatal:")
+        with pytest.raises(type(broken)) as raised:  # the coordinator's next request: the worker ends
+            hb.request(HeartbeatParams(0, 1, False))
+        assert raised.value is broken
+        repo.broken = None
+        clock.advance(5.0)
+        quiet(repo, 1)  # never sent again, neither on its schedule nor asked
+        assert not validity.valid()
     finally:
         hb.stop(1.0)
 

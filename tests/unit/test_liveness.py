@@ -23,8 +23,7 @@ def test_own_validity_runs_from_the_heartbeats_send_time_and_never_shrinks() -> 
     clock.advance(7.0)
     assert not v.valid()
     v.extend(clock.monotonic())
-    v.revoke()
-    assert not v.valid()
+    assert v.valid() and v.lapses == 2  # the window closed in between: a second opening
 
 
 def test_a_worker_is_alive_while_its_heartbeat_moved_within_a_lease_duration() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from consumer.aws import transient
+from consumer.aws_errors import classify
 from consumer.clock import FakeClock
 from consumer.errors import ThrottledError, TransientError
 from consumer.lifecycle.retry import RetryPolicy, is_throttle, operation
@@ -18,8 +18,8 @@ def _client_error(code: str, op: str) -> ClientError:
 
 def _translated(code: str, op: str) -> TransientError:
     cause = _client_error(code, op)
-    error = transient(cause, "what")
-    assert error is not None
+    error = classify(cause, "dynamodb", "what")
+    assert isinstance(error, TransientError)
     try:
         raise error from cause
     except TransientError as exc:
@@ -62,6 +62,10 @@ def test_throttle_codes_of_every_service_are_throttles() -> None:
         "LimitExceededException",
         "SlowDown",
     ):
-        assert isinstance(transient(_client_error(code, "Op"), "w"), ThrottledError), code
-    assert not isinstance(transient(_client_error("InternalServerError", "Op"), "w"), ThrottledError)
-    assert transient(_client_error("ValidationException", "Op"), "w") is None
+        assert isinstance(classify(_client_error(code, "Op"), "dynamodb", "w"), ThrottledError), code
+    assert not isinstance(
+        classify(_client_error("InternalServerError", "Op"), "dynamodb", "w"), ThrottledError
+    )
+    assert not isinstance(
+        classify(_client_error("ValidationException", "Op"), "dynamodb", "w"), TransientError
+    )

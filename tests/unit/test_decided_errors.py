@@ -1,0 +1,124 @@
+"""Errors decided by their ``retriable`` flag: what may pass is retried (a throttle never counts towards
+giving up), a bug or a refusal surfaces at once: the shard loop ends FAILED, a heartbeat that cannot be
+written ends the worker, and ``join()`` raises it."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+import pytest
+
+from consumer.checkpoint.store import CheckpointItem
+from consumer.clock import SystemClock
+from consumer.config import LeaseConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
+from consumer.errors import RefusedError, ThrottledError, UnreachableError
+from consumer.leases.liveness import OwnValidity
+from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
+from consumer.leases.model import Lease
+from consumer.lifecycle.messages import Outcome, ShardFinished
+from consumer.lifecycle.retry import Verdict, verdict
+from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
+from consumer.metrics.sink import InMemoryMetrics
+from consumer.retrieval.kinesis import GetRecordsResult
+from consumer.retrieval.memory import InMemoryKinesis
+from tests.unit.helpers import Journal, RecordingProcessor, make_worker, wait_until
+
+VALIDATION = RefusedError(
+    "DynamoDB refused (heartbeat w1 on leases): ValidationException: Item size too large"
+)
+
+
+def test_the_verdict_reads_the_flag_and_throttles_are_their_own() -> None:
+    assert verdict(ThrottledError("slow down")) is Verdict.BACK_OFF
+    assert verdict(UnreachableError("cannot reach")) is Verdict.RETRY
+    assert verdict(VALIDATION) is Verdict.SURFACE
+    assert verdict(KeyError("epoch")) is Verdict.SURFACE  # a bug of ours
+
+
+class _RefusingHeartbeats(InMemoryLeaseRepository):
+    """DynamoDB refusing every heartbeat as it is made (say, an item grown past 400 KB)."""
+
+    def heartbeat(self, *args: Any, **kwargs: Any) -> int:
+        raise VALIDATION
+
+
+def test_a_heartbeat_that_is_refused_ends_the_worker_and_join_raises_it() -> None:
+    kinesis = InMemoryKinesis()
+    kinesis.create_stream("s", 1)
+    worker = make_worker(
+        "w1", InMemoryTables(), kinesis, Journal(), wrap_repo=lambda r: _RefusingHeartbeats(r.t)
+    )
+    worker.start()
+    try:
+        with pytest.raises(RefusedError) as raised:
+            assert worker.join(10.0), "the worker kept retrying a heartbeat that can never be written"
+        assert raised.value is VALIDATION
+    finally:
+        worker.request_shutdown()
+
+
+class _FailingKinesis(InMemoryKinesis):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        self.fetches = 0
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        self.fetches += 1
+        raise self.error
+
+
+def _shard(
+    kinesis: InMemoryKinesis, give_up_after: float
+) -> tuple[ShardConsumer, queue.Queue[ShardFinished]]:
+    kinesis.create_stream("s", 1)
+    shard = kinesis.list_shards("s")[0].shard_id
+    tables = InMemoryTables()
+    tables.checkpoints[("s", shard)] = CheckpointItem("s", shard, 1, None)
+    journal = Journal()
+    config = WorkerConfig(
+        application="app",
+        lease_table="leases",
+        checkpoint_table="checkpoints",
+        worker_id="w1",
+        streams=(StreamSpec("s", lambda: RecordingProcessor(journal, "w1")),),
+        lease=LeaseConfig(lease_duration=3.0, give_up_after=give_up_after),
+        retrieval=RetrievalConfig(
+            idle_time_between_reads=0.01, backoff_base=0.01, backoff_max=0.02, reads_per_second=100
+        ),
+        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    )
+    clock = SystemClock()
+    validity = OwnValidity(clock, 60.0)
+    validity.extend(clock.monotonic())
+    finished: queue.Queue[ShardFinished] = queue.Queue()
+    ctx = ConsumerContext(
+        config,
+        kinesis,
+        InMemoryCheckpointStore(tables),
+        None,
+        InMemoryMetrics(),
+        validity,
+        clock,
+        finished.put,
+    )
+    return ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx), finished
+
+
+def test_a_refused_fetch_ends_the_shard_failed_at_once() -> None:
+    kinesis = _FailingKinesis(RefusedError("Kinesis refused (s): ValidationException: Limit"))
+    consumer, finished = _shard(kinesis, give_up_after=60.0)
+    consumer.start()
+    done = finished.get(timeout=10)
+    assert done.outcome is Outcome.FAILED and "ValidationException" in done.detail
+    assert kinesis.fetches == 1  # never tried again
+
+
+def test_an_unreachable_endpoint_is_retried_until_the_give_up_bound() -> None:
+    kinesis = _FailingKinesis(UnreachableError("cannot reach Kinesis (s)"))
+    consumer, finished = _shard(kinesis, give_up_after=0.3)
+    consumer.start()
+    done = finished.get(timeout=10)
+    assert done.outcome is Outcome.GAVE_UP
+    wait_until(lambda: kinesis.fetches > 1, what="retries before giving up")
