@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import assert_never
 
 from consumer.clock import Clock
-from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError, is_retriable
+from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
@@ -49,7 +49,7 @@ from consumer.lifecycle.messages import (
     WatchLeader,
     WriteKind,
 )
-from consumer.lifecycle.retry import is_throttle, operation
+from consumer.lifecycle.retry import Verdict, is_throttle, operation, verdict
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
 from consumer.retrieval.discovery import sync_leases
@@ -69,8 +69,12 @@ class ShardRunners:
 
 
 def _describe(exc: Exception) -> str:
-    kind = "transient" if is_retriable(exc) else "unexpected"
-    return f"{kind}: {exc!r}"
+    """A failure that may pass, for the event and the log; one that cannot (``retry.verdict``: a bug, a
+    refusal, a missing table) is raised again instead, and ends the worker (``join()`` raises it): retrying it
+    on schedule would only hide it while the fleet works around us."""
+    if verdict(exc) is Verdict.SURFACE:
+        raise exc
+    return f"{'throttled' if is_throttle(exc) else 'transient'}: {exc!r}"
 
 
 class Effects:
@@ -177,7 +181,7 @@ class Effects:
     def _guard(call: Callable[[], Event], failed: Callable[..., Event], *empty: object) -> Event:
         try:
             return call()
-        except Exception as exc:  # DynamoDB unreachable or throttled: the coordinator retries on schedule
+        except Exception as exc:  # unreachable or throttled: the coordinator retries on schedule
             return failed(*empty, error=_describe(exc))
 
     def _heartbeat(self, a: Heartbeat) -> Event | None:
@@ -189,7 +193,7 @@ class Effects:
             self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining)
         except WorkerFencedError:
             return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
-        except Exception as exc:
+        except Exception as exc:  # a missed beat if it may pass (the window decides); else raised
             return HeartbeatResult(sent, Result.FAILED, error=_describe(exc))
         return HeartbeatResult(sent, Result.OK)
 
@@ -198,15 +202,16 @@ class Effects:
         """A write whose failure only delays things (it is made again, or its effect comes another way)."""
         try:
             call()
-        except Exception as exc:
+        except Exception as exc:  # if it may pass; else raised by _describe
             log_event(logger, event, logging.INFO, error=_describe(exc))
 
     def _claim(self, a: ClaimLeadership) -> Event:
         try:
             leader = self._repo.claim_leader(a.seen, self._id, a.dead)
-        except Exception as exc:
-            result = Result.CONFLICT if isinstance(exc, LeaseConflictError) else Result.FAILED
-            return LeadershipResult(a, result, error=_describe(exc))
+        except LeaseConflictError as exc:
+            return LeadershipResult(a, Result.CONFLICT, error=str(exc))
+        except Exception as exc:  # if it may pass: claimed again on schedule; else raised by _describe
+            return LeadershipResult(a, Result.FAILED, error=_describe(exc))
         return LeadershipResult(a, Result.OK, leader)
 
     def _reconcile(self, keys: tuple[str, ...]) -> Event:
@@ -243,8 +248,17 @@ class Effects:
                 changed, more, left = changed or bool(done), more or rest, left - done
             except MissingResourceError:
                 logger.error("stream missing", extra={"event": "discovery_failed", "stream": stream})
-            except Exception as exc:
+            except Exception as exc:  # on the background lane: never let one stream's failure stall discovery
                 self._count_throttle(exc, stream)
+                if (
+                    verdict(exc) is Verdict.SURFACE
+                ):  # a bug or a refusal: loud, with its traceback, every time
+                    logger.error(
+                        "discovery refused",
+                        exc_info=exc,
+                        extra={"event": "discovery_refused", "stream": stream, "error": repr(exc)},
+                    )
+                    continue
                 log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=_describe(exc))
         return Discovered(changed, more)
 
@@ -252,7 +266,8 @@ class Effects:
         try:
             new = self._call(a)
         except Exception as exc:
-            # A condition that did not hold: the lease moved on. Anything else: the coordinator retries.
+            # A condition that did not hold: the lease moved on. One that may pass: the coordinator retries.
+            # Anything else is raised by _describe.
             conflict = isinstance(exc, LeaseConflictError)
             self._count_throttle(exc, a.lease.stream)
             result, error = (Result.CONFLICT, str(exc)) if conflict else (Result.FAILED, _describe(exc))
@@ -276,7 +291,9 @@ class Effects:
     def _forget(self, worker: WorkerItem) -> None:
         try:
             self._repo.forget_worker(worker)
-        except Exception as exc:  # it came back, somebody else forgot it first, or DynamoDB failed
+        except LeaseConflictError as exc:  # it came back, or somebody else forgot it first
+            log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=str(exc))
+        except Exception as exc:  # if it may pass: forgotten on a later scan; else raised by _describe
             log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=_describe(exc))
 
     def _deregister(self) -> None:
@@ -284,5 +301,6 @@ class Effects:
             self._heartbeats.stop(timeout=1.0)  # no heartbeat after (or racing) the deregistration
         try:
             self._repo.deregister_worker(self._id)
-        except Exception as exc:  # its item then looks like a dead worker's to the others
-            log_event(logger, "deregister_failed", logging.WARNING, error=_describe(exc))
+        except Exception as exc:  # the last step of leaving, whatever failed: the item then looks like a dead
+            # worker's to the others, who forget it; nothing is left for this worker to do about it
+            log_event(logger, "deregister_failed", logging.WARNING, error=repr(exc))

@@ -122,3 +122,63 @@ def test_an_unreachable_endpoint_is_retried_until_the_give_up_bound() -> None:
     done = finished.get(timeout=10)
     assert done.outcome is Outcome.GAVE_UP
     wait_until(lambda: kinesis.fetches > 1, what="retries before giving up")
+
+
+class _RefusingTableReads(InMemoryLeaseRepository):
+    """The lease table refusing the leader's scans as made (say, a policy that denies Scan)."""
+
+    def __init__(self, tables: InMemoryTables, error: Exception) -> None:
+        super().__init__(tables)
+        self.error = error
+        self.scans = 0
+
+    def snapshot(self, consistent: bool = True) -> Any:
+        self.scans += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RefusedError("DynamoDB refused (scan leases): AccessDeniedException"), KeyError("epoch")],
+    ids=["refused", "a-bug"],
+)
+def test_a_coordinator_read_that_cannot_pass_ends_the_worker_and_join_raises_it(error: Exception) -> None:
+    kinesis = InMemoryKinesis()
+    kinesis.create_stream("s", 1)
+    repos: list[_RefusingTableReads] = []
+    worker = make_worker(
+        "w1",
+        InMemoryTables(),
+        kinesis,
+        Journal(),
+        wrap_repo=lambda r: repos.append(_RefusingTableReads(r.t, error)) or repos[0],
+    )
+    worker.start()
+    try:
+        with pytest.raises(type(error)) as raised:
+            assert worker.join(10.0), "the worker kept retrying a scan that can never pass"
+        assert raised.value is error and repos[0].scans == 1
+    finally:
+        worker.request_shutdown()
+
+
+def test_a_coordinator_read_that_may_pass_is_retried_on_schedule() -> None:
+    kinesis = InMemoryKinesis()
+    kinesis.create_stream("s", 1)
+    repos: list[_RefusingTableReads] = []
+    worker = make_worker(
+        "w1",
+        InMemoryTables(),
+        kinesis,
+        Journal(),
+        wrap_repo=lambda r: (
+            repos.append(_RefusingTableReads(r.t, UnreachableError("cannot reach"))) or repos[0]
+        ),
+    )
+    worker.start()
+    try:
+        wait_until(lambda: repos[0].scans >= 3, what="the scan tried again")
+        assert worker.running
+    finally:
+        worker.request_shutdown()
+        assert worker.join(10.0)
