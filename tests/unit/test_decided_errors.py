@@ -137,12 +137,7 @@ class _RefusingTableReads(InMemoryLeaseRepository):
         raise self.error
 
 
-@pytest.mark.parametrize(
-    "error",
-    [RefusedError("DynamoDB refused (scan leases): AccessDeniedException"), KeyError("epoch")],
-    ids=["refused", "a-bug"],
-)
-def test_a_coordinator_read_that_cannot_pass_ends_the_worker_and_join_raises_it(error: Exception) -> None:
+def _worker_whose_scans_fail(error: Exception) -> tuple[Any, _RefusingTableReads]:
     kinesis = InMemoryKinesis()
     kinesis.create_stream("s", 1)
     repos: list[_RefusingTableReads] = []
@@ -153,31 +148,30 @@ def test_a_coordinator_read_that_cannot_pass_ends_the_worker_and_join_raises_it(
         Journal(),
         wrap_repo=lambda r: repos.append(_RefusingTableReads(r.t, error)) or repos[0],
     )
+    return worker, repos[0]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RefusedError("DynamoDB refused (scan leases): AccessDeniedException"), KeyError("epoch")],
+    ids=["refused", "a-bug"],
+)
+def test_a_coordinator_read_that_cannot_pass_ends_the_worker_and_join_raises_it(error: Exception) -> None:
+    worker, repo = _worker_whose_scans_fail(error)
     worker.start()
     try:
         with pytest.raises(type(error)) as raised:
             assert worker.join(10.0), "the worker kept retrying a scan that can never pass"
-        assert raised.value is error and repos[0].scans == 1
+        assert raised.value is error and repo.scans == 1
     finally:
         worker.request_shutdown()
 
 
 def test_a_coordinator_read_that_may_pass_is_retried_on_schedule() -> None:
-    kinesis = InMemoryKinesis()
-    kinesis.create_stream("s", 1)
-    repos: list[_RefusingTableReads] = []
-    worker = make_worker(
-        "w1",
-        InMemoryTables(),
-        kinesis,
-        Journal(),
-        wrap_repo=lambda r: (
-            repos.append(_RefusingTableReads(r.t, UnreachableError("cannot reach"))) or repos[0]
-        ),
-    )
+    worker, repo = _worker_whose_scans_fail(UnreachableError("cannot reach"))
     worker.start()
     try:
-        wait_until(lambda: repos[0].scans >= 3, what="the scan tried again")
+        wait_until(lambda: repo.scans >= 3, what="the scan tried again")
         assert worker.running
     finally:
         worker.request_shutdown()
