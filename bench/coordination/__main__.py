@@ -18,9 +18,9 @@ from typing import Any
 from bench.coordination.kcl_model import calibration, kcl_cost
 from bench.coordination.real_run import real_run
 from bench.coordination.report import extrapolate, markdown
-from bench.coordination.scenarios import ShapeRun, rebalance, run_shape
-from bench.coordination.sim import SimSettings
 from consumer.config import LeaseConfig
+from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
+from tools.coordination.sim import SimSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))

@@ -7,12 +7,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.coordination.ledger import Ledger, difference, peak_per_second
-from bench.coordination.proxy import CountingProxy
-from bench.coordination.scenarios import summarize
-from bench.fleet_runner import Fleet, FleetSettings
 from consumer.dynamo import from_item
+from tools.coordination.ledger import Ledger, difference, peak_per_second
+from tools.coordination.proxy import CountingProxy
+from tools.coordination.scenarios import summarize
 from tools.emulators import AwsEndpoints, Emulators
+from tools.fleet.runner import Fleet, FleetSettings
 
 __all__ = ["real_run"]
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from bench.coordination.ledger import Ledger
-from bench.coordination.memory_client import InMemoryDynamoDB
-from bench.coordination.proxy import CountingProxy
+from tools.coordination.ledger import Ledger
+from tools.coordination.memory_client import InMemoryDynamoDB
+from tools.coordination.proxy import CountingProxy
 from tools.emulators import AwsEndpoints
 
 pytestmark = pytest.mark.integration

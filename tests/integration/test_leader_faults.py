@@ -20,7 +20,7 @@ Each case asserts on the lease table and on every delivery: no record lost, neve
 shard at once (per shard, epochs in delivery order never go back, and one worker per ownership), records
 delivered again only at the start of an ownership (the previous owner's unchecked records) and never after
 a planned hand-off. Every wait is on an event (the table, the deliveries) with a deadline. The in-process
-versions on in-memory tables are in tests/unit/test_leadership_fleet.py; ``bench/faults.py`` has the
+versions on in-memory tables are in tests/unit/test_leadership_fleet.py; ``tools/faults.py`` has the
 one-shard fault scenarios.
 """
 
@@ -36,7 +36,6 @@ from typing import Any, cast
 import boto3
 import pytest
 
-from bench.faults import LEASE
 from consumer.aws import heartbeat_config, make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import LeaseConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
@@ -48,6 +47,7 @@ from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+from tools.faults import LEASE
 from tools.hold_relay import Exchange, RequestHold
 from tools.tcp_proxy import FaultProxy
 

@@ -2,7 +2,7 @@
 
 Listens on 127.0.0.1 (a free port), forwards each HTTP request byte for byte to the upstream endpoint and
 relays the response. DynamoDB requests (``X-Amz-Target: DynamoDB_20120810.<Operation>``) are parsed and
-charged to a ``Ledger`` with ``bench.coordination.billing``: reads by the items the response returns (a
+charged to a ``Ledger`` with ``tools.coordination.billing``: reads by the items the response returns (a
 missing item at the minimum); writes by the sizes of the item before and after, read from upstream around
 the forwarded write, uncounted, under one lock so no other write lands in between. Limits: a Scan or Query
 with a FilterExpression is billed by the items returned (the proxy cannot see those filtered out), and a
@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench.coordination.billing import item_size, page_read_units, read_units, write_units
-from bench.coordination.ledger import Ledger
+from tools.coordination.billing import item_size, page_read_units, read_units, write_units
+from tools.coordination.ledger import Ledger
 
 __all__ = ["CountingProxy"]
 
