@@ -8,6 +8,7 @@ with ``ast`` (nothing is executed), including those inside functions.
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,10 @@ def test_the_walk_sees_imports_at_any_depth(tmp_path: Path) -> None:
         "from benchmarks import x\n"
     )
     assert imports_bench(module) == ["bench.coordination", "bench.fleet"]
+
+
+@pytest.mark.parametrize("module", ["tools.fleet.runner", "tools.demo", "tools.demo_spark"])
+def test_modules_that_start_processes_in_the_repository_find_its_root(module: str) -> None:
+    """Worker processes run with the repository as their working directory, so that ``tools`` imports there
+    (the demo's processor is ``tools.demo_processor``): a module moved to another depth must not lose it."""
+    assert importlib.import_module(module).REPO == ROOT

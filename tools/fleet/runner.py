@@ -23,7 +23,7 @@ from tools.fleet.analysis import Delivery
 
 __all__ = ["DEFAULT_IDLE_TIME", "Fleet", "FleetSettings", "worker_env"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # Workers get SIGTERM when the benchmark or demo that started them dies, even by SIGKILL (Linux
