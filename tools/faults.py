@@ -37,7 +37,6 @@ from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY, AwsEndpoints
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
-from tools.eventstream_shim import EventStreamShim
 from tools.tcp_proxy import FaultProxy
 
 __all__ = ["LEASE", "LIMIT_SCENARIOS", "PUT_EVERY", "SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
@@ -60,10 +59,10 @@ PUT_EVERY = 0.05
 class Scenario:
     name: str
     target: str  # "kinesis" or "dynamodb": which endpoint of the faulty worker breaks
-    mode: str  # a FaultProxy mode (refuse | reset | reset_mid_response | slow) or a key of _LIMIT_FAULTS
+    mode: str  # a FaultProxy mode (tools.tcp_proxy.MODES) or a key of _LIMIT_FAULTS
     seconds: float  # how long the fault lasts
     delay: float = 0.0  # slow: how long each response is held (more than the client's read timeout)
-    retrieval: str = "polling"  # or "fanout": SubscribeToShard through tools.eventstream_shim
+    retrieval: str = "polling"  # or "fanout": SubscribeToShard through a FaultProxy(eventstream=True)
 
 
 SCENARIOS = (
@@ -221,7 +220,7 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             n += 1
 
     retrieval = RetrievalConfig()
-    shim = EventStreamShim(_port(ep.kinesis_endpoint)).__enter__()  # boto3 needs it for fan-out only
+    shim = FaultProxy(_port(ep.kinesis_endpoint), eventstream=True).start()  # boto3 needs it for fan-out only
     kinesis_url = ep.kinesis_endpoint
     if s.retrieval == "fanout":
         retrieval = RetrievalConfig(mode="fanout", fanout_consumer_name=f"faults-{suffix}")
@@ -262,7 +261,7 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
         d_proxy.stop()
         if limits is not None:
             limits.stop()
-        shim.__exit__(None, None, None)
+        shim.stop()
     return _result(s, rows, puts, healed)
 
 

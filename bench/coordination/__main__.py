@@ -1,6 +1,7 @@
 """``python -m bench.coordination`` (``make bench-coordination``): the coordination cost benchmark.
 
-(a) real worker processes against the emulators, every DynamoDB request billed by the counting proxy;
+(a) real worker processes against the emulators, every DynamoDB request billed on its way through the
+fault proxy;
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
 (c) the simulator for every shape from 8/2 to 10,000/2,500. Writes ``reports/bench/coordination.json`` and
 ``reports/bench/coordination.md``.
