@@ -1,1 +1,2 @@
-"""Benchmarks: the fleet benchmark (bench.fleet) and the pipeline benchmark (bench.pipeline)."""
+"""Benchmarks: entry points and their reports (``python -m bench.<name>``). What they share with the tests and
+the demo lives in tools/, which never imports bench."""

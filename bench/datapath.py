@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.datapath_cpu import cpu_per_record, cpu_table
 from bench.datapath_trial import aggregate, payload
 from consumer.config import RetrievalConfig
 from consumer.dynamo import create_tables
+from tools.datapath_cpu import cpu_per_record, cpu_table
 
 __all__ = ["Scenario", "main"]
 

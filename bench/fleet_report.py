@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_analysis import PHASES
+from tools.fleet.analysis import PHASES
 
 __all__ = ["markdown"]
 

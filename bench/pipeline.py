@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.pipeline_data import RawSpec, generate_raw
-from bench.pipeline_duckdb import compare, duckdb_pipeline
+from tools.pipeline_data import RawSpec, generate_raw
+from tools.pipeline_duckdb import compare, duckdb_pipeline
 
 __all__ = ["main", "run_benchmark"]
 

@@ -40,7 +40,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from bench.fleet_runner import DEFAULT_IDLE_TIME, DEFAULT_INBOX_POLL, FleetSettings
 from stacks.config import EnvironmentSettings
 from tools.demo_config import DemoNames, DemoProcessor, load_environment
 from tools.demo_latest import count_refusals, create_table, probe_stale_epoch, scan_items, table_check
@@ -56,6 +55,7 @@ from tools.demo_support import (
     upload_tree,
 )
 from tools.emulators import Emulators
+from tools.fleet.runner import DEFAULT_IDLE_TIME, DEFAULT_INBOX_POLL, FleetSettings
 
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 

@@ -6,7 +6,7 @@ entry point the environment deploys (``cdk.json``: ``consumer.processor``; dev's
 mixed in (:class:`JournaledRawSink` placed before it in the method order), so every callback runs the
 processor's own code unchanged (its side effects, its manual checkpoints: a record is done only once its
 object is in S3) and additionally appends each delivery to ``JOURNAL_PATH`` in the format of
-:mod:`consumer.examples.journal`, so :mod:`bench.fleet_analysis` can tell who delivered what, when and under
+:mod:`consumer.examples.journal`, so :mod:`tools.fleet.analysis` can tell who delivered what, when and under
 which epoch; a ``LeaseLostError`` out of the processor's ``process_records`` (the example's ``StaleEpochError``:
 its table refused a write from an older epoch) is logged as ``demo_processor_lease_lost`` with its type, every
 time, before it reaches the worker. The processor must be the raw S3 sink or build on it: the demo compacts what lands in S3.

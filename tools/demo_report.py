@@ -19,8 +19,8 @@ from typing import Any
 
 import matplotlib
 
-from bench.fleet_analysis import Delivery, Run, analyze, ownership_runs, percentiles
-from bench.fleet_runner import Fleet
+from tools.fleet.analysis import Delivery, Run, analyze, ownership_runs, percentiles
+from tools.fleet.runner import Fleet
 
 __all__ = [
     "Crash",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_runner import Fleet, _spread
+from tools.fleet.runner import Fleet, _spread
 
 __all__ = [
     "DemoFleet",

@@ -1,22 +1,40 @@
-"""A loopback-only TCP proxy that injects network faults, for tests against the local emulators.
+"""The network fault tool: a loopback-only TCP proxy between one client and one local service, for the tests
+and benchmarks against the local emulators. Every interposer the project uses is a setting of this one.
 
-Put it between one client and one emulator and point the client at :meth:`FaultProxy.url`::
+Point the client at :meth:`FaultProxy.url`::
 
     with FaultProxy(("127.0.0.1", moto_port)) as proxy:
         dynamodb = boto3.client("dynamodb", endpoint_url=proxy.url(), ...)
         with proxy.outage("refuse"):     # EndpointConnectionError until the block ends
             ...
         proxy.slow(5.0)                  # every response chunk 5 s late: ReadTimeoutError
+        proxy.hold(10.0)                 # every request reaches moto 10 s late, also after the client gave up
         proxy.heal()                     # transparent again; the same client works
 
-Faults (each replaces the previous one; :meth:`heal` ends any):
+Faults on the response path (each replaces the previous one; :meth:`heal` ends any):
 
-* ``refuse``: the listening socket is closed, so new connections get ECONNREFUSED, and existing connections
-  are dropped with a TCP RST. :meth:`heal` listens again on the same port.
+* ``refuse`` (a cut): the listening socket is closed, so new connections get ECONNREFUSED, and existing
+  connections are dropped with a TCP RST. :meth:`heal` listens again on the same port.
 * ``reset``: existing and new connections are reset (RST) as soon as either side sends anything.
 * ``reset_mid_response``: requests are forwarded; ``after_bytes`` bytes of each connection's next response
   pass, then the connection is reset.
-* ``slow``: every response chunk is held ``delay`` seconds before it is forwarded (to exceed a read timeout).
+* ``slow`` (a delay): every response chunk is held ``delay`` seconds before it is forwarded (to exceed a read
+  timeout). ``black_hole``: every response is held until the fault changes.
+
+On the request path, :meth:`hold` holds each *request* ``delay`` seconds before passing it on, also after the
+client gave up on it, as a congested network or a process that stalled in the middle of a call would deliver
+it (``slow`` holds responses: the requests behind them have already reached the server). The answer to a
+request its client gave up on is still read (up to 5 s after the last held bytes went). :meth:`release` ends
+the hold; requests already held keep their time. With ``record=True`` the proxy notes every exchange (request
+bytes, response bytes, when each passed): :meth:`log`.
+
+Two fix-ups, chosen when the proxy is made: ``eventstream=True`` inserts the ``initial-response`` event that
+kinesis-local omits (and botocore requires: "First event was not of type initial-response") as the first chunk
+of every ``application/vnd.amazon.eventstream`` response, every other byte unchanged; ``meter=`` hands every
+complete HTTP request to a :class:`Meter` before its last byte is forwarded and its complete response after it
+came back and before the client gets it (``tools.coordination.metering`` bills DynamoDB's this way). Both frame
+the byte stream into HTTP/1.1 messages (Content-Length or chunked), so a kept-alive connection is handled
+message by message.
 
 One thread accepts; one thread per connection moves bytes both ways and is the only one that touches its
 sockets (it is woken through a socket pair when the fault changes). :meth:`stop` closes everything and joins
@@ -32,22 +50,35 @@ import selectors
 import socket
 import struct
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Final
+from typing import Final, Protocol
 
-__all__ = ["MODES", "FaultProxy", "ProxyError", "ProxyStats"]
+from tools.http_framing import Framer
+
+__all__ = [
+    "LOOPBACK",
+    "MODES",
+    "Exchange",
+    "FaultProxy",
+    "Meter",
+    "ProxyError",
+    "ProxyStats",
+]
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK: Final = "127.0.0.1"
-MODES: Final = ("transparent", "refuse", "reset", "reset_mid_response", "slow")
+MODES: Final = ("transparent", "refuse", "reset", "reset_mid_response", "slow", "black_hole")
 _CHUNK: Final = 65536
 _SEND_TIMEOUT: Final = 10.0
 _CONNECT_TIMEOUT: Final = 5.0
 _STATE_TIMEOUT: Final = 5.0
 _JOIN_TIMEOUT: Final = 5.0
+_LINGER: Final = 5.0  # how long an abandoned request's answer is waited for once its last bytes went
 
 
 class ProxyError(RuntimeError):
@@ -67,10 +98,36 @@ class ProxyStats:
     bytes_to_client: int = 0
 
 
+@dataclass
+class Exchange:
+    """One request through the proxy and the response the server gave it (bytes as they passed)."""
+
+    arrived: float  # its first bytes reached the proxy (time.monotonic)
+    request: bytearray = field(default_factory=bytearray)
+    forwarded: float | None = None  # its last bytes so far passed on to the server
+    answered: float | None = None  # the first bytes of the response came back
+    completed: float | None = None  # its last bytes came back (noted with ``record=True``, ``meter=`` or
+    # ``eventstream=True``: the proxy frames the responses then)
+    response: bytearray = field(default_factory=bytearray)
+
+
+class Meter(Protocol):
+    """Sees every complete HTTP message of a connection, in the connection's thread."""
+
+    def begin(self, request: bytes) -> object:
+        """A complete request, before its last byte is forwarded; returns a token for :meth:`end`."""
+        ...
+
+    def end(self, token: object, response: bytes | None) -> None:
+        """Its complete response, before the client gets it; None when none will come (the connection
+        ended). Called once for every :meth:`begin`, in order."""
+        ...
+
+
 @dataclass(frozen=True)
 class _Fault:
     mode: str = "transparent"
-    delay: float = 0.0
+    delay: float | None = 0.0  # None: until the fault changes
     after_bytes: int = 0
     generation: int = 0
 
@@ -85,14 +142,24 @@ def _abort(sock: socket.socket) -> None:
 class FaultProxy:
     """Forwards 127.0.0.1:``port`` to ``target`` (which must be on 127.0.0.1), with faults on demand."""
 
-    def __init__(self, target: tuple[str, int], *, listen_port: int = 0) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        listen_port: int = 0,
+        eventstream: bool = False,
+        record: bool = False,
+        meter: Meter | None = None,
+    ) -> None:
         host, target_port = target
         if host not in (LOOPBACK, "localhost"):
             raise ProxyError(f"target {host}:{target_port} is not on {LOOPBACK}; the proxy is loopback-only")
         self.target: tuple[str, int] = (LOOPBACK, int(target_port))
         self.port: int = listen_port
+        self.eventstream, self.record, self.meter = eventstream, record, meter
         self._cond = threading.Condition()
         self._fault = _Fault()
+        self._hold = 0.0  # seconds each request is held before it is forwarded
         self._want_listening = True
         self._listener: socket.socket | None = None
         self._listen_error: BaseException | None = None
@@ -100,6 +167,7 @@ class FaultProxy:
         self._accept_thread: threading.Thread | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._connections: dict[int, _Connection] = {}
+        self._exchanges: list[Exchange] = []
         self._next_id = 0
         self._counts = {name: 0 for name in ProxyStats.__dataclass_fields__ if name != "active"}
 
@@ -162,6 +230,11 @@ class FaultProxy:
         with self._cond:
             return ProxyStats(active=len(self._connections), **self._counts)
 
+    def log(self) -> list[Exchange]:
+        """Every exchange so far, oldest first (noted only with ``record=True``)."""
+        with self._cond:
+            return list(self._exchanges)
+
     # -- faults ----------------------------------------------------------------------------------
     def refuse(self) -> None:
         """Outage: new connections are refused (listener closed), open ones dropped (RST). Returns when so."""
@@ -186,8 +259,25 @@ class FaultProxy:
             raise ValueError(f"delay must be > 0 seconds, got {delay}")
         self._set(_Fault("slow", delay=delay), listening=True)
 
+    def black_hole(self) -> None:
+        """Hold every response until the fault changes (the requests reach the server)."""
+        self._set(_Fault("black_hole", delay=None), listening=True)
+
+    def hold(self, delay: float) -> None:
+        """From now on every request reaches the server ``delay`` seconds after it reached the proxy, also
+        after its client gave up on it. Independent of the response faults; :meth:`release` ends it."""
+        if delay < 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {delay}")
+        with self._cond:
+            self._hold = delay
+
+    def release(self) -> None:
+        """New requests pass at once again (those held keep their time)."""
+        self.hold(0.0)
+
     def heal(self) -> None:
-        """Back to transparent forwarding (listening again on the same port after ``refuse``)."""
+        """Back to transparent forwarding (listening again on the same port after ``refuse``; no hold)."""
+        self.release()
         self._set(_Fault(), listening=True)
 
     @contextlib.contextmanager
@@ -198,6 +288,7 @@ class FaultProxy:
             "reset": self.reset,
             "reset_mid_response": lambda: self.reset_mid_response(after_bytes),
             "slow": lambda: self.slow(delay),
+            "black_hole": self.black_hole,
         }
         if mode not in faults:
             raise ValueError(f"outage mode must be one of {sorted(faults)}, got {mode!r}")
@@ -248,6 +339,13 @@ class FaultProxy:
     def _count(self, name: str, n: int = 1) -> None:
         with self._cond:
             self._counts[name] += n
+
+    def _new_exchange(self) -> Exchange:
+        exchange = Exchange(time.monotonic())
+        if self.record:
+            with self._cond:
+                self._exchanges.append(exchange)
+        return exchange
 
     def _accept_loop(self) -> None:
         with selectors.DefaultSelector() as sel:
@@ -327,6 +425,18 @@ class _Connection:
         self._wake_r, self._wake_w = socket.socketpair()
         self._fault_generation = -1
         self._response_bytes = 0  # bytes sent to the client under the current fault
+        self._client_open = True
+        self._linger_until = float("inf")
+        self._held: deque[tuple[float, bytes, Exchange]] = deque()  # (when it may go on, bytes, its exchange)
+        self._exchange: Exchange | None = None
+        metered = proxy.meter is not None
+        self._requests = Framer(requests=True, keep=metered) if metered else None
+        self._responses = (
+            Framer(requests=False, eventstream=proxy.eventstream, keep=metered)
+            if metered or proxy.eventstream or proxy.record
+            else None
+        )
+        self._tokens: deque[object] = deque()  # the meter's, one per request not yet answered
         self.thread = threading.Thread(target=self._run, name=f"fault-proxy-conn-{ident}", daemon=True)
 
     def wake(self) -> None:
@@ -359,6 +469,9 @@ class _Connection:
             else:
                 self.client.close()
                 self.upstream.close()
+            meter = self.proxy.meter
+            while meter is not None and self._tokens:
+                meter.end(self._tokens.popleft(), None)
             self._wake_r.close()
             self._wake_w.close()
             self.proxy._forget(self)
@@ -370,17 +483,81 @@ class _Connection:
             while True:
                 if self._fault() is None:
                     return "dropped"
-                for key, _ in sel.select():
+                now = time.monotonic()
+                while self._held and self._held[0][0] <= now:
+                    _, data, exchange = self._held.popleft()
+                    self._to_target(data, exchange)
+                if not self._client_open and not self._held:  # the client gave up: keep the last answer
+                    self._linger_until = min(self._linger_until, now + _LINGER)
+                    last = self._exchange
+                    if now > self._linger_until or last is None or self._answered(last):
+                        return "closed"
+                if self._held:
+                    wait: float | None = max(0.0, self._held[0][0] - now)
+                elif not self._client_open:
+                    wait = max(0.0, self._linger_until - now)
+                else:
+                    wait = None
+                for key, _ in sel.select(wait):
                     if key.fileobj is self._wake_r:
                         self._wake_r.recv(4096)
                         continue
-                    outcome = self._forward(key.fileobj is self.client)
+                    from_client = key.fileobj is self.client
+                    outcome = self._from_client(sel) if from_client else self._from_upstream()
                     if outcome != "open":
                         return outcome
 
-    def _forward(self, from_client: bool) -> str:
-        source, sink = (self.client, self.upstream) if from_client else (self.upstream, self.client)
-        data = source.recv(_CHUNK)
+    def _answered(self, exchange: Exchange) -> bool:
+        """The whole answer is in when the responses are framed, else its first bytes."""
+        return (exchange.completed if self._responses is not None else exchange.answered) is not None
+
+    def _client_gone(self, sel: selectors.BaseSelector) -> str:
+        """The client closed or reset its side: what it sent still goes on if held, then the answer is read."""
+        with self.proxy._cond:
+            holding = self.proxy._hold > 0
+        if not self._held and not holding:
+            return "closed"
+        self._client_open = False
+        with contextlib.suppress(KeyError, ValueError):  # already unregistered
+            sel.unregister(self.client)
+        return "open"
+
+    def _from_client(self, sel: selectors.BaseSelector) -> str:
+        try:
+            data = self.client.recv(_CHUNK)
+        except OSError:
+            data = b""  # a reset: what the client sent is still delivered when held
+        if not data:
+            return self._client_gone(sel)
+        fault = self._fault()
+        if fault is None:
+            return "dropped"
+        if fault.mode == "reset":
+            return "reset"
+        if self._exchange is None or self._exchange.answered is not None:  # a new request on this connection
+            self._exchange = self.proxy._new_exchange()
+        exchange = self._exchange
+        if self.proxy.record:
+            exchange.request += data
+        with self.proxy._cond:
+            delay = self.proxy._hold
+        if delay > 0 or self._held:
+            self._held.append((exchange.arrived + delay, data, exchange))
+        else:
+            self._to_target(data, exchange)
+        return "open"
+
+    def _to_target(self, data: bytes, exchange: Exchange) -> None:
+        if self._requests is not None and self.proxy.meter is not None:
+            self._requests.feed(data)
+            for request in self._requests.messages():  # its last byte is in ``data``: not yet forwarded
+                self._tokens.append(self.proxy.meter.begin(request))
+        self.upstream.sendall(data)
+        exchange.forwarded = time.monotonic()
+        self.proxy._count("bytes_to_target", len(data))
+
+    def _from_upstream(self) -> str:
+        data = self.upstream.recv(_CHUNK)
         if not data:
             return "closed"
         fault = self._fault()
@@ -388,18 +565,33 @@ class _Connection:
             return "dropped"
         if fault.mode == "reset":
             return "reset"
-        if from_client:
-            sink.sendall(data)
-            self.proxy._count("bytes_to_target", len(data))
+        exchange = self._exchange
+        if exchange is not None:
+            exchange.answered = exchange.answered or time.monotonic()
+            if self.proxy.record:
+                exchange.response += data
+        if self._responses is not None:
+            before = self._responses.completed
+            data = self._responses.feed(data)
+            if exchange is not None and self._responses.completed > before:
+                exchange.completed = time.monotonic()
+            meter = self.proxy.meter
+            for response in self._responses.messages():
+                if meter is not None and self._tokens:
+                    meter.end(self._tokens.popleft(), response)
+        if not self._client_open:
             return "open"
-        if fault.mode == "slow" and not self._hold(fault):
+        if fault.delay != 0.0 and not self._hold_response(fault):
             return "dropped"
         if fault.mode == "reset_mid_response":
             room = fault.after_bytes - self._response_bytes
             if len(data) >= room:
                 self._send_to_client(data[: max(room, 0)])
                 return "reset"
-        self._send_to_client(data)
+        try:
+            self._send_to_client(data)
+        except OSError:  # the client is gone; its next read (EOF or reset) decides what follows
+            return "closed" if not self._held else "open"
         return "open"
 
     def _send_to_client(self, data: bytes) -> None:
@@ -408,8 +600,9 @@ class _Connection:
             self._response_bytes += len(data)
             self.proxy._count("bytes_to_client", len(data))
 
-    def _hold(self, fault: _Fault) -> bool:
-        """Wait ``fault.delay`` (cut short when the fault changes); False if the connection must go."""
+    def _hold_response(self, fault: _Fault) -> bool:
+        """Wait ``fault.delay`` (for ever if None; cut short when the fault changes); False if the connection
+        must go."""
         if self._wake_r in select.select([self._wake_r], [], [], fault.delay)[0]:
             self._wake_r.recv(4096)
         return self._fault() is not None

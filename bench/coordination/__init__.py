@@ -1,3 +1,2 @@
-"""Coordination cost: DynamoDB billing rules, an in-memory DynamoDB, a fleet simulator, a counting proxy and
-the benchmark that puts real and simulated fleets next to the KCL 3.x cost model (``python -m
-bench.coordination``)."""
+"""The coordination-cost benchmark (``python -m bench.coordination``): real and simulated fleets (the simulator
+and billing rules are in :mod:`tools.coordination`) next to the KCL 3.x cost model."""

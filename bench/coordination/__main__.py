@@ -1,6 +1,7 @@
 """``python -m bench.coordination`` (``make bench-coordination``): the coordination cost benchmark.
 
-(a) real worker processes against the emulators, every DynamoDB request billed by the counting proxy;
+(a) real worker processes against the emulators, every DynamoDB request billed on its way through the
+fault proxy;
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
 (c) the simulator for every shape from 8/2 to 10,000/2,500. Writes ``reports/bench/coordination.json`` and
 ``reports/bench/coordination.md``.
@@ -18,9 +19,9 @@ from typing import Any
 from bench.coordination.kcl_model import calibration, kcl_cost
 from bench.coordination.real_run import real_run
 from bench.coordination.report import extrapolate, markdown
-from bench.coordination.scenarios import ShapeRun, rebalance, run_shape
-from bench.coordination.sim import SimSettings
 from consumer.config import LeaseConfig
+from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
+from tools.coordination.sim import SimSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))

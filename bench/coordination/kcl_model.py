@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bench.coordination.billing import HOURS_PER_MONTH, READ_PRICE, WRITE_PRICE
+from tools.coordination.billing import HOURS_PER_MONTH, READ_PRICE, WRITE_PRICE
 
 __all__ = ["ISSUE_FIGURES", "KclModel", "calibration", "kcl_cost"]
 

@@ -1,4 +1,5 @@
-"""Real worker processes against the emulators, every DynamoDB request billed by the counting proxy."""
+"""Real worker processes against the emulators, every DynamoDB request billed on its way
+through the fault proxy (``tools.tcp_proxy``) by ``tools.coordination.metering``."""
 
 from __future__ import annotations
 
@@ -7,14 +8,20 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.coordination.ledger import Ledger, difference, peak_per_second
-from bench.coordination.proxy import CountingProxy
-from bench.coordination.scenarios import summarize
-from bench.fleet_runner import Fleet, FleetSettings
 from consumer.dynamo import from_item
+from tools.coordination.ledger import Ledger, difference, peak_per_second
+from tools.coordination.metering import DynamoDBMeter
+from tools.coordination.scenarios import summarize
 from tools.emulators import AwsEndpoints, Emulators
+from tools.fleet.runner import Fleet, FleetSettings
+from tools.tcp_proxy import FaultProxy
 
 __all__ = ["real_run"]
+
+
+def _port(url: str) -> tuple[str, int]:
+    host, _, port = url.rsplit("/", 1)[-1].partition(":")
+    return host, int(port)
 
 
 def _owners(raw: Any, table: str) -> Counter[str]:
@@ -49,8 +56,11 @@ def real_run(
     with Emulators() as emu:
         ledger = Ledger(time.monotonic)
         raw = emu.endpoints.client("dynamodb")
-        with CountingProxy(emu.endpoints.aws_endpoint, ledger, raw) as proxy:
-            endpoints = AwsEndpoints(kinesis_endpoint=emu.endpoints.kinesis_endpoint, aws_endpoint=proxy.url)
+        meter = DynamoDBMeter(ledger, raw)
+        with FaultProxy(_port(emu.endpoints.aws_endpoint), meter=meter) as proxy:
+            endpoints = AwsEndpoints(
+                kinesis_endpoint=emu.endpoints.kinesis_endpoint, aws_endpoint=proxy.url()
+            )
             fleet = Fleet(endpoints, workdir, FleetSettings(shards=shards, rate=rate), "coordination")
             roles = {fleet.lease_table: "lease_table", fleet.checkpoint_table: "checkpoint_table"}
             t_start = time.monotonic()
@@ -96,5 +106,5 @@ def real_run(
             finally:
                 fleet.stop_producer()
                 fleet.stop_all()
-            out["proxy_errors"] = proxy.errors[:5]
+            out["proxy_errors"] = meter.errors[:5]
     return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.coordination.billing import dollars_per_month
 from bench.coordination.kcl_model import kcl_cost
+from tools.coordination.billing import dollars_per_month
 
 __all__ = ["extrapolate", "markdown"]
 

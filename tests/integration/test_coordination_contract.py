@@ -1,4 +1,4 @@
-"""The same DynamoDB requests against moto (over HTTP, through the counting proxy) and against the in-memory
+"""The same DynamoDB requests against moto (over HTTP, metered on the way by the fault proxy) and against the in-memory
 client: equal results, equal errors, and equal bills from the proxy and from the in-memory client."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from bench.coordination.ledger import Ledger
-from bench.coordination.memory_client import InMemoryDynamoDB
-from bench.coordination.proxy import CountingProxy
+from tools.coordination.ledger import Ledger
+from tools.coordination.memory_client import InMemoryDynamoDB
+from tools.coordination.metering import DynamoDBMeter
 from tools.emulators import AwsEndpoints
+from tools.tcp_proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -185,10 +186,12 @@ def test_moto_and_the_in_memory_client_agree_on_results_errors_and_bills(
     raw = emulators.client("dynamodb")
     raw.create_table(**schema)
     metered = Ledger(time.monotonic)
-    with CountingProxy(emulators.aws_endpoint, metered, raw) as proxy:
-        via_proxy = AwsEndpoints(emulators.kinesis_endpoint, proxy.url).client("dynamodb")
+    meter = DynamoDBMeter(metered, raw)
+    port = int(emulators.aws_endpoint.rsplit(":", 1)[1])
+    with FaultProxy(("127.0.0.1", port), meter=meter) as proxy:
+        via_proxy = AwsEndpoints(emulators.kinesis_endpoint, proxy.url()).client("dynamodb")
         moto = _run(via_proxy, table)
-        assert proxy.errors == []
+        assert meter.errors == []
     memory_ledger = Ledger(time.monotonic)
     memory = InMemoryDynamoDB(memory_ledger)
     memory.create_table(**schema)

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from tools.emulators import Emulators, client_kwargs
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
-from tools.eventstream_shim import EventStreamShim
+from tools.tcp_proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -197,7 +197,7 @@ def test_subscribe_to_shard_once_per_second_and_ends_after_subscription_seconds(
     arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
     consumer = _until(lambda: kinesis.register_stream_consumer(StreamARN=arn, ConsumerName="c"))["Consumer"]
     port = int(emu.endpoints.kinesis_endpoint.rsplit(":", 1)[1])
-    with EventStreamShim(("127.0.0.1", port)) as shim:
+    with FaultProxy(("127.0.0.1", port), eventstream=True) as shim:
         fanout = boto3.client("kinesis", **client_kwargs(shim.url(), **ONE_ATTEMPT))
         position = {"Type": "TRIM_HORIZON"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.faults import SCENARIOS, Scenario, run_scenario
+from tools.faults import SCENARIOS, Scenario, run_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.fleet import Timing, run_scenario
-from bench.fleet_runner import FleetSettings
+from tools.fleet.run import run_scenario
+from tools.fleet.runner import FleetSettings
+from tools.fleet.scenarios import Timing
 
 pytestmark = pytest.mark.integration
 

@@ -88,13 +88,13 @@ def test_bodies_from_kinesis_local_parse_as_botocore_does(emulators: Any, stream
 
 def test_subscribe_to_shard_events_through_the_lean_parser(emulators: Any, stream: str) -> None:
     """SubscribeToShard (via the event-stream shim kinesis-local needs): the same records as GetRecords."""
-    from tools.eventstream_shim import EventStreamShim
+    from tools.tcp_proxy import FaultProxy
 
     port = int(emulators.kinesis_endpoint.rsplit(":", 1)[1])
     polled = BotoKinesis(
         make_client("kinesis", endpoint_url=emulators.kinesis_endpoint, region=emulators.region)
     )
-    with EventStreamShim(("127.0.0.1", port)) as shim:
+    with FaultProxy(("127.0.0.1", port), eventstream=True) as shim:
         api = BotoKinesis(make_client("kinesis", endpoint_url=shim.url(), region=emulators.region))
         consumer_arn = api.register_consumer(stream, "lean")
         shard = "shardId-000000000000"

@@ -12,7 +12,7 @@ into each of the four shards in turn every 50 ms throughout. Then ``a``'s Dynamo
 * stalled, responses held (``FaultProxy`` ``slow``, longer than a lease): ``a`` hears nothing back while
   its requests still land at once; ``b`` claims leadership, fencing ``a``; the heartbeats ``a`` keeps
   sending land and are refused by their condition; once it resumes, ``a`` steps down and rejoins;
-* stalled, requests held (``tools.hold_relay.RequestHold``, longer than a lease): writes ``a`` sent while it still
+* stalled, requests held (``FaultProxy.hold``, longer than a lease): writes ``a`` sent while it still
   led and owned its shards reach DynamoDB after ``b`` took over, and each is refused by its condition
   (heartbeat: generation; checkpoint: epoch).
 
@@ -20,7 +20,7 @@ Each case asserts on the lease table and on every delivery: no record lost, neve
 shard at once (per shard, epochs in delivery order never go back, and one worker per ownership), records
 delivered again only at the start of an ownership (the previous owner's unchecked records) and never after
 a planned hand-off. Every wait is on an event (the table, the deliveries) with a deadline. The in-process
-versions on in-memory tables are in tests/unit/test_leadership_fleet.py; ``bench/faults.py`` has the
+versions on in-memory tables are in tests/unit/test_leadership_fleet.py; ``tools/faults.py`` has the
 one-shard fault scenarios.
 """
 
@@ -36,7 +36,6 @@ from typing import Any, cast
 import boto3
 import pytest
 
-from bench.faults import LEASE
 from consumer.aws import heartbeat_config, make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import LeaseConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
@@ -48,8 +47,8 @@ from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY
-from tools.hold_relay import Exchange, RequestHold
-from tools.tcp_proxy import FaultProxy
+from tools.faults import LEASE
+from tools.tcp_proxy import Exchange, FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -237,10 +236,10 @@ class Rig:
             time.sleep(0.05)
         shards = self.kinesis.list_shards(StreamName=self.stream)["Shards"]
         self.hash_keys = [s["HashKeyRange"]["StartingHashKey"] for s in shards]
-        self.proxy = FaultProxy(_port(ep.aws_endpoint)).start()
-        # a -> (request hold ->) fault proxy -> moto
-        self.relay = RequestHold(_port(self.proxy.url())) if hold_requests else None
-        self.a, self.a_repo = self._worker("a", self.relay.url() if self.relay else self.proxy.url())
+        # a -> fault proxy (holding requests, noting every exchange, when asked) -> moto
+        self.proxy = FaultProxy(_port(ep.aws_endpoint), record=hold_requests).start()
+        self.relay = self.proxy if hold_requests else None
+        self.a, self.a_repo = self._worker("a", self.proxy.url())
         self.b, self.b_repo = self._worker("b", ep.aws_endpoint)
         self._spawn(self._produce, "producer")
         self._spawn(self._watch_leader, "leader-watcher")
@@ -304,8 +303,6 @@ class Rig:
         for t in self._threads:
             t.join(10)
         self.proxy.stop()
-        if self.relay is not None:
-            self.relay.stop()
 
     def __enter__(self) -> Rig:
         return self
@@ -422,11 +419,9 @@ class Rig:
         return leader
 
     def heal_and_rejoin(self, replaced: Leader) -> float:
-        """Heal the proxy (and release the relay); ``a`` must rejoin as a member and get its fair share back
+        """Heal the proxy (which also releases held requests); ``a`` must rejoin as a member and get its fair share back
         while ``b`` leads on. Returns when it healed."""
         self.proxy.heal()
-        if self.relay is not None:
-            self.relay.release()
         healed = time.monotonic()
         self.wait(lambda: _reconciled_since(self.a_repo, healed), "a to reconcile after the heal")
         self.wait(lambda: self.owner_counts() == {"a": 2, "b": 2}, "the fleet to share again")

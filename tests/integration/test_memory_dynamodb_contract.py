@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 import pytest
 
-from bench.coordination.ledger import Ledger
-from bench.coordination.memory_client import InMemoryDynamoDB
 from tests.integration import test_repository_contract as contract
 from tests.integration.contract_support import Backend, dynamodb_backend
+from tools.coordination.ledger import Ledger
+from tools.coordination.memory_client import InMemoryDynamoDB
 
 # Every contract case, collected again in this module with the fixture below.
 globals().update({name: fn for name, fn in vars(contract).items() if name.startswith("test_")})

@@ -1,6 +1,7 @@
 """tools.tcp_proxy.FaultProxy, for real: every fault against a tiny local HTTP server (raw sockets and
-keep-alive connections), then against the moto emulator with a real boto3 client (the errors botocore
-raises, and the same client working again after heal)."""
+keep-alive connections), requests held (they reach the server late, also when the client gave up on them;
+responses pass at once; every exchange noted), then against the moto emulator with a real boto3 client (the
+errors botocore raises, and the same client working again after heal)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import http.client
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-from tests.integration.tiny_http import tiny_http_server
+from tests.integration.tiny_http import TinyHttpServer, tiny_http_server
 from tests.unit.helpers import wait_until
 from tools.emulators import client_kwargs
 from tools.tcp_proxy import FaultProxy, ProxyError
@@ -24,6 +26,7 @@ from tools.tcp_proxy import FaultProxy, ProxyError
 pytestmark = pytest.mark.integration
 
 BODY_SIZE = 4000
+HOLD = 0.6
 
 
 @pytest.fixture
@@ -143,6 +146,17 @@ def test_slow_holds_responses_past_a_read_timeout_and_heal_releases_them(
         assert len(_get(conn)) == BODY_SIZE
 
 
+def test_black_hole_holds_responses_until_the_fault_changes(http_server: tuple[str, int]) -> None:
+    with FaultProxy(http_server) as proxy:
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=0.5)
+        with proxy.outage("black_hole"):
+            assert proxy.mode == "black_hole"
+            with pytest.raises(TimeoutError):
+                _get(conn)
+            conn.close()
+        assert len(_get(conn)) == BODY_SIZE
+
+
 def test_outage_heals_on_exit_and_rejects_unknown_modes(http_server: tuple[str, int]) -> None:
     with FaultProxy(http_server) as proxy:
         with proxy.outage("refuse"):
@@ -157,6 +171,64 @@ def test_outage_heals_on_exit_and_rejects_unknown_modes(http_server: tuple[str, 
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
         assert len(_get(conn)) == BODY_SIZE
         conn.close()
+
+
+# -- requests held -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def paths_server() -> Iterator[TinyHttpServer]:
+    with tiny_http_server(lambda path: b"ok " + path.encode()) as server:
+        yield server
+
+
+def _get_path(port: int, path: str, timeout: float = 5.0) -> tuple[float, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        sent = time.monotonic()
+        conn.request("GET", path)
+        return sent, conn.getresponse().read()
+    finally:
+        conn.close()
+
+
+def test_transparent_until_held_then_requests_arrive_late_and_answers_come_back(
+    paths_server: TinyHttpServer,
+) -> None:
+    server = paths_server
+    with FaultProxy(("127.0.0.1", server.port), record=True) as proxy:
+        sent, body = _get_path(proxy.port, "/first")
+        assert body == b"ok /first" and server.arrivals[-1][0] - sent < HOLD / 2
+        proxy.hold(HOLD)
+        sent, body = _get_path(proxy.port, "/late")
+        assert body == b"ok /late"
+        arrived = next(t for t, p in server.arrivals if p == "/late")
+        assert arrived - sent >= HOLD * 0.9
+        proxy.release()
+        sent, _ = _get_path(proxy.port, "/again")
+        assert next(t for t, p in server.arrivals if p == "/again") - sent < HOLD / 2
+        [late] = [x for x in proxy.log() if b"/late" in x.request]
+        assert late.forwarded is not None and late.forwarded - late.arrived >= HOLD * 0.9
+        assert late.answered is not None and b"ok /late" in late.response
+
+
+def test_a_request_the_client_gave_up_on_still_reaches_the_server_and_its_answer_is_noted(
+    paths_server: TinyHttpServer,
+) -> None:
+    server = paths_server
+    with FaultProxy(("127.0.0.1", server.port), record=True) as proxy:
+        proxy.hold(HOLD)
+        with pytest.raises(socket.timeout):
+            _get_path(proxy.port, "/abandoned", timeout=0.1)
+        given_up = time.monotonic()
+        wait_until(lambda: any(p == "/abandoned" for _, p in server.arrivals), timeout=5)
+        arrived = next(t for t, p in server.arrivals if p == "/abandoned")
+        assert arrived > given_up  # it landed after its client had stopped waiting
+        wait_until(
+            lambda: all(x.completed is not None for x in proxy.log()), timeout=5, what="the answer noted"
+        )
+        [abandoned] = proxy.log()
+        assert b"ok /abandoned" in abandoned.response
 
 
 def test_loopback_only_and_stop_is_idempotent() -> None:
@@ -196,6 +268,7 @@ def dynamodb_via(moto_proxy: FaultProxy, boto_session: Any) -> Any:
         ("reset", ConnectionClosedError),
         ("reset_mid_response", ConnectionClosedError),
         ("slow", ReadTimeoutError),
+        ("black_hole", ReadTimeoutError),
     ],
 )
 def test_boto3_sees_each_fault_and_the_same_client_works_after_heal(

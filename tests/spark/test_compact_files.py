@@ -13,7 +13,6 @@ from typing import Any
 import duckdb
 import pytest
 
-from bench.pipeline_duckdb import compare, duckdb_pipeline
 from spark_jobs import aggregate, storage
 from spark_jobs.schemas import Reason
 from tests.spark.helpers import (
@@ -28,6 +27,7 @@ from tests.spark.helpers import (
     write_object,
 )
 from tests.unit.test_raw_format import CASES
+from tools.pipeline_duckdb import compare, duckdb_pipeline
 
 pytestmark = pytest.mark.spark
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from bench.pipeline_data import GeneratedRaw, RawSpec, generate_raw
 from spark_jobs import aggregate, compact, package
 from spark_jobs.schemas import REASONS
+from tools.pipeline_data import GeneratedRaw, RawSpec, generate_raw
 
 pytestmark = pytest.mark.spark
 

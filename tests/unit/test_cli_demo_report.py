@@ -9,8 +9,8 @@ import math
 import matplotlib
 import pytest
 
-from bench.fleet_analysis import Run
 from tools.demo_report import LagPoint, broken_series, label_lanes, lag_figure, ownership_figure
+from tools.fleet.analysis import Run
 
 matplotlib.use("Agg")
 

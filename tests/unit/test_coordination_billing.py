@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from bench.coordination.billing import (
+from tools.coordination.billing import (
     dollars_per_month,
     item_size,
     number_size,
@@ -14,8 +14,8 @@ from bench.coordination.billing import (
     read_units,
     write_units,
 )
-from bench.coordination.ledger import Ledger
-from bench.coordination.memory_client import InMemoryDynamoDB
+from tools.coordination.ledger import Ledger
+from tools.coordination.memory_client import InMemoryDynamoDB
 
 
 def test_item_size_follows_the_documented_rules() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-from bench.coordination.billing import item_size, write_units
-from bench.coordination.decoding import memoized_decoding
-from bench.coordination.scenarios import ShapeRun, rebalance, run_shape
-from bench.coordination.sim import LEASE_TABLE, FleetSim
 from consumer.dynamo import from_item
+from tools.coordination.billing import item_size, write_units
+from tools.coordination.decoding import memoized_decoding
+from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
+from tools.coordination.sim import LEASE_TABLE, FleetSim
 
 
 def test_start_steady_and_scale_out_keep_one_consumer_per_shard() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.datapath_cpu import cpu_per_record, cpu_table
+from tools.datapath_cpu import cpu_per_record, cpu_table
 
 
 def _trial(cpu_s: float, wall_s: float, idle: float | None = None) -> dict[str, Any]:

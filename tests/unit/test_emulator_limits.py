@@ -20,7 +20,7 @@ from tools.emulators.kinesis_proxy import (
 )
 from tools.emulators.limits import MIB, Limits, LimitsError
 from tools.emulators.rates import Keyed, SlidingWindow, TokenBucket
-from tools.eventstream_shim import initial_response_message
+from tools.http_framing import initial_response_message
 
 # ------------------------------------------------------------------------------------------ rate primitives
 

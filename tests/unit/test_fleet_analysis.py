@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.fleet_analysis import PHASES, Delivery, analyze, handoff_phases, ownership_runs, zero_cost_gaps
+from tools.fleet.analysis import PHASES, Delivery, analyze, handoff_phases, ownership_runs, zero_cost_gaps
 
 
 def _run(worker: str, epoch: int, times: list[float], shard: str = "s0") -> list[Delivery]:

@@ -16,10 +16,10 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.pipeline_data import _EXOTIC, _MALFORMED_LINES, RawSpec, generate_raw
 from consumer.errors import ConfigError, MissingResourceError
 from consumer.records import Record
 from consumer.sinks.raw_s3 import RAW_FORMAT, RawS3Sink, _Buffer, encode_line, json_text, record_data
+from tools.pipeline_data import _EXOTIC, _MALFORMED_LINES, RawSpec, generate_raw
 
 ARRIVAL = datetime(2026, 11, 21, 1, 2, 3, 456789, tzinfo=UTC)
 
@@ -139,7 +139,7 @@ def test_json_texts_are_kept_as_text_exactly(value, indent, ascii_only):
 
 
 def test_generator_writes_what_the_sink_writes(tmp_path: Path):
-    """bench.pipeline_data (benchmark and Spark tests) against the sink's encoder, byte for byte."""
+    """tools.pipeline_data (benchmark and Spark tests) against the sink's encoder, byte for byte."""
     generate_raw(
         tmp_path, RawSpec(records=3_000, shards=2, hours=1, exotic_rate=0.2, base64_rate=0.1, malformed=3)
     )

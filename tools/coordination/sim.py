@@ -19,9 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.coordination.fakes import ConsumptionLog, SimClock, SimShardRunners
-from bench.coordination.ledger import Ledger
-from bench.coordination.memory_client import InMemoryDynamoDB
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import LeaseConfig, StreamSpec, WorkerConfig
 from consumer.dynamo import create_tables
@@ -33,6 +30,9 @@ from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.messages import Event, ShutdownRequested
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.retrieval.memory import InMemoryKinesis
+from tools.coordination.fakes import ConsumptionLog, SimClock, SimShardRunners
+from tools.coordination.ledger import Ledger
+from tools.coordination.memory_client import InMemoryDynamoDB
 
 __all__ = ["FleetSim", "SimSettings", "SimWorker"]
 

@@ -1,4 +1,4 @@
-"""The fleet benchmark's scenarios: each drives one :class:`bench.fleet_runner.Fleet` and returns extras.
+"""The fleet benchmark's scenarios: each drives one :class:`tools.fleet.runner.Fleet` and returns extras.
 
 Repeated scenarios (``scale_cycles``, ``rolling_restart_cycles``) repeat their planned transition until each
 kind of hand-off has happened ``Timing.handoffs`` times, so that p99 is a percentile and not the maximum.
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from bench.fleet_analysis import Move, handoff_moves, ownership_runs
-from bench.fleet_runner import Fleet
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.records import Position
+from tools.fleet.analysis import Move, handoff_moves, ownership_runs
+from tools.fleet.runner import Fleet
 
 __all__ = ["SCENARIOS", "Scenario", "Timing", "count_kind"]
 

@@ -3,7 +3,7 @@
 Requests and responses are in DynamoDB's wire form, exactly as a boto3 low-level client takes and returns
 them, and errors are botocore ``ClientError`` with DynamoDB's codes, so the project's repositories and
 ``consumer.dynamo.translate_errors`` run on it unchanged. Every request is charged to a ``Ledger`` with the
-rules of ``bench.coordination.billing``. Responses share nested values with the stored items (items are
+rules of ``tools.coordination.billing``. Responses share nested values with the stored items (items are
 replaced on every write, never changed in place): read them, do not mutate them.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from bench.coordination.billing import item_size, page_read_units, read_units, write_units
-from bench.coordination.expressions import ExpressionError, Expressions, Item, get_path
-from bench.coordination.ledger import Ledger
-from bench.coordination.tables import Index, Table
+from tools.coordination.billing import item_size, page_read_units, read_units, write_units
+from tools.coordination.expressions import ExpressionError, Expressions, Item, get_path
+from tools.coordination.ledger import Ledger
+from tools.coordination.tables import Index, Table
 
 __all__ = ["InMemoryDynamoDB"]
 
@@ -290,7 +290,7 @@ class InMemoryDynamoDB:
     @staticmethod
     def _hash_value(req: Mapping[str, Any], exprs: Expressions, hash_key: str) -> Any:
         """The partition the key condition names (``<hash key> = :value``)."""
-        from bench.coordination.expressions import _norm, _tokens
+        from tools.coordination.expressions import _norm, _tokens
 
         toks = _tokens(req["KeyConditionExpression"])
         names = req.get("ExpressionAttributeNames") or {}

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.coordination.billing import item_size, write_units
-from bench.coordination.expressions import Item, Value, _norm
+from tools.coordination.billing import item_size, write_units
+from tools.coordination.expressions import Item, Value, _norm
 
 __all__ = ["Index", "Table", "key_of"]
 

@@ -9,10 +9,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from bench.coordination.billing import dollars_per_month
-from bench.coordination.decoding import memoized_decoding
-from bench.coordination.ledger import Totals, difference, peak_per_second
-from bench.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
+from tools.coordination.billing import dollars_per_month
+from tools.coordination.decoding import memoized_decoding
+from tools.coordination.ledger import Totals, difference, peak_per_second
+from tools.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
 
 __all__ = ["ShapeRun", "rebalance", "run_shape", "summarize"]
 

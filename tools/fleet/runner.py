@@ -17,13 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_analysis import Delivery
 from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
+from tools.fleet.analysis import Delivery
 
 __all__ = ["DEFAULT_IDLE_TIME", "Fleet", "FleetSettings", "worker_env"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # Workers get SIGTERM when the benchmark or demo that started them dies, even by SIGKILL (Linux
@@ -296,7 +296,7 @@ class Fleet:
         return out
 
     def milestones(self) -> dict[tuple[str, str, int], float]:
-        """When each step of every hand-off happened (``bench.fleet_analysis.Milestones``), from the workers'
+        """When each step of every hand-off happened (``tools.fleet.analysis.Milestones``), from the workers'
         logs (millisecond timestamps) and journals (the processors' ``initialize``)."""
         out: dict[tuple[str, str, int], float] = {}
         for e in self.journal():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib
 
-from bench.fleet_analysis import Run
+from tools.fleet.analysis import Run
 
 __all__ = ["plot_timeline"]
 
