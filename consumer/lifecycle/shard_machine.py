@@ -196,9 +196,9 @@ def _delivery_result(s: ShardState, ev: Delivered | DeliveryHalted | DeliveryInt
         case Delivered():
             processed = s.held_last if s.mode is Mode.AUTO else s.processed
             return replace(s, held=0, held_last=None, processed=processed)
-        case DeliveryHalted():
+        case DeliveryHalted():  # the batch is dropped: saved up to the record before, then HALTED
             before = ev.before if s.mode is Mode.AUTO and ev.before is not None else s.processed
-            return replace(s, halting=True, halted_at=ev.at, processed=before)
+            return replace(s, halting=True, halted_at=ev.at, processed=before, held=0, held_last=None)
         case DeliveryInterrupted():
             return s  # kept in hand: the next owner gets it again
         case _:
