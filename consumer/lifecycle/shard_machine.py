@@ -229,24 +229,20 @@ def _checkpoint_result(
 
 
 def _failed(s: ShardState, decided: retry.Verdict, error: str, now: float, r: Rules) -> ShardState:
-    """``RetryPolicy``'s answer, on made-up time: a bug or a refusal ends the shard FAILED; past the bound
+    """``retry.next_try``'s answer, on made-up time: a bug or a refusal ends the shard FAILED; past the bound
     (which throttles never reach) GAVE_UP; else wait a capped, jittered exponential backoff."""
     if decided is retry.Verdict.SURFACE:
         return finish(s, Outcome.FAILED, detail=error)
     throttled = decided is retry.Verdict.BACK_OFF
-    since = now if not throttled and s.failing_since is None else s.failing_since
-    failures = s.failures + 1
-    if since is not None and now - since >= r.give_up_after:
-        note(
-            r,
-            "shard_giving_up",
-            logging.ERROR,
-            failures=failures,
-            failing_s=round(now - since, 3),
-            error=error,
-        )
+    bounds = retry.Backoff(r.backoff_base, r.backoff_max, r.give_up_after)
+    failures, since, delay = retry.next_try(
+        bounds, s.failures, s.failing_since, now, throttled=throttled, jitter=r.jitter()
+    )
+    if delay is None:
+        assert since is not None
+        failing = round(now - since, 3)
+        note(r, "shard_giving_up", logging.ERROR, failures=failures, failing_s=failing, error=error)
         return finish(s, Outcome.GAVE_UP)
-    delay = min(r.backoff_max, r.backoff_base * 2.0 ** (failures - 1)) * (0.5 + r.jitter() / 2)
     level = logging.INFO if throttled else logging.WARNING
     event = "throttled" if throttled else "transient_failure"
     note(r, event, level, attempt=failures, delay_s=round(delay, 3), error=error)
