@@ -78,7 +78,10 @@ class ShardMachine:
         before = self.state
         s = before
         for ev in events:
-            s = transition(s, ev, now, self.rules).state
+            answer = transition(s, ev, now, self.rules)
+            if answer.verdict is Verdict.INVALID:  # the shell never sends it: a bug worth seeing
+                note(self.rules, "shard_event_invalid", logging.WARNING, phase=s.phase.value, got=repr(ev))
+            s = answer.state
         s, actions = decide(s, now, self.rules)
         self.state = s
         if s.phase is Phase.FINISHED and before.phase is not Phase.FINISHED:

@@ -136,6 +136,7 @@ class ShardWork:
         return WindowClosed(lost)
 
     def setup(self) -> ShardEvent:
+        """Read the checkpoint, build and initialize the processor (``shard_start.start_shard``)."""
         try:
             started = start_shard(self.lease, self._spec, self._ctx, self.guard)
         except LeaseLostError as exc:
@@ -188,6 +189,7 @@ class ShardWork:
         return self.reader
 
     def deliver(self) -> ShardEvent:
+        """Deliver the batch in hand (``delivery.deliver``: retries, then dead-letter or halt)."""
         ctx, lease, batch, setting, view = self._ctx, self.lease, self._batch, self.setting, self._view
         assert setting is not None and view is not None
         processor, behind, took = setting.processor, self.behind, []
@@ -240,6 +242,7 @@ class ShardWork:
         return ended - started
 
     def checkpoint(self, position: Position) -> ShardEvent:
+        """Write ``position`` with the lease's epoch (a fenced write means the lease is lost)."""
         assert self.setting is not None
         try:
             self.setting.writer.write(position)
@@ -250,6 +253,7 @@ class ShardWork:
         return CheckpointWritten(position)
 
     def notify(self) -> ShardEvent:
+        """The processor's shutdown_requested (its own failure is logged: the final checkpoint is still due)."""
         setting = self.setting
         assert setting is not None
         try:  # first, so that a buffering processor can flush and mark its records done
@@ -273,6 +277,7 @@ class ShardWork:
         return ShardEndCalled()
 
     def lost(self) -> None:
+        """The lease is gone: later done() calls are ignored, and the processor is told."""
         setting = self.setting
         if setting is None:
             return
