@@ -13,12 +13,13 @@ from __future__ import annotations
 import enum
 import logging
 import random
+from dataclasses import dataclass
 
 from consumer.clock import Clock
 from consumer.errors import ThrottledError, is_retriable
 from consumer.logs import log_event
 
-__all__ = ["RetryPolicy", "Verdict", "is_throttle", "operation", "verdict"]
+__all__ = ["Backoff", "RetryPolicy", "Verdict", "is_throttle", "next_try", "operation", "verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,30 @@ def operation(exc: BaseException) -> str:
     """The provider operation that raised ``exc`` (botocore's, where the error was translated), or "unknown"."""
     cause = exc.__cause__
     return str(getattr(cause, "operation_name", "") or "unknown")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The bounds of a retry: capped exponential backoff from ``base``, given up after ``give_up_after``."""
+
+    base: float
+    cap: float
+    give_up_after: float
+
+
+def next_try(
+    b: Backoff, failures: int, since: float | None, now: float, *, throttled: bool, jitter: float
+) -> tuple[int, float | None, float | None]:
+    """After one more failure at ``now``: the failures so far, since when the shard has been failing (a
+    throttle never starts the count) and the delay before the next try, ``None`` once past the bound.
+    ``jitter`` in [0, 1) scales the delay to between half and all of it. Pure: ``RetryPolicy`` and the shard
+    machine both decide with it."""
+    if not throttled and since is None:
+        since = now
+    failures += 1
+    if since is not None and now - since >= b.give_up_after:
+        return failures, since, None
+    return failures, since, min(b.cap, b.base * 2.0 ** (failures - 1)) * (0.5 + jitter / 2)
 
 
 class RetryPolicy:
@@ -90,10 +115,12 @@ class RetryPolicy:
         throttles never reach). Only for errors worth retrying: the caller surfaces the others."""
         now = self._clock.monotonic()
         throttled = is_throttle(exc)
-        if not throttled and self._since is None:
-            self._since = now
-        self._failures += 1
-        if self._since is not None and now - self._since >= self._give_up_after:
+        bounds = Backoff(self._base, self._cap, self._give_up_after)
+        self._failures, self._since, delay = next_try(
+            bounds, self._failures, self._since, now, throttled=throttled, jitter=random.random()
+        )
+        if delay is None:
+            assert self._since is not None
             log_event(
                 logger,
                 "shard_giving_up",
@@ -104,7 +131,6 @@ class RetryPolicy:
                 **self._log,
             )
             return None
-        delay = min(self._cap, self._base * 2.0 ** (self._failures - 1)) * (0.5 + random.random() / 2)
         log_event(
             logger,
             "throttled" if throttled else "transient_failure",

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import replace
 
 from consumer.clock import FakeClock
 from consumer.leases.memory import InMemoryTables
 from consumer.leases.model import Lease
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.shard_decide import decide
+from consumer.lifecycle.shard_messages import Deliver
+from consumer.lifecycle.shard_model import Phase, Stage
 from consumer.retrieval.memory import InMemoryKinesis
 
 from .helpers import FAST_LEASES, Journal, make_worker, start, wait_until
@@ -20,25 +24,41 @@ from .test_fencing import Partition
 SHARD = "shardId-000000000000"
 
 
+def _starts(consumer: ShardConsumer, clock: FakeClock, took: tuple[float, ...]) -> bool:
+    """Whether the consumer's machine starts a batch in hand now, the recent processor calls having taken
+    ``took``, with the window its guard reads on ``clock``."""
+    now = clock.monotonic()
+    state = replace(
+        consumer.machine.state,
+        phase=Phase.READING,
+        stage=Stage.DELIVER,
+        held=1,
+        took=took,
+        window_ends=now + consumer.guard.remaining(),
+    )
+    _, actions = decide(state, now, consumer.machine.rules)
+    return Deliver() in actions
+
+
 def test_a_batch_starts_only_with_the_recent_batches_time_left_in_the_window() -> None:
     clock = FakeClock()
     worker = make_worker("a", InMemoryTables(), InMemoryKinesis(), Journal(), clock=clock)
     consumer = ShardConsumer(Lease("s", SHARD, owner="a", epoch=1), worker.config.stream("s"), worker._ctx)
     window = FAST_LEASES.lease_duration - FAST_LEASES.safety_margin  # 0.7 s
     worker.validity.extend(clock.monotonic())
-    assert consumer._room_for_batch()  # no batch timed yet: an open window is enough
-    consumer._took.extend([0.1, 0.3, 0.2])  # the slowest recent batch: 0.3 s
+    assert _starts(consumer, clock, ())  # no batch timed yet: an open window is enough
+    took = (0.1, 0.3, 0.2)  # the slowest recent batch: 0.3 s
     clock.advance(window - 0.31)
-    assert consumer._room_for_batch()
+    assert _starts(consumer, clock, took)
     clock.advance(0.02)  # 0.29 s left: not enough for 0.3 s
-    assert not consumer._room_for_batch()
+    assert not _starts(consumer, clock, took)
     worker.validity.extend(clock.monotonic())  # the next heartbeat renews the window
-    assert consumer._room_for_batch()
+    assert _starts(consumer, clock, took)
     # A processor slower than half the window still runs: right after a renewal, never starved.
-    consumer._took.append(5.0)
-    assert consumer._room_for_batch()
+    took = (*took, 5.0)
+    assert _starts(consumer, clock, took)
     clock.advance(window / 2 + 0.01)
-    assert not consumer._room_for_batch()
+    assert not _starts(consumer, clock, took)
 
 
 class Stuck(BaseProcessor):

@@ -1,0 +1,297 @@
+"""The hands of one shard consumer: each action of ``ShardMachine`` carried out, its result an event.
+
+``ShardWork`` owns what the actions touch (the reader, the batch in hand, the processor and its checkpoint
+policy and writer); ``ShardConsumer`` runs the loop and takes the coordinator's calls. Every failure becomes
+an event here, decided by ``retry.verdict``; only a bug of ours escapes (the loop's boundary ends it FAILED).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from consumer.checkpoint.checkpointer import ShardCheckpointer
+from consumer.checkpoint.policy import CheckpointPolicy, ExplicitCheckpoints, ManualCheckpoints
+from consumer.config import StreamSpec
+from consumer.errors import LeaseLostError
+from consumer.leases.model import Lease
+from consumer.lifecycle import retry
+from consumer.lifecycle.delivery import DeliveryOutcome, deliver
+from consumer.lifecycle.guard import ShardGuard
+from consumer.lifecycle.messages import Outcome
+from consumer.lifecycle.processor import (
+    LeaseLostInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+    ShardEndedInput,
+    ShutdownReason,
+    ShutdownRequestedInput,
+)
+from consumer.lifecycle.shard_messages import (
+    CheckpointFailed,
+    CheckpointWritten,
+    Delivered,
+    DeliveryHalted,
+    DeliveryInterrupted,
+    Fetched,
+    FetchFailed,
+    NotStarted,
+    SetupFailed,
+    ShardEndCalled,
+    ShardEvent,
+    ShutdownNotified,
+    Started,
+    WindowClosed,
+)
+from consumer.lifecycle.shard_model import Mode
+from consumer.lifecycle.shard_start import ConsumerContext, open_reader, start_shard
+from consumer.lifecycle.shard_start import Started as Setting
+from consumer.logs import log_event
+from consumer.records import SHARD_END, Position, Record
+from consumer.retrieval.reader import ShardReader
+
+__all__ = ["ShardWork"]
+
+logger = logging.getLogger(__name__)
+
+
+class ShardWork:
+    """What one shard consumer's actions act on, and the actions themselves (called from its thread only,
+    but ``stopping`` and ``interrupt_fetch``, from the coordinator's)."""
+
+    def __init__(self, lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> None:
+        self.lease = lease
+        self._spec = spec
+        self._ctx = ctx
+        self.guard = guard
+        self.signal = threading.Event()  # set by a stop: ends the processor's retry waits
+        self.reason: ShutdownReason | None = None
+        self.reader: ShardReader | None = None
+        self._taken: Position | None = None  # the last record taken from a reader (or the start position)
+        self._initial = "TRIM_HORIZON"
+        self.setting: Setting | None = None
+        self._view: ShardCheckpointer | None = None
+        self._batch: Sequence[Record] = ()
+        self.behind: int | None = None  # the MillisBehindLatest of the fetch of this round
+        self._lock = threading.Lock()  # orders a stop against the loop entering or leaving a fetch
+        self._fetching = False  # the loop waits on a fetch (a requested stop lets it finish)
+
+    def log(self, event: str, level: int = logging.INFO, **fields: object) -> None:
+        """Log ``event`` with the lease's identity."""
+        lease = self.lease
+        log_event(
+            logger, event, level, stream=lease.stream, shard=lease.shard_id, epoch=lease.epoch, **fields
+        )
+
+    # -- from the coordinator's thread -----------------------------------------------------------------
+    def stopping(self, reason: ShutdownReason, fanout: bool) -> tuple[ShardReader | None, bool]:
+        """Note the stop; the reader to interrupt, and whether a fetch under way is let finish first."""
+        with self._lock:
+            if self.reason is None or reason is ShutdownReason.LEASE_LOST:
+                self.reason = reason
+            self.signal.set()
+            finishing = self.reason is ShutdownReason.REQUESTED and self._fetching and not fanout
+            return self.reader, finishing
+
+    def interrupt_fetch(self, reader: ShardReader) -> None:
+        """A requested stop's grace is over: a fetch still under way is cut off."""
+        with self._lock:
+            late = self._fetching
+        if late:
+            self.log("final_fetch_interrupted", logging.WARNING)
+            reader.interrupt()
+
+    # -- the actions, on the loop's thread ---------------------------------------------------------------
+    def close_reader(self) -> None:
+        """Hold nothing (e.g. the one fan-out subscription the next owner needs); reopened after the last
+        record taken when a fetch comes again."""
+        if self.reader is not None:
+            self.reader.interrupt()
+            self.reader.close()
+            self.reader = None
+
+    def _decided(self, exc: Exception) -> tuple[retry.Verdict, str]:
+        """``retry.verdict`` of ``exc`` (a throttle counted per operation; a refusal or a bug logged with its
+        traceback, for the loop to end FAILED at once)."""
+        decided = retry.verdict(exc)
+        if decided is retry.Verdict.BACK_OFF:
+            self._ctx.metrics.add(
+                f"Throttles.{retry.operation(exc)}", 1, self.lease.stream, self.lease.shard_id
+            )
+        if decided is retry.Verdict.SURFACE:
+            logger.error(
+                "shard loop failed",
+                exc_info=exc,
+                extra={"event": "shard_failed", "shard": self.lease.shard_id},
+            )
+            return decided, repr(exc)
+        return decided, str(exc)
+
+    def closed(self, exc: LeaseLostError, draining: bool) -> WindowClosed:
+        """An action found our window closed; ``draining``: a drain cannot go on without it."""
+        lost = self.guard.lost.is_set()
+        if lost or draining:
+            self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
+        return WindowClosed(lost)
+
+    def setup(self) -> ShardEvent:
+        """Read the checkpoint, build and initialize the processor (``shard_start.start_shard``)."""
+        try:
+            started = start_shard(self.lease, self._spec, self._ctx, self.guard)
+        except LeaseLostError as exc:
+            return self.closed(exc, False)
+        except Exception as exc:  # the one verdict decides: retried, or FAILED
+            return SetupFailed(*self._decided(exc))
+        if isinstance(started, Outcome):
+            return NotStarted(started)
+        self.setting, self._view = started, started.writer.view(started.policy.position)
+        self._taken, self._initial = started.start, started.initial
+        return Started(started.start, _mode(started.policy))
+
+    def fetch(self) -> ShardEvent:
+        """The next fetch. A requested stop that comes while we wait on it lets it finish (bounded by one
+        pacing interval and one call); it never starts a new one."""
+        ctx, lease, setting = self._ctx, self.lease, self.setting
+        assert setting is not None
+        try:
+            reader = self._open_reader()
+            with self._lock:
+                if self.reason is not None:
+                    return Fetched(0, nothing=True)
+                self._fetching = True
+            try:
+                fetched = reader.fetch()
+            finally:
+                with self._lock:
+                    self._fetching = False
+        except LeaseLostError as exc:
+            return self.closed(exc, False)
+        except Exception as exc:  # the one verdict decides: retried, or FAILED
+            return FetchFailed(*self._decided(exc))
+        if fetched is None:
+            return Fetched(0, nothing=True)
+        if fetched.records:
+            self._taken = fetched.records[-1].position
+        behind = self.behind = fetched.millis_behind_latest
+        ctx.progress.read(lease, behind, self._taken)  # published with the heartbeat, for `status`
+        if behind is not None:
+            ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
+        batch = self._batch = setting.policy.track(fetched.records)  # an idle shard waits in the pacing
+        return Fetched(len(batch), batch[-1].position if batch else None, fetched.shard_end)
+
+    def _open_reader(self) -> ShardReader:
+        """The reader, opened (again, after a suspension) after the last record taken."""
+        if self.reader is None:
+            self.reader = open_reader(self._ctx, self.lease, self._taken, self._initial)
+            if self.reason is not None:  # a stop that came while there was no reader to interrupt
+                self.reader.interrupt()
+        return self.reader
+
+    def deliver(self) -> ShardEvent:
+        """Deliver the batch in hand (``delivery.deliver``: retries, then dead-letter or halt)."""
+        ctx, lease, batch, setting, view = self._ctx, self.lease, self._batch, self.setting, self._view
+        assert setting is not None and view is not None
+        processor, behind, took = setting.processor, self.behind, []
+
+        def call(records: Sequence[Record]) -> None:
+            self.guard.ensure_valid()
+            started, lapses = ctx.clock.monotonic(), self.guard.lapses
+            deadline = started + self.guard.remaining()
+            data = ProcessRecordsInput(records, view, lease.epoch, behind, self.guard, deadline)
+            try:
+                processor.process_records(data)
+            finally:
+                took.append(self._timed(started, deadline, lapses, len(records)))
+
+        try:
+            result = deliver(
+                batch, call, ctx.config.processing, ctx.dlq, lease.epoch, self.signal, ctx.metrics
+            )
+        except LeaseLostError as exc:
+            return self.closed(exc, False)
+        if result.outcome is DeliveryOutcome.STOPPED:
+            return DeliveryInterrupted(tuple(took))  # the batch stays unacknowledged: delivered again
+        if result.outcome is DeliveryOutcome.HALT:
+            failed = result.failed_record
+            setting.policy.halted(batch, failed, result.dead_lettered)
+            before = [r.position for r in batch if failed is not None and r.position < failed.position]
+            at = failed.position if failed is not None else None
+            return DeliveryHalted(at, before[-1] if before else None, tuple(took))
+        setting.policy.delivered(batch, result.dead_lettered)
+        ctx.metrics.add("RecordsProcessed", len(batch), lease.stream, lease.shard_id)
+        self._batch, self.behind = (), None
+        return Delivered(tuple(took))
+
+    def _timed(self, started: float, deadline: float, lapses: int, records: int) -> float:
+        """How long a processor call took; one during which our window closed is reported (its checkpoint,
+        written with an epoch this worker could not prove, is refused as any late write)."""
+        ended = self._ctx.clock.monotonic()
+        if not self.guard.is_valid() or self.guard.lapses != lapses:
+            lease = self.lease
+            self.log(
+                "batch_overran_window",
+                logging.WARNING,
+                took_s=round(ended - started, 3),
+                over_s=round(max(0.0, ended - deadline), 3),
+                records=records,
+                hint="a processor call outlived this worker's proof of ownership: check data.guard before "
+                "side effects, or write them with data.epoch",
+            )
+            self._ctx.metrics.add("BatchesOverran", 1, lease.stream, lease.shard_id)
+        return ended - started
+
+    def checkpoint(self, position: Position) -> ShardEvent:
+        """Write ``position`` with the lease's epoch (a fenced write means the lease is lost)."""
+        assert self.setting is not None
+        try:
+            self.setting.writer.write(position)
+        except LeaseLostError as exc:
+            return self.closed(exc, False)
+        except Exception as exc:  # the one verdict decides: retried, or FAILED
+            return CheckpointFailed(position, *self._decided(exc))
+        return CheckpointWritten(position)
+
+    def notify(self) -> ShardEvent:
+        """The processor's shutdown_requested (its own failure is logged: the final checkpoint is still due)."""
+        setting = self.setting
+        assert setting is not None
+        try:  # first, so that a buffering processor can flush and mark its records done
+            view = setting.writer.view(setting.policy.position)
+            setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
+        except LeaseLostError as exc:
+            return self.closed(exc, True)
+        except Exception:  # the processor's callback (user code): the final checkpoint is still due
+            logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
+        return ShutdownNotified()
+
+    def end(self) -> ShardEvent:
+        """SHARD_END, once every delivered record is done: the processor's shard_ended checkpoints it."""
+        setting = self.setting
+        assert setting is not None
+        try:
+            view = setting.writer.view(lambda: SHARD_END)
+            setting.processor.shard_ended(ShardEndedInput(view, self.lease.epoch))
+        except LeaseLostError as exc:
+            return self.closed(exc, False)
+        return ShardEndCalled()
+
+    def lost(self) -> None:
+        """The lease is gone: later done() calls are ignored, and the processor is told."""
+        setting = self.setting
+        if setting is None:
+            return
+        setting.policy.close()
+        processor: RecordProcessor = setting.processor
+        try:
+            processor.lease_lost(LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch))
+        except Exception:  # the processor's callback (user code): the lease is gone either way
+            logger.exception("lease_lost raised", extra={"event": "processor_lease_lost_failed"})
+
+
+def _mode(policy: CheckpointPolicy) -> Mode:
+    if isinstance(policy, ManualCheckpoints):
+        return Mode.MANUAL
+    if isinstance(policy, ExplicitCheckpoints):
+        return Mode.EXPLICIT
+    return Mode.AUTO
