@@ -145,8 +145,10 @@ def test_get_shard_iterator_five_per_second_per_shard(kinesis: Any) -> None:
     def get(shard: str) -> Any:
         return kinesis.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="LATEST")
 
-    codes = _burst(lambda: get("shardId-000000000000"), 7)
-    assert sorted(codes, key=str) == [None] * 5 + ["ProvisionedThroughputExceededException"] * 2
+    # Twelve at once: five served in the first second; a loaded machine may spread them over two (then ten),
+    # never more (the exact count per window is the limiter's unit test, on made-up time).
+    codes = _burst(lambda: get("shardId-000000000000"), 12)
+    assert set(codes) == {None, "ProvisionedThroughputExceededException"} and 5 <= codes.count(None) <= 10
     assert _code(lambda: get("shardId-000000000001")) is None
     _until(lambda: get("shardId-000000000000"))
 
@@ -174,7 +176,9 @@ def test_put_records_per_record_failures_and_put_record_throttled(kinesis: Any) 
     assert "Rate exceeded for shard shardId-000000000000" in failed[0]["ErrorMessage"]
     assert all("SequenceNumber" in r for r in answer["Records"] if not r.get("ErrorCode"))
     big = {"StreamName": stream, "Data": b"x" * 500_000, "PartitionKey": "k"}
-    codes = _burst(lambda: kinesis.put_record(**big), 4)  # 2 MB at once: 1 MiB/s per shard
+    # 4 MB at once against 1 MiB/s per shard (a bucket of 1 MiB): throttled unless a loaded machine spreads the
+    # eight calls over more than three seconds (four calls, 2 MB, were once spread over more than one).
+    codes = _burst(lambda: kinesis.put_record(**big), 8)
     assert "ProvisionedThroughputExceededException" in codes
     _until(lambda: kinesis.put_record(StreamName=stream, Data=b"again", PartitionKey="k"))
 

@@ -445,8 +445,10 @@ class Rig:
 
 
 def _reconciled_since(repo: RecordedRepository, since: float) -> bool:
-    """The worker read its own item again (it was fenced) after ``since``, and the read went through."""
-    return any(c.reconcile and c.started > since and c.outcome == "ok" for c in repo.history())
+    """The worker read its own item again (it was fenced), and the read's answer came back after ``since``.
+    By its answer, not its start: a reconcile sent during a stall whose answer the heal lets through is the
+    one the worker acts on (it then has no reason to read again)."""
+    return any(c.reconcile and c.ended > since and c.outcome == "ok" for c in repo.history())
 
 
 # -- what every case asserts on the deliveries ----------------------------------------------------------
