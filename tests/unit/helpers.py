@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.clock import Clock
+from consumer.checkpoint.store import CheckpointItem
+from consumer.clock import Clock, SystemClock
 from consumer.config import (
     CheckpointConfig,
     LeaseConfig,
@@ -19,8 +21,11 @@ from consumer.config import (
     StreamSpec,
     WorkerConfig,
 )
+from consumer.leases.liveness import OwnValidity
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
+from consumer.leases.model import Lease
 from consumer.lifecycle.async_processor import AsyncBaseProcessor
+from consumer.lifecycle.messages import ShardFinished
 from consumer.lifecycle.processor import (
     BaseProcessor,
     InitializationInput,
@@ -29,6 +34,7 @@ from consumer.lifecycle.processor import (
     ShardEndedInput,
     ShutdownRequestedInput,
 )
+from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
 from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.retrieval.memory import InMemoryKinesis
@@ -209,3 +215,45 @@ def wait_until(cond: Callable[[], bool], timeout: float = 10.0, what: str = "con
             return
         time.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def lone_shard_consumer(
+    kinesis: InMemoryKinesis,
+    processor: Callable[[], Any],
+    retrieval: RetrievalConfig,
+    *,
+    checkpoint: CheckpointConfig | None = None,
+    lease: LeaseConfig | None = None,
+) -> tuple[ShardConsumer, queue.Queue[ShardFinished], InMemoryTables, str]:
+    """A shard consumer of stream ``s``'s one shard at epoch 1 (checkpointed at nothing yet), on real time
+    with a validity of a minute, outside any worker; its ``ShardFinished`` lands in the queue."""
+    kinesis.create_stream("s", 1)
+    shard = kinesis.list_shards("s")[0].shard_id
+    tables = InMemoryTables()
+    tables.checkpoints[("s", shard)] = CheckpointItem("s", shard, 1, None)
+    config = WorkerConfig(
+        application="app",
+        lease_table="leases",
+        checkpoint_table="checkpoints",
+        worker_id="w1",
+        streams=(StreamSpec("s", processor),),
+        lease=lease or LeaseConfig(),
+        retrieval=retrieval,
+        checkpoint=checkpoint or CheckpointConfig(),
+        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    )
+    clock = SystemClock()
+    validity = OwnValidity(clock, 60.0)
+    validity.extend(clock.monotonic())
+    finished: queue.Queue[ShardFinished] = queue.Queue()
+    ctx = ConsumerContext(
+        config,
+        kinesis,
+        InMemoryCheckpointStore(tables),
+        None,
+        InMemoryMetrics(),
+        validity,
+        clock,
+        finished.put,
+    )
+    return ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx), finished, tables, shard

@@ -9,20 +9,15 @@ from typing import Any
 
 import pytest
 
-from consumer.checkpoint.store import CheckpointItem
-from consumer.clock import SystemClock
-from consumer.config import LeaseConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
+from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.errors import RefusedError, ThrottledError, UnreachableError
-from consumer.leases.liveness import OwnValidity
-from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
-from consumer.leases.model import Lease
+from consumer.leases.memory import InMemoryLeaseRepository, InMemoryTables
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.retry import Verdict, verdict
-from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
-from consumer.metrics.sink import InMemoryMetrics
+from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.retrieval.kinesis import GetRecordsResult
 from consumer.retrieval.memory import InMemoryKinesis
-from tests.unit.helpers import Journal, RecordingProcessor, make_worker, wait_until
+from tests.unit.helpers import Journal, RecordingProcessor, lone_shard_consumer, make_worker, wait_until
 
 VALIDATION = RefusedError(
     "DynamoDB refused (heartbeat w1 on leases): ValidationException: Item size too large"
@@ -72,38 +67,15 @@ class _FailingKinesis(InMemoryKinesis):
 def _shard(
     kinesis: InMemoryKinesis, give_up_after: float
 ) -> tuple[ShardConsumer, queue.Queue[ShardFinished]]:
-    kinesis.create_stream("s", 1)
-    shard = kinesis.list_shards("s")[0].shard_id
-    tables = InMemoryTables()
-    tables.checkpoints[("s", shard)] = CheckpointItem("s", shard, 1, None)
     journal = Journal()
-    config = WorkerConfig(
-        application="app",
-        lease_table="leases",
-        checkpoint_table="checkpoints",
-        worker_id="w1",
-        streams=(StreamSpec("s", lambda: RecordingProcessor(journal, "w1")),),
-        lease=LeaseConfig(lease_duration=3.0, give_up_after=give_up_after),
-        retrieval=RetrievalConfig(
-            idle_time_between_reads=0.01, backoff_base=0.01, backoff_max=0.02, reads_per_second=100
-        ),
-        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    retrieval = RetrievalConfig(
+        idle_time_between_reads=0.01, backoff_base=0.01, backoff_max=0.02, reads_per_second=100
     )
-    clock = SystemClock()
-    validity = OwnValidity(clock, 60.0)
-    validity.extend(clock.monotonic())
-    finished: queue.Queue[ShardFinished] = queue.Queue()
-    ctx = ConsumerContext(
-        config,
-        kinesis,
-        InMemoryCheckpointStore(tables),
-        None,
-        InMemoryMetrics(),
-        validity,
-        clock,
-        finished.put,
+    lease = LeaseConfig(lease_duration=3.0, give_up_after=give_up_after)
+    consumer, finished, _, _ = lone_shard_consumer(
+        kinesis, lambda: RecordingProcessor(journal, "w1"), retrieval, lease=lease
     )
-    return ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx), finished
+    return consumer, finished
 
 
 def test_a_refused_fetch_ends_the_shard_failed_at_once() -> None:

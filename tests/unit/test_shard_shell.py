@@ -10,20 +10,14 @@ from typing import Literal
 
 import pytest
 
-from consumer.checkpoint.store import CheckpointItem
-from consumer.clock import SystemClock
-from consumer.config import CheckpointConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
-from consumer.leases.liveness import OwnValidity
-from consumer.leases.memory import InMemoryCheckpointStore, InMemoryTables
-from consumer.leases.model import Lease
-from consumer.lifecycle.messages import ShardFinished
+from consumer.config import CheckpointConfig, RetrievalConfig
+from consumer.leases.memory import InMemoryTables
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput, ShutdownReason
-from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
-from consumer.metrics.sink import InMemoryMetrics
+from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.records import Position, Record
 from consumer.retrieval.memory import InMemoryKinesis
 
-from .helpers import wait_until
+from .helpers import lone_shard_consumer, wait_until
 
 
 class Holding(BaseProcessor):
@@ -38,35 +32,11 @@ class Holding(BaseProcessor):
 
 
 def _run(mode: Literal["auto", "manual"]) -> tuple[ShardConsumer, Holding, InMemoryTables, list[str], str]:
-    kinesis, tables, processor = InMemoryKinesis(), InMemoryTables(), Holding()
-    kinesis.create_stream("s", 1)
-    shard = kinesis.list_shards("s")[0].shard_id
-    tables.checkpoints[("s", shard)] = CheckpointItem("s", shard, 1, None)
-    config = WorkerConfig(
-        application="app",
-        lease_table="leases",
-        checkpoint_table="checkpoints",
-        worker_id="w1",
-        streams=(StreamSpec("s", lambda: processor),),
-        retrieval=RetrievalConfig(idle_time_between_reads=0.05, initial_position="TRIM_HORIZON"),
-        checkpoint=CheckpointConfig(mode=mode),
-        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    kinesis, processor = InMemoryKinesis(), Holding()
+    retrieval = RetrievalConfig(idle_time_between_reads=0.05, initial_position="TRIM_HORIZON")
+    consumer, _, tables, shard = lone_shard_consumer(
+        kinesis, lambda: processor, retrieval, checkpoint=CheckpointConfig(mode=mode)
     )
-    clock = SystemClock()
-    validity = OwnValidity(clock, 60.0)
-    validity.extend(clock.monotonic())
-    finished: queue.Queue[ShardFinished] = queue.Queue()
-    ctx = ConsumerContext(
-        config,
-        kinesis,
-        InMemoryCheckpointStore(tables),
-        None,
-        InMemoryMetrics(),
-        validity,
-        clock,
-        finished.put,
-    )
-    consumer = ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx)
     sequences = [kinesis.put("s", shard, f"r{i}".encode()) for i in range(3)]
     consumer.start()
     return consumer, processor, tables, sequences, shard

@@ -8,19 +8,14 @@ import threading
 
 import pytest
 
-from consumer.checkpoint.store import CheckpointItem
-from consumer.clock import SystemClock
-from consumer.config import RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
-from consumer.leases.liveness import OwnValidity
-from consumer.leases.memory import InMemoryCheckpointStore, InMemoryTables
-from consumer.leases.model import Lease
+from consumer.config import RetrievalConfig
+from consumer.leases.memory import InMemoryTables
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import ShutdownReason
-from consumer.lifecycle.shard_consumer import ConsumerContext, ShardConsumer
-from consumer.metrics.sink import InMemoryMetrics
+from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.retrieval.kinesis import GetRecordsResult
 from consumer.retrieval.memory import InMemoryKinesis
-from tests.unit.helpers import Journal, RecordingProcessor
+from tests.unit.helpers import Journal, RecordingProcessor, lone_shard_consumer
 
 PACING = 0.5  # the hang test waits on the grace path: PACING + 0.5 s
 
@@ -45,36 +40,13 @@ class WatchedKinesis(InMemoryKinesis):
 def _consumer(
     kinesis: WatchedKinesis, journal: Journal, prefetch: int
 ) -> tuple[ShardConsumer, queue.Queue[ShardFinished], InMemoryTables]:
-    kinesis.create_stream("s", 1)
-    shard = kinesis.list_shards("s")[0].shard_id
-    tables = InMemoryTables()
-    tables.checkpoints[("s", shard)] = CheckpointItem("s", shard, 1, None)
-    config = WorkerConfig(
-        application="app",
-        lease_table="leases",
-        checkpoint_table="checkpoints",
-        worker_id="w1",
-        streams=(StreamSpec("s", lambda: RecordingProcessor(journal, "w1")),),
-        retrieval=RetrievalConfig(
-            idle_time_between_reads=PACING, prefetch_batches=prefetch, initial_position="TRIM_HORIZON"
-        ),
-        shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+    retrieval = RetrievalConfig(
+        idle_time_between_reads=PACING, prefetch_batches=prefetch, initial_position="TRIM_HORIZON"
     )
-    clock = SystemClock()
-    validity = OwnValidity(clock, 60.0)
-    validity.extend(clock.monotonic())
-    finished: queue.Queue[ShardFinished] = queue.Queue()
-    ctx = ConsumerContext(
-        config,
-        kinesis,
-        InMemoryCheckpointStore(tables),
-        None,
-        InMemoryMetrics(),
-        validity,
-        clock,
-        finished.put,
+    consumer, finished, tables, _ = lone_shard_consumer(
+        kinesis, lambda: RecordingProcessor(journal, "w1"), retrieval
     )
-    return ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx), finished, tables
+    return consumer, finished, tables
 
 
 def _start_until_the_third_poll(kinesis: WatchedKinesis, consumer: ShardConsumer) -> str:
