@@ -36,9 +36,9 @@ logger = logging.getLogger(__name__)
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
 # waits for. DynamoDB answers in milliseconds; a fan-out subscription may sit a few seconds between events.
 _BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64)
-# The worker's own Kinesis and DynamoDB calls: one attempt each. Every caller has its retry policy (the shard's
-# RetryPolicy, the coordinator resending a FAILED write, the heartbeat lane), and it alone decides: botocore
-# retrying a throttle underneath it (sleeping up to seconds) would hide the throttle and hold the thread.
+# The worker's own Kinesis and DynamoDB calls: one attempt each. Every caller has its retry policy (the shard
+# machine's backoff, the coordinator resending a FAILED write, the heartbeat lane), and it alone decides:
+# botocore retrying a throttle underneath it (sleeping up to seconds) would hide the throttle and hold the thread.
 WORKER_CALLS = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 _TIMEOUTS = {"dynamodb": Config(connect_timeout=1, read_timeout=3)}
 _DEFAULT_TIMEOUTS = Config(connect_timeout=2, read_timeout=10)

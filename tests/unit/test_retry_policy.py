@@ -1,13 +1,15 @@
-"""The shard's one retry policy on made-up time: failures give the shard up past the bound, throttles never."""
+"""The shard's one backoff (``retry.next_try``) on made-up time: failures give the shard up past the bound,
+throttles never."""
 
 from __future__ import annotations
+
+import random
 
 from botocore.exceptions import ClientError
 
 from consumer.aws_errors import classify
-from consumer.clock import FakeClock
 from consumer.errors import ThrottledError, TransientError
-from consumer.lifecycle.retry import RetryPolicy, is_throttle, operation
+from consumer.lifecycle.retry import Backoff, is_throttle, next_try, operation
 
 
 def _client_error(code: str, op: str) -> ClientError:
@@ -26,33 +28,35 @@ def _translated(code: str, op: str) -> TransientError:
         return exc
 
 
+BOUNDS = Backoff(base=0.2, cap=1.0, give_up_after=10.0)
+
+
 def test_a_throttle_is_backed_off_for_ever_and_never_gives_the_shard_up() -> None:
-    clock = FakeClock()
-    policy = RetryPolicy(clock, 0.2, 1.0, give_up_after=10.0)
     throttle = _translated("ProvisionedThroughputExceededException", "GetRecords")
     assert is_throttle(throttle) and operation(throttle) == "GetRecords"
+    now, failures, since = 1000.0, 0, None
     delays = []
     for _ in range(200):  # 200 throttles in a row, well past the bound
-        delay = policy.failed(throttle)
-        assert delay is not None
+        failures, since, delay = next_try(
+            BOUNDS, failures, since, now, throttled=True, jitter=random.random()
+        )
+        assert delay is not None and since is None  # a throttle never starts the give-up count
         delays.append(delay)
-        clock.advance(delay)
-    assert clock.monotonic() - 1000.0 > 10.0
+        now += delay
+    assert now - 1000.0 > 10.0
     assert min(delays) >= 0.1 and max(delays) <= 1.0  # capped, jittered exponential backoff: no stall
     assert len({round(d, 6) for d in delays}) > 100  # jitter
-    assert policy.failing_for == 0.0
 
 
 def test_an_outage_gives_the_shard_up_past_the_bound_and_throttles_in_between_do_not_reset_it() -> None:
-    clock = FakeClock()
-    policy = RetryPolicy(clock, 0.2, 1.0, give_up_after=10.0)
     outage = _translated("InternalFailure", "GetRecords")
     assert not is_throttle(outage)
-    assert policy.failed(outage) is not None
-    clock.advance(6.0)
-    assert policy.failed(ThrottledError("x")) is not None
-    clock.advance(4.5)
-    assert policy.failed(outage) is None  # failing for 10.5 s: another worker may do better
+    failures, since, delay = next_try(BOUNDS, 0, None, 1000.0, throttled=False, jitter=0.5)
+    assert delay is not None and since == 1000.0
+    failures, since, delay = next_try(BOUNDS, failures, since, 1006.0, throttled=True, jitter=0.5)
+    assert delay is not None and since == 1000.0  # a throttle in between keeps the count going
+    failures, since, delay = next_try(BOUNDS, failures, since, 1010.5, throttled=False, jitter=0.5)
+    assert delay is None and failures == 3  # failing for 10.5 s: another worker may do better
 
 
 def test_throttle_codes_of_every_service_are_throttles() -> None:
