@@ -24,6 +24,7 @@ from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import Deregister, Event, ShardFinished, ShutdownRequested, Stop
 from consumer.lifecycle.ownership import Ownership
+from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_start import ConsumerContext
@@ -246,6 +247,13 @@ class Worker(BackgroundControl):
             del self.consumers[key]
 
     def _join_consumers(self) -> None:
+        """Wait for the shard consumers. After a graceful shutdown they have all ended (or been stopped as
+        lost at the deadline); when the loop ended on an error, any still running is stopped as lost first
+        (it may not deliver on a lease nobody renews any more), so that the exit does not wait a final
+        checkpoint timeout per shard."""
+        for consumer in self.consumers.values():
+            if not consumer.finished:
+                consumer.stop(ShutdownReason.LEASE_LOST)
         for consumer in self.consumers.values():
             consumer.join(self.config.shutdown.final_checkpoint_timeout)
 

@@ -5,6 +5,7 @@ written ends the worker, and ``join()`` raises it."""
 from __future__ import annotations
 
 import queue
+import time
 from typing import Any
 
 import pytest
@@ -148,3 +149,41 @@ def test_a_coordinator_read_that_may_pass_is_retried_on_schedule() -> None:
     finally:
         worker.request_shutdown()
         assert worker.join(10.0)
+
+
+class _ScansFailLater(InMemoryLeaseRepository):
+    """Scans that start being refused once ``refuse`` is set (after the worker took its leases)."""
+
+    def __init__(self, tables: InMemoryTables) -> None:
+        super().__init__(tables)
+        self.refuse = False
+
+    def snapshot(self, consistent: bool = True) -> Any:
+        if self.refuse:
+            raise RefusedError("DynamoDB refused (scan leases): AccessDeniedException")
+        return super().snapshot(consistent)
+
+
+def test_a_worker_ended_by_an_error_stops_its_shards_at_once_instead_of_waiting_for_each() -> None:
+    kinesis = InMemoryKinesis()
+    kinesis.create_stream("s", 4)
+    repos: list[_ScansFailLater] = []
+    worker = make_worker(
+        "w1",
+        InMemoryTables(),
+        kinesis,
+        Journal(),
+        wrap_repo=lambda r: repos.append(_ScansFailLater(r.t)) or repos[0],
+    )
+    worker.start()
+    try:
+        wait_until(lambda: len(worker.owned) == 4 and len(worker.consumers) == 4, what="four shards consumed")
+        repos[0].refuse = True
+        refused = time.monotonic()
+        with pytest.raises(RefusedError):
+            worker.join(30.0)
+        # Each consumer would otherwise be waited for up to the final checkpoint timeout (2 s here): 8 s in all.
+        assert time.monotonic() - refused < 4.0
+        assert all(c.finished for c in worker.consumers.values())
+    finally:
+        worker.request_shutdown()
