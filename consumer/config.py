@@ -1,19 +1,27 @@
-"""Typed, frozen settings: one dataclass per concern, validated at construction with errors naming the field."""
+"""Typed, frozen settings: one dataclass per concern, validated at construction with errors naming the field.
+
+The concerns' dataclasses live in :mod:`consumer.settings` (leases, retrieval, processing, the raw sink);
+this module gathers them into :class:`WorkerConfig` and reads them from the environment, and is where they
+are imported from.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import socket
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from consumer.env_vars import ENV_VARS, EnvVar, variable_for
+from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar, variable_for
 from consumer.errors import ConfigError, ProcessorLoadError
+from consumer.settings.env import env_float, env_int, parse_timestamp
+from consumer.settings.lease import LeaseConfig
+from consumer.settings.processing import CheckpointConfig, HealthConfig, ProcessingConfig, ShutdownConfig
+from consumer.settings.raw_sink import RawSinkConfig, raw_sink_config_from_env
+from consumer.settings.retrieval import InitialPosition, RetrievalConfig
 
 if TYPE_CHECKING:
     from consumer.lifecycle.async_processor import AsyncRecordProcessor
@@ -22,8 +30,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointConfig",
     "HealthConfig",
+    "InitialPosition",
     "LeaseConfig",
     "ProcessingConfig",
+    "ProcessorLoader",
+    "RawSinkConfig",
     "RetrievalConfig",
     "ShutdownConfig",
     "StreamSpec",
@@ -34,251 +45,18 @@ __all__ = [
     "field_default",
     "parse_timestamp",
     "polling_rate_warning",
+    "raw_sink_config_from_env",
+    "settings_from_env",
     "worker_config_from_env",
 ]
 
-InitialPosition = Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"]
 # A processor class or any callable making one processor per shard (synchronous or asyncio).
 ProcessorFactory = Callable[[], "RecordProcessor | AsyncRecordProcessor"]
+# What turns ``package.module:Class`` into a factory (``consumer.loader.load_processor``); it is given the
+# environment the config is read from, so that a processor's declared settings are read from it too.
+ProcessorLoader = Callable[[str, Mapping[str, str]], ProcessorFactory]
 
-
-def _positive(name: str, value: float) -> None:
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(name, f"must be a finite number > 0, got {value!r}")
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
-
-
-@dataclass(frozen=True)
-class LeaseConfig:
-    """How leases are held and observed.
-
-    A taker waits ``lease_duration`` (its own monotonic clock) without seeing the owner's heartbeat move;
-    an owner stops delivering ``safety_margin`` before that, counted from the start of its last good heartbeat.
-    """
-
-    lease_duration: float = 10.0
-    safety_margin: float = 2.0
-    heartbeat_interval: float | None = None
-    scan_interval: float = 1.0  # the leader's read of the whole table
-    inbox_poll_interval: float = 0.1  # our own item, while something is under way
-    idle_poll_interval: float = 1.0  # our own item, when nothing is under way
-    leader_check_interval: float = 1.0  # the leader's heartbeat, watched by the other workers
-    max_moves_per_second: int = 200  # the leader's lease moves (keeps a fleet start within throughput)
-    discovery_interval: float = 10.0
-    handoff_timeout: float | None = None
-    max_leases_per_worker: int | None = None
-    give_up_after: float | None = None  # a shard failing transiently this long is released (default: lease)
-    forget_workers_after: float | None = (
-        None  # silent worker items are deleted after this (default: 3 leases)
-    )
-
-    def __post_init__(self) -> None:
-        _positive("lease.lease_duration", self.lease_duration)
-        for name in ("give_up_after", "forget_workers_after"):
-            if getattr(self, name) is not None:
-                _positive(f"lease.{name}", getattr(self, name))
-        if self.forget_workers_after is not None and self.forget_workers_after < 2 * self.lease_duration:
-            raise ConfigError(
-                "lease.forget_workers_after",
-                f"must be at least twice lease.lease_duration ({2 * self.lease_duration})",
-            )
-        if not 0 < self.safety_margin < self.lease_duration:
-            raise ConfigError(
-                "lease.safety_margin",
-                f"must be > 0 and < lease.lease_duration ({self.lease_duration}); got {self.safety_margin}",
-            )
-        if self.heartbeat_interval is not None and not (
-            0 < self.heartbeat_interval < self.lease_duration - self.safety_margin
-        ):
-            raise ConfigError(
-                "lease.heartbeat_interval",
-                f"must be > 0 and < lease.lease_duration - lease.safety_margin "
-                f"({self.lease_duration - self.safety_margin}); got {self.heartbeat_interval}",
-            )
-        _check_cadence(self)
-        if self.handoff_timeout is not None:
-            _positive("lease.handoff_timeout", self.handoff_timeout)
-        if self.max_leases_per_worker is not None and self.max_leases_per_worker < 1:
-            raise ConfigError("lease.max_leases_per_worker", "must be >= 1 or unset")
-
-    @property
-    def heartbeat_every(self) -> float:
-        """Default: half the owner's window, so one failed heartbeat can be retried before it closes."""
-        return self.heartbeat_interval or (self.lease_duration - self.safety_margin) / 2
-
-    @property
-    def idle_poll(self) -> float:
-        """The quiet-time poll of our own item (never faster than the busy one)."""
-        return max(self.idle_poll_interval, self.inbox_poll_interval)
-
-    @property
-    def owner_validity(self) -> float:
-        """Seconds after a good heartbeat's start during which the owner may still deliver."""
-        return self.lease_duration - self.safety_margin
-
-    @property
-    def give_up_seconds(self) -> float:
-        """How long a shard may keep failing transiently before its owner releases it for another worker."""
-        return self.give_up_after or self.lease_duration
-
-    @property
-    def forget_workers_seconds(self) -> float:
-        """How long a worker item may stay silent before a live worker deletes it."""
-        return self.forget_workers_after or 3 * self.lease_duration
-
-    @property
-    def handoff_stall_after(self) -> float:
-        """Seconds after which an unanswered hand-off counts as stalled (metric and alarm)."""
-        return self.handoff_timeout or 2 * self.lease_duration
-
-
-def _check_cadence(c: LeaseConfig) -> None:
-    """The polling and planning intervals, against each other and the lease duration."""
-    for name in (
-        "scan_interval",
-        "inbox_poll_interval",
-        "idle_poll_interval",
-        "leader_check_interval",
-        "discovery_interval",
-    ):
-        _positive(f"lease.{name}", getattr(c, name))
-    if c.max_moves_per_second < 5:
-        raise ConfigError("lease.max_moves_per_second", f"must be >= 5; got {c.max_moves_per_second}")
-    if c.leader_check_interval >= c.lease_duration:
-        raise ConfigError(
-            "lease.leader_check_interval",
-            f"must be shorter than lease.lease_duration ({c.lease_duration}); got {c.leader_check_interval}",
-        )
-    if c.scan_interval >= c.lease_duration:
-        raise ConfigError(
-            "lease.scan_interval",
-            f"must be shorter than lease.lease_duration ({c.lease_duration}); got {c.scan_interval}",
-        )
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """How records are fetched: polling GetRecords (default) or enhanced fan-out."""
-
-    mode: Literal["polling", "fanout"] = "polling"
-    max_records: int = 10000  # GetRecords' own maximum: a backlog is read in as few calls as AWS allows
-    idle_time_between_reads: float = 0.25  # start to start, once a shard is caught up
-    # Per shard, a little under AWS's 5 GetRecords calls and 2 MiB read a second (consumer.retrieval.pacing).
-    reads_per_second: float = 4.75
-    read_bytes_per_second: int = 2_080_000
-    initial_position: InitialPosition = "TRIM_HORIZON"
-    initial_timestamp: datetime | None = None
-    backoff_base: float = 0.2
-    backoff_max: float = 1.0  # capped low: a shard resumes within about a second of an outage ending
-    fanout_consumer_name: str | None = None
-    # Seconds between two SubscribeToShard of a shard: AWS allows 1 a second per consumer and shard.
-    fanout_subscribe_interval: float = 1.05
-    prefetch_batches: int = 1  # fetched ahead while the processor works (0: fetch only when asked)
-
-    def __post_init__(self) -> None:
-        _choice("retrieval.mode", self.mode, ("polling", "fanout"))
-        if not 1 <= self.max_records <= 10000:
-            raise ConfigError("retrieval.max_records", f"must be 1..10000, got {self.max_records}")
-        if self.idle_time_between_reads < 0:
-            raise ConfigError(
-                "retrieval.idle_time_between_reads", f"must be >= 0, got {self.idle_time_between_reads}"
-            )
-        _choice(
-            "retrieval.initial_position", self.initial_position, ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
-        )
-        if (self.initial_position == "AT_TIMESTAMP") != (self.initial_timestamp is not None):
-            raise ConfigError(
-                "retrieval.initial_timestamp",
-                "is required with retrieval.initial_position AT_TIMESTAMP and only allowed with it",
-            )
-        _positive("retrieval.reads_per_second", self.reads_per_second)
-        _positive("retrieval.read_bytes_per_second", self.read_bytes_per_second)
-        if not 0 <= self.fanout_subscribe_interval < math.inf:
-            raise ConfigError(
-                "retrieval.fanout_subscribe_interval", f"must be >= 0, got {self.fanout_subscribe_interval}"
-            )
-        _positive("retrieval.backoff_base", self.backoff_base)
-        if self.backoff_max < self.backoff_base:
-            raise ConfigError("retrieval.backoff_max", "must be >= retrieval.backoff_base")
-        if self.mode == "fanout" and not self.fanout_consumer_name:
-            raise ConfigError("retrieval.fanout_consumer_name", "is required when retrieval.mode is fanout")
-        if not 0 <= self.prefetch_batches <= 16:
-            raise ConfigError("retrieval.prefetch_batches", f"must be 0..16, got {self.prefetch_batches}")
-
-
-@dataclass(frozen=True)
-class CheckpointConfig:
-    """``auto`` checkpoints after each successful batch; ``manual`` advances over records marked done."""
-
-    mode: Literal["auto", "manual"] = "auto"
-    flush_interval: float = 1.0
-    auto_interval: float = (
-        0.0  # auto mode: at most one checkpoint write per this many seconds (0: every batch)
-    )
-    # Manual mode: records delivered and not yet done, per shard, past which fetching pauses (the memory
-    # a processor that never marks a record done can hold). Keep it above a buffering sink's batch size.
-    max_pending_records: int = 100_000
-
-    def __post_init__(self) -> None:
-        _choice("checkpoint.mode", self.mode, ("auto", "manual"))
-        _positive("checkpoint.flush_interval", self.flush_interval)
-        if self.max_pending_records < 1:
-            raise ConfigError(
-                "checkpoint.max_pending_records", f"must be >= 1, got {self.max_pending_records}"
-            )
-        if self.auto_interval < 0:
-            raise ConfigError("checkpoint.auto_interval", f"must be >= 0, got {self.auto_interval}")
-
-
-@dataclass(frozen=True)
-class ProcessingConfig:
-    """Processor failures: retried with backoff, then dead-lettered (``dlq``) or the shard halts (``halt``)."""
-
-    max_attempts: int = 3
-    backoff_base: float = 0.1
-    backoff_max: float = 5.0
-    on_failure: Literal["halt", "dlq"] = "halt"
-    dlq_url: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigError("processing.max_attempts", f"must be >= 1, got {self.max_attempts}")
-        _positive("processing.backoff_base", self.backoff_base)
-        _choice("processing.on_failure", self.on_failure, ("halt", "dlq"))
-        if self.on_failure == "dlq" and not self.dlq_url:
-            raise ConfigError("processing.dlq_url", "is required when processing.on_failure is dlq")
-
-
-@dataclass(frozen=True)
-class ShutdownConfig:
-    """The whole graceful shutdown (drain, final checkpoints, hand-offs) fits inside ``deadline`` seconds."""
-
-    deadline: float = 20.0
-    final_checkpoint_timeout: float = 5.0
-
-    def __post_init__(self) -> None:
-        _positive("shutdown.deadline", self.deadline)
-        if not 0 < self.final_checkpoint_timeout <= self.deadline:
-            raise ConfigError(
-                "shutdown.final_checkpoint_timeout",
-                f"must be > 0 and <= shutdown.deadline ({self.deadline}); got {self.final_checkpoint_timeout}",
-            )
-
-
-@dataclass(frozen=True)
-class HealthConfig:
-    """Liveness: the coordinator loop touches ``file`` on every step (at least once a second while it runs);
-    ``python -m consumer health`` fails when the file is older than ``max_age`` seconds, or missing."""
-
-    file: str | None = None
-    max_age: float = 30.0
-
-    def __post_init__(self) -> None:
-        _positive("health.max_age", self.max_age)
+_S = TypeVar("_S")
 
 
 @dataclass(frozen=True)
@@ -339,6 +117,11 @@ _SECTIONS: dict[str, type] = {
     "processing": ProcessingConfig,
     "shutdown": ShutdownConfig,
     "health": HealthConfig,
+    "raw_sink": RawSinkConfig,
+}
+# Processor settings the environment sets (a processor declares one as its ``settings_type``).
+_PROCESSOR_SETTINGS: dict[type, Callable[[Mapping[str, str]], Any]] = {
+    RawSinkConfig: raw_sink_config_from_env
 }
 
 #: Polling faster than this can exceed Kinesis's 5 GetRecords per second per shard.
@@ -368,47 +151,21 @@ def default_text(var: EnvVar) -> str:
     return _format(field_default(var.field))
 
 
-def env_float(env: Mapping[str, str], key: str, default: float) -> float:
-    """A finite number from ``env[key]`` (``default`` when unset or empty)."""
-    raw = env.get(key)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(key, f"must be a number of seconds, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise ConfigError(key, f"must be a finite number, got {raw!r}")
-    return value
-
-
-def env_int(env: Mapping[str, str], key: str, default: int) -> int:
-    raw = env.get(key)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(key, f"must be an integer, got {raw!r}") from None
-
-
-def parse_timestamp(raw: str, name: str) -> datetime:
-    """An ISO-8601 time with a time zone; ``name`` (variable or flag) is named in the error."""
-    try:
-        value = datetime.fromisoformat(raw.strip())
-    except ValueError:
-        raise ConfigError(name, f"must be ISO-8601, e.g. 2024-05-01T12:00:00Z; got {raw!r}") from None
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ConfigError(
-            name, f"{raw!r} has no time zone; add one, e.g. {raw.strip()}Z (UTC) or {raw.strip()}+02:00"
-        )
+def settings_from_env(settings_type: type[_S], env: Mapping[str, str]) -> _S:
+    """A processor's declared settings (e.g. :class:`RawSinkConfig`) read from ``env``, errors naming the
+    variable; ``TypeError`` for a type this module does not read."""
+    read = _PROCESSOR_SETTINGS.get(settings_type)
+    if read is None:
+        raise TypeError(f"{settings_type.__name__} is not a settings type consumer.config reads")
+    value: _S = read(env)
     return value
 
 
 def _for_operator(exc: ConfigError) -> ConfigError:
     """The same error, naming the variables the operator sets instead of the config fields."""
     message = str(exc)[len(exc.field) + 2 :]
-    for var in sorted((v for v in ENV_VARS if "." in v.field), key=lambda v: -len(v.field)):
+    rows = (v for v in (*ENV_VARS, *PROCESSOR_ENV_VARS) if "." in v.field)
+    for var in sorted(rows, key=lambda v: -len(v.field)):
         message = message.replace(var.field, var.name)
     return ConfigError(variable_for(exc.field) or exc.field, message)
 
@@ -419,7 +176,7 @@ def _default(field: str) -> Any:
 
 def worker_config_from_env(
     env: Mapping[str, str],
-    load_processor: Callable[[str], ProcessorFactory],
+    load_processor: ProcessorLoader,
     *,
     processor: ProcessorFactory | None = None,
 ) -> WorkerConfig:
@@ -437,7 +194,7 @@ def worker_config_from_env(
 
 def _from_env(
     env: Mapping[str, str],
-    load_processor: Callable[[str], ProcessorFactory],
+    load_processor: ProcessorLoader,
     processor: ProcessorFactory | None = None,
 ) -> WorkerConfig:
     def required(key: str) -> str:
@@ -468,7 +225,7 @@ def _from_env(
             )
         setting = "CONSUMER_STREAMS" if item.partition("=")[2] else "CONSUMER_PROCESSOR"
         try:
-            factory = load_processor(path.strip())
+            factory = load_processor(path.strip(), env)
         except ProcessorLoadError as exc:
             raise ProcessorLoadError(f"{setting}: {exc}") from exc.__cause__
         specs.append(StreamSpec(name.strip(), factory))

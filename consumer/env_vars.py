@@ -155,17 +155,29 @@ ENV_VARS: tuple[EnvVar, ...] = (
 
 #: Settings read by the shipped processors themselves (validated when the worker constructs one at start).
 PROCESSOR_ENV_VARS: tuple[EnvVar, ...] = (
-    EnvVar("CONSUMER_RAW_BUCKET", "", "raw S3 sink: target bucket", required=True),
-    EnvVar("CONSUMER_RAW_PREFIX", "", "raw S3 sink: key prefix", default="raw"),
-    EnvVar("RAW_MAX_BYTES", "", "raw S3 sink: flush a buffer at this size", default="5242880"),
-    EnvVar("RAW_MAX_RECORDS", "", "raw S3 sink: flush a buffer at this many records", default="10000"),
-    EnvVar("RAW_MAX_AGE_SECONDS", "", "raw S3 sink: flush a buffer this old", default="60"),
+    EnvVar("CONSUMER_RAW_BUCKET", "raw_sink.bucket", "raw S3 sink: target bucket", required=True),
+    EnvVar("CONSUMER_RAW_PREFIX", "raw_sink.prefix", "raw S3 sink: key prefix"),
+    EnvVar(
+        "CONSUMER_RAW_MAX_BYTES",
+        "raw_sink.max_bytes",
+        "raw S3 sink: flush a buffer at this size (was RAW_MAX_BYTES, still read)",
+    ),
+    EnvVar(
+        "CONSUMER_RAW_MAX_RECORDS",
+        "raw_sink.max_records",
+        "raw S3 sink: flush a buffer at this many records (was RAW_MAX_RECORDS, still read)",
+    ),
+    EnvVar(
+        "CONSUMER_RAW_MAX_AGE_SECONDS",
+        "raw_sink.max_age",
+        "raw S3 sink: flush a buffer this old (was RAW_MAX_AGE_SECONDS, still read)",
+    ),
     EnvVar("COPIER_TARGET_STREAM", "", "stream copier: the stream to copy into", required=True),
     EnvVar("WEBHOOK_URL", "", "async webhook: the endpoint each batch is POSTed to", required=True),
     EnvVar("WEBHOOK_TIMEOUT_SECONDS", "", "async webhook: connect, send and answer timeout", default="10"),
 )
 
-_BY_FIELD = {v.field: v.name for v in ENV_VARS if v.field}
+_BY_FIELD = {v.field: v.name for v in (*ENV_VARS, *PROCESSOR_ENV_VARS) if v.field}
 
 
 def variable_for(field: str) -> str | None:

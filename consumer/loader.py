@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from consumer.errors import ConsumerError, ProcessorLoadError
 from consumer.lifecycle.processor import ProcessRecordsInput, RecordProcessor
 from consumer.logs import log_event
 
-__all__ = ["CALLBACKS", "checked_factory", "load_processor"]
+__all__ = ["CALLBACKS", "checked_factory", "load_processor", "settings_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +24,12 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
-def load_processor(path: str) -> Callable[[], RecordProcessor]:
-    """Return a factory for the processor at ``path``; fail naming the path and what was wrong."""
+def load_processor(path: str, env: Mapping[str, str] | None = None) -> Callable[[], RecordProcessor]:
+    """Return a factory for the processor at ``path``; fail naming the path and what was wrong.
+
+    With ``env``, a processor class that declares its settings (``settings_type``, e.g. the raw S3 sink's
+    :class:`~consumer.config.RawSinkConfig`) gets them handed in: read from ``env`` once, here, so that a bad
+    value fails now and names its variable (see :func:`settings_for`)."""
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ProcessorLoadError(f"processor {path!r}: expected 'package.module:Class'")
@@ -42,7 +47,27 @@ def load_processor(path: str) -> Callable[[], RecordProcessor]:
     missing = [m for m in CALLBACKS if not hasattr(target, m)]
     if isinstance(target, type) and missing:
         raise ProcessorLoadError(f"processor {path!r}: {attr!r} lacks {', '.join(missing)}")
+    settings = settings_for(target, env) if env is not None else None
+    if settings is not None:
+        target = functools.partial(target, settings=settings)
     return checked_factory(path, target)
+
+
+def settings_for(target: object, env: Mapping[str, str]) -> object | None:
+    """The settings ``target`` declares (a class whose ``settings_type`` is a settings dataclass that
+    :mod:`consumer.config` reads from the environment, and whose constructor takes ``settings=``), read
+    from ``env``; None for anything else (it is constructed bare)."""
+    from consumer.config import settings_from_env  # the config module imports this one's callers
+
+    settings_type = getattr(target, "settings_type", None)
+    if not isinstance(target, type) or settings_type is None:
+        return None
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):  # a signature Python cannot read: constructed bare
+        return None
+    takes = "settings" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    return settings_from_env(settings_type, env) if takes else None
 
 
 def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], RecordProcessor]:

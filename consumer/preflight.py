@@ -175,15 +175,9 @@ def check_resource(clients: Clients, resource: Resource) -> None:
 
 
 def processor_resources(processor: object) -> list[Resource]:
-    """What the processor says it needs (``required_resources()``); the raw S3 sink's bucket otherwise."""
+    """What the processor says it needs (``required_resources()``; nothing when it declares none)."""
     declared = getattr(processor, "required_resources", None)
-    if callable(declared):
-        return list(declared())
-    from consumer.sinks.raw_s3 import RawS3Sink
-
-    if isinstance(processor, RawS3Sink):
-        return [Resource("s3_bucket", processor.bucket, "CONSUMER_RAW_BUCKET")]
-    return []
+    return list(declared()) if callable(declared) else []
 
 
 def _processor_setting(env: Mapping[str, str], stream: str) -> str:

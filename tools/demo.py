@@ -289,7 +289,7 @@ class Demo:
             "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": f"{consumer.shutdown_deadline_seconds:g}",
             "CONSUMER_RAW_BUCKET": self.names.raw_bucket,
             "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
-            "RAW_MAX_AGE_SECONDS": f"{self.timing.raw_max_age:g}",
+            "CONSUMER_RAW_MAX_AGE_SECONDS": f"{self.timing.raw_max_age:g}",
             # Small GetRecords batches: catching up after a failover takes several reads, so the lag shows.
             "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
         }

@@ -1,39 +1,27 @@
 """The raw S3 sink: lands every record as gzip JSON lines, checkpointing only what is durably written.
 
-Format (docs/data-format.md): ``<prefix>/stream=<s>/date=YYYY-MM-DD/hour=HH/<shard>_<firstseq>_<firstsub>_
-<lastseq>_<lastsub>.jsonl.gz``, partitioned by the records' Kinesis arrival time. Buffers are kept per
-arrival hour, so every copy of a record lands in the same partition, and keys are deterministic from the
-bounds, so a re-delivered batch with the same bounds overwrites its object instead of duplicating it.
-
-Each line is strict JSON (format 2, ``"v":2``) and keeps the record's bytes exactly: ``data`` holds them as
-text when they are a JSON text (see :func:`json_text`), ``data_base64`` otherwise. Nothing is parsed and
-written back, so numbers, key order, escapes and whitespace survive; :func:`record_data` gives the bytes back
-from a parsed line.
+Buffers are kept per arrival hour, so every copy of a record lands in the same partition; the line format
+and the object keys (deterministic from a batch's bounds, so a re-delivered batch overwrites its object
+instead of duplicating it) are in :mod:`consumer.sinks.raw_format`, re-exported here. The settings are a
+:class:`~consumer.config.RawSinkConfig` (docs/operations.md lists the variables).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import gzip
 import io
-import json
 import logging
-import math
 import os
-import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import shared_client
 from consumer.aws_errors import PROVIDER_FAILURES, classify
-from consumer.errors import ConfigError, ConsumerError, LeaseLostError, MissingResourceError
+from consumer.errors import ConsumerError, LeaseLostError, MissingResourceError
 from consumer.lifecycle.processor import (
     InitializationInput,
     LeaseGuard,
@@ -44,188 +32,24 @@ from consumer.lifecycle.processor import (
 )
 from consumer.logs import log_event
 from consumer.records import Record
+from consumer.resources import Resource
+from consumer.settings.raw_sink import RawSinkConfig, raw_sink_config_from_env, with_overrides
+from consumer.sinks.raw_format import RAW_FORMAT, encode_line, json_text, object_key, record_data
+from consumer.sinks.raw_format import hour_of as _hour
 
-__all__ = ["RAW_FORMAT", "RawS3Sink", "encode_line", "json_text", "object_key", "record_data"]
+__all__ = [
+    "RAW_FORMAT",
+    "RawS3Sink",
+    "RawSinkConfig",
+    "encode_line",
+    "json_text",
+    "object_key",
+    "record_data",
+]
 
 logger = logging.getLogger(__name__)
 
-#: The raw line format this sink writes (the ``v`` field; lines without it are format 1).
-RAW_FORMAT = 2
-# Bounds within which a JSON text is kept as text: Spark's JSON parser (Jackson) refuses deeper nesting than
-# 1,000, numbers longer than 1,000 characters and keys longer than 50,000 bytes; the margins are deliberate.
-_MAX_DEPTH = 500
-_MAX_NUMBER = 1_000
-_MAX_KEY = 10_000
-_SURROGATE = re.compile("[\\ud800-\\udfff]")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _FAILURE_LOG_INTERVAL = 60.0  # the same flush failure is logged at most once a minute
-
-
-class _Object(list[tuple[str, Any]]):
-    """A parsed JSON object as its (key, value) pairs (no dict built); duplicate keys are refused."""
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        super().__init__(pairs)
-        if len(pairs) > 1 and len({key for key, _ in pairs}) < len(pairs):
-            raise ValueError("duplicate key")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _number(text: str) -> int:
-    if len(text) > _MAX_NUMBER:
-        raise ValueError("number too long")
-    return 0  # only the syntax matters; the text is kept as it is
-
-
-def _within_bounds(value: Any) -> bool:
-    """No escaped lone surrogate, no key past ``_MAX_KEY`` characters, nesting within ``_MAX_DEPTH``."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return False
-        elif isinstance(item, list):
-            if depth >= _MAX_DEPTH:
-                return False
-            if isinstance(item, _Object):
-                for key, child in item:
-                    if len(key) > _MAX_KEY or _SURROGATE.search(key):
-                        return False
-                    stack.append((child, depth + 1))
-            else:
-                stack.extend((child, depth + 1) for child in item)
-    return True
-
-
-def json_text(data: bytes) -> str | None:
-    """``data`` as text when it is a JSON text that every strict reader accepts, else ``None``.
-
-    Strict means RFC 8259 read the interoperable way: UTF-8 without a byte-order mark, no ``NaN``/``Infinity``,
-    comments, single quotes or trailing commas, no escaped lone surrogate (``"\\\\ud800"`` is no character),
-    unique keys in every object (readers disagree on duplicates: first, last or error), and within the bounds
-    of Spark's parser (nesting <= 500, numbers <= 1,000 characters, keys <= 10,000). Any whitespace, escapes
-    and numbers of any precision or size (``1e400``) are fine: the text is kept, never re-serialized. Data
-    outside this goes to ``data_base64``, as exact.
-    """
-    try:
-        text = data.decode("utf-8")
-        value = json.loads(
-            text,
-            parse_constant=_reject_constant,
-            parse_int=_number,
-            parse_float=_number,
-            object_pairs_hook=_Object,
-        )
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return None
-    needs_walk = "\\u" in text or len(text) > _MAX_KEY or text.count("[") + text.count("{") > _MAX_DEPTH
-    if needs_walk and not _within_bounds(value):
-        return None
-    return text
-
-
-def _arrival(record: Record) -> str:
-    t = record.approximate_arrival.astimezone(UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def encode_line(record: Record, epoch: int) -> bytes:
-    """One raw line (format 2, without its newline): strict JSON that keeps the record's bytes exactly."""
-    head = json.dumps(
-        {
-            "v": RAW_FORMAT,
-            "stream": record.stream,
-            "shard_id": record.shard_id,
-            "sequence_number": record.sequence_number,
-            "sub_sequence_number": record.sub_sequence_number,
-            "partition_key": record.partition_key,
-            "arrival_time": _arrival(record),
-            "epoch": epoch,
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    text = json_text(record.data)
-    if text is not None:
-        data = '"data":' + json.dumps(text, ensure_ascii=False)
-    else:
-        data = '"data_base64":"' + base64.b64encode(record.data).decode("ascii") + '"'
-    return (head[:-1] + "," + data + "}").encode("utf-8", "backslashreplace")
-
-
-def record_data(line: Mapping[str, Any]) -> bytes:
-    """The record's exact bytes from a parsed format-2 line (``ValueError`` for anything else)."""
-    if line.get("v") != RAW_FORMAT:
-        raise ValueError(f"not a format-{RAW_FORMAT} raw line (v={line.get('v')!r})")
-    if isinstance(line.get("data"), str) and "data_base64" not in line:
-        return str(line["data"]).encode("utf-8")
-    if isinstance(line.get("data_base64"), str) and "data" not in line:
-        try:
-            return base64.b64decode(str(line["data_base64"]), validate=True)
-        except binascii.Error as err:
-            raise ValueError(f"data_base64 is not base64: {err}") from None
-    raise ValueError("a format-2 line holds exactly one of data (string) and data_base64 (string)")
-
-
-def _hour(record: Record) -> tuple[str, str]:
-    t = record.approximate_arrival.astimezone(UTC)
-    return t.strftime("%Y-%m-%d"), t.strftime("%H")
-
-
-def object_key(prefix: str, records: Sequence[Record]) -> str:
-    first, last = records[0], records[-1]
-    date, hour = _hour(first)
-    name = (
-        f"{first.shard_id}_{first.sequence_number}_{first.sub_sequence_number}_"
-        f"{last.sequence_number}_{last.sub_sequence_number}.jsonl.gz"
-    )
-    root = prefix.strip("/")
-    return f"{root + '/' if root else ''}stream={first.stream}/date={date}/hour={hour}/{name}"
-
-
-def _int_setting(value: int | None, env: Mapping[str, str], name: str, default: int) -> int:
-    if value is None:
-        raw = env.get(name, "").strip()
-        try:
-            value = int(raw) if raw else default
-        except ValueError:
-            raise ConfigError(name, f"must be a whole number > 0, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(name, f"must be a whole number > 0, got {value!r}")
-    return value
-
-
-def _seconds_setting(value: float | None, env: Mapping[str, str], name: str, default: float) -> float:
-    if value is None:
-        raw = env.get(name, "").strip()
-        try:
-            value = float(raw) if raw else default
-        except ValueError:
-            raise ConfigError(name, f"must be a number of seconds > 0, got {raw!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(name, f"must be a number of seconds > 0, got {value!r}")
-    return value
-
-
-def _bucket_setting(bucket: str | None, env: Mapping[str, str]) -> str:
-    name = (bucket if bucket is not None else env.get("CONSUMER_RAW_BUCKET", "")).strip()
-    if not name:
-        raise ConfigError("CONSUMER_RAW_BUCKET", "the raw sink needs a bucket name")
-    if name.startswith("s3://") or "/" in name:
-        raise ConfigError(
-            "CONSUMER_RAW_BUCKET",
-            f"give the bucket name only, got {name!r} (the key prefix goes in CONSUMER_RAW_PREFIX)",
-        )
-    if not _BUCKET.match(name) or ".." in name:
-        raise ConfigError(
-            "CONSUMER_RAW_BUCKET",
-            f"{name!r} is not an S3 bucket name (3-63 characters: a-z, 0-9, '.', '-')",
-        )
-    return name
 
 
 @dataclass
@@ -236,14 +60,17 @@ class _Buffer:
 
 
 class RawS3Sink:
-    """Record processor (one per shard). Settings: ``CONSUMER_RAW_BUCKET`` (required),
-    ``CONSUMER_RAW_PREFIX`` (``raw``), ``RAW_MAX_BYTES`` (5 MiB), ``RAW_MAX_RECORDS`` (10,000),
-    ``RAW_MAX_AGE_SECONDS`` (60).
+    """Record processor (one per shard), set by a :class:`~consumer.config.RawSinkConfig`.
 
-    Settings are checked when the sink is constructed (a :class:`~consumer.errors.ConfigError` names the
-    variable), so a worker that builds one processor at start-up fails before it takes a lease."""
+    The worker hands the settings in (``settings=``) when it loads the sink by path, having read them from
+    ``CONSUMER_RAW_*`` with the rest of the configuration; a sink constructed without them (the Python API,
+    a subclass made by a factory of its own) has the typed config read them from the process environment.
+    Keyword values (``bucket=``, ``max_records=``, ...) override either. A
+    :class:`~consumer.errors.ConfigError` names the setting, so a worker that builds one processor at start-up
+    fails before it takes a lease."""
 
     checkpoint_mode = "manual"  # records are done only once their object is written
+    settings_type = RawSinkConfig  # the loader hands one in, read from the worker's environment
 
     def __init__(
         self,
@@ -253,13 +80,24 @@ class RawS3Sink:
         max_bytes: int | None = None,
         max_records: int | None = None,
         max_age: float | None = None,
+        *,
+        settings: RawSinkConfig | None = None,
     ) -> None:
-        env = os.environ
-        self.bucket = _bucket_setting(bucket, env)
-        self.prefix = prefix if prefix is not None else env.get("CONSUMER_RAW_PREFIX", "raw")
-        self.max_bytes = _int_setting(max_bytes, env, "RAW_MAX_BYTES", 5 * 1024 * 1024)
-        self.max_records = _int_setting(max_records, env, "RAW_MAX_RECORDS", 10_000)
-        self.max_age = _seconds_setting(max_age, env, "RAW_MAX_AGE_SECONDS", 60.0)
+        given = {
+            "bucket": bucket,
+            "prefix": prefix,
+            "max_bytes": max_bytes,
+            "max_records": max_records,
+            "max_age": max_age,
+        }
+        if settings is None:
+            settings = raw_sink_config_from_env(os.environ, **given)
+        self.settings = with_overrides(settings, **given)
+        self.bucket = self.settings.bucket
+        self.prefix = self.settings.prefix
+        self.max_bytes = self.settings.max_bytes
+        self.max_records = self.settings.max_records
+        self.max_age = self.settings.max_age
         self._client = client or shared_client("s3")
         self._buffers: dict[tuple[str, str], _Buffer] = {}
         self._lock = threading.Lock()
@@ -269,6 +107,10 @@ class RawS3Sink:
         self._shard = ""
         self._last_failure = ("", 0.0)  # (message, when logged)
         self.objects_written = 0
+
+    def required_resources(self) -> list[Resource]:
+        """The bucket, checked by the worker's start-up checks before it takes a lease."""
+        return [Resource("s3_bucket", self.bucket, "CONSUMER_RAW_BUCKET")]
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def initialize(self, data: InitializationInput) -> None:

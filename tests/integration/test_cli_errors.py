@@ -227,7 +227,20 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
             2,
             ("CONSUMER_RAW_BUCKET", "no-such-bucket-x1", "does not exist"),
         ),
-        Case("raw max records", run, {**raw, "RAW_MAX_RECORDS": "lots"}, 2, ("RAW_MAX_RECORDS",)),
+        Case(
+            "raw max records (old name)",
+            run,
+            {**raw, "RAW_MAX_RECORDS": "lots"},
+            2,
+            ("error: RAW_MAX_RECORDS: must be a whole number > 0, got 'lots'",),
+        ),
+        Case(
+            "raw max age",
+            run,
+            {**raw, "CONSUMER_RAW_MAX_AGE_SECONDS": "soon"},
+            2,
+            ("CONSUMER_RAW_MAX_AGE_SECONDS: must be a number of seconds > 0, got 'soon'",),
+        ),
         Case("copier no target", run, copier, 2, ("COPIER_TARGET_STREAM",)),
         Case(
             "copier missing target",

@@ -16,8 +16,9 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.errors import ConfigError, MissingResourceError
+from consumer.errors import MissingResourceError
 from consumer.records import Record
+from consumer.settings.raw_sink import DEPRECATED_RAW_VARIABLES, RAW_SINK_VARIABLES
 from consumer.sinks.raw_s3 import RAW_FORMAT, RawS3Sink, _Buffer, encode_line, json_text, record_data
 from tools.pipeline_data import _EXOTIC, _MALFORMED_LINES, RawSpec, generate_raw
 
@@ -165,68 +166,15 @@ def test_generator_writes_what_the_sink_writes(tmp_path: Path):
         assert (json_text(raw.replace(b"{n}", b"1")) is not None) == is_json, raw
 
 
-# -- settings ------------------------------------------------------------------------------------------
+# -- settings (tests/unit/test_raw_sink_settings.py has the rest) --------------------------------------
 
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch):
-    for name in ("CONSUMER_RAW_BUCKET", "CONSUMER_RAW_PREFIX", "RAW_MAX_BYTES", "RAW_MAX_RECORDS"):
+    for name in (*RAW_SINK_VARIABLES.values(), *DEPRECATED_RAW_VARIABLES):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("RAW_MAX_AGE_SECONDS", raising=False)
     monkeypatch.setenv("CONSUMER_RAW_BUCKET", "lake-raw")
     return monkeypatch
-
-
-def test_settings_come_from_the_documented_variables(env):
-    defaults = RawS3Sink(client=object())
-    assert (defaults.prefix, defaults.max_bytes, defaults.max_records, defaults.max_age) == (
-        "raw",
-        5 * 1024 * 1024,
-        10_000,
-        60.0,
-    )
-    env.setenv("CONSUMER_RAW_PREFIX", "landing/")
-    env.setenv("RAW_MAX_BYTES", "1024")
-    env.setenv("RAW_MAX_RECORDS", "10")
-    env.setenv("RAW_MAX_AGE_SECONDS", "2.5")
-    sink = RawS3Sink(client=object())
-    assert (sink.bucket, sink.prefix, sink.max_bytes, sink.max_records, sink.max_age) == (
-        "lake-raw",
-        "landing/",
-        1024,
-        10,
-        2.5,
-    )
-
-
-@pytest.mark.parametrize(
-    ("variable", "value", "words"),
-    [
-        ("CONSUMER_RAW_BUCKET", "", "needs a bucket"),
-        ("CONSUMER_RAW_BUCKET", "s3://lake-raw/raw", "bucket name only"),
-        ("CONSUMER_RAW_BUCKET", "Lake_Raw", "not an S3 bucket name"),
-        ("RAW_MAX_RECORDS", "lots", "'lots'"),
-        ("RAW_MAX_RECORDS", "0", "> 0"),
-        ("RAW_MAX_BYTES", "-5", "> 0"),
-        ("RAW_MAX_BYTES", "5MB", "'5MB'"),
-        ("RAW_MAX_AGE_SECONDS", "soon", "'soon'"),
-        ("RAW_MAX_AGE_SECONDS", "nan", "> 0"),
-        ("RAW_MAX_AGE_SECONDS", "0", "> 0"),
-    ],
-)
-def test_bad_settings_fail_at_construction_naming_the_variable(env, variable, value, words):
-    env.setenv(variable, value)
-    with pytest.raises(ConfigError) as err:
-        RawS3Sink(client=object())
-    assert err.value.field == variable
-    assert str(err.value).startswith(f"{variable}: ") and words in str(err.value)
-
-
-def test_explicit_arguments_are_checked_too(env):
-    with pytest.raises(ConfigError, match="RAW_MAX_RECORDS"):
-        RawS3Sink(client=object(), max_records=0)
-    with pytest.raises(ConfigError, match="RAW_MAX_AGE_SECONDS"):
-        RawS3Sink(client=object(), max_age=float("inf"))
 
 
 # -- a bucket that does not exist ------------------------------------------------------------------------

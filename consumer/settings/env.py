@@ -1,0 +1,49 @@
+"""Reading one value from the environment: numbers and times, each error naming the variable."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+
+from consumer.errors import ConfigError
+
+__all__ = ["env_float", "env_int", "parse_timestamp"]
+
+
+def env_float(env: Mapping[str, str], key: str, default: float) -> float:
+    """A finite number from ``env[key]`` (``default`` when unset or empty)."""
+    raw = env.get(key)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(key, f"must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(key, f"must be a finite number, got {raw!r}")
+    return value
+
+
+def env_int(env: Mapping[str, str], key: str, default: int) -> int:
+    """A whole number from ``env[key]`` (``default`` when unset or empty)."""
+    raw = env.get(key)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(key, f"must be an integer, got {raw!r}") from None
+
+
+def parse_timestamp(raw: str, name: str) -> datetime:
+    """An ISO-8601 time with a time zone; ``name`` (variable or flag) is named in the error."""
+    try:
+        value = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"must be ISO-8601, e.g. 2024-05-01T12:00:00Z; got {raw!r}") from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            name, f"{raw!r} has no time zone; add one, e.g. {raw.strip()}Z (UTC) or {raw.strip()}+02:00"
+        )
+    return value
