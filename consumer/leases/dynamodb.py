@@ -1,24 +1,25 @@
-"""DynamoDB lease repository: each method is one conditional write or one transaction."""
+"""DynamoDB lease repository: each method is one conditional write or one transaction.
+
+The lease items and their checkpoints are here; the worker and leader items in
+:mod:`consumer.leases.dynamodb_members`, which this class extends."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from consumer.clock import Clock, SystemClock
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
-from consumer.errors import LeaseConflictError, WorkerFencedError
+from consumer.errors import LeaseConflictError
 from consumer.leases.dynamodb_items import (
     fence_dead,
     lease_from,
     owned_condition,
-    same_incarnation,
     wake,
     worker_from,
 )
-from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_key, worker_key
-from consumer.leases.progress import ShardLag, encode_progress
+from consumer.leases.dynamodb_members import DynamoDBMembers
+from consumer.leases.model import Lease, WorkerItem, lease_key
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
 
@@ -29,7 +30,9 @@ _PER_OWNER = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
 _PER_OWNERSHIP = f"{_PER_OWNER}, given_up_by"
 
 
-class DynamoDBLeaseRepository:
+class DynamoDBLeaseRepository(DynamoDBMembers):
+    """The lease table and its checkpoints in DynamoDB (``LeaseRepository``)."""
+
     def __init__(
         self, client: Any, lease_table: str, checkpoint_table: str, clock: Clock | None = None
     ) -> None:
@@ -39,7 +42,6 @@ class DynamoDBLeaseRepository:
         self.checkpoint_table = checkpoint_table
         self.calls = DynamoCalls()
 
-    # -- reads -----------------------------------------------------------------------------------
     def snapshot(self, consistent: bool = True) -> TableSnapshot:
         leases: list[Lease] = []
         workers: list[WorkerItem] = []
@@ -59,18 +61,6 @@ class DynamoDBLeaseRepository:
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return TableSnapshot(tuple(leases), tuple(workers))
 
-    def _get(self, key: str, consistent: bool, what: str) -> dict[str, Any] | None:
-        self.calls.add("GetItem")
-        with translate_errors(self.table, what):
-            out = self._c.get_item(
-                TableName=self.table, Key=to_item({"lease_key": key}), ConsistentRead=consistent
-            )
-        return from_item(out["Item"]) if "Item" in out else None
-
-    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
-        d = self._get(worker_key(worker_id), consistent, f"get worker {worker_id}")
-        return worker_from(d) if d is not None else None
-
     def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
         out: list[Lease] = []
         todo = [to_item({"lease_key": k}) for k in dict.fromkeys(keys)]
@@ -85,96 +75,6 @@ class DynamoDBLeaseRepository:
                 todo = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []) + todo
         return tuple(out)
 
-    def get_leader(self) -> Leader | None:
-        d = self._get(LEADER_KEY, False, "get leader")
-        return Leader(d.get("owner"), int(d.get("epoch", 0))) if d is not None else None
-
-    # -- membership ------------------------------------------------------------------------------
-    def register_worker(self, worker: WorkerItem) -> None:
-        self.calls.add("PutItem")
-        item = {
-            "lease_key": worker.key,
-            "item_type": "worker",
-            "worker_id": worker.worker_id,
-            "heartbeat": 0,
-            "incarnation": worker.incarnation,
-            "generation": 0,
-            "inbox": 0,
-            "draining": False,
-            "lease_count": 0,
-            "started_ms": worker.started_ms,
-            "streams": sorted(worker.streams),
-        }
-        with translate_errors(self.table, f"register {worker.worker_id}"):
-            self._c.put_item(
-                TableName=self.table,
-                Item=to_item(item),
-                ConditionExpression="attribute_not_exists(lease_key)",  # worker ids are never reused
-            )
-
-    def heartbeat(
-        self,
-        worker_id: str,
-        generation: int,
-        lease_count: int,
-        draining: bool,
-        progress: Mapping[tuple[str, str], ShardLag] | None = None,
-    ) -> int:
-        self.calls.add("UpdateItem")
-        update = "SET heartbeat = heartbeat + :one, lease_count = :n, draining = :d, heartbeat_ms = :now"
-        values: dict[str, Any] = {
-            ":one": 1,
-            ":n": lease_count,
-            ":d": draining,
-            ":g": generation,
-            ":now": self._clock.wall_ms(),
-        }
-        extra: dict[str, Any] = {}
-        if progress is not None:  # in the same write: no request of its own (docs/protocol.md)
-            blob = encode_progress(progress)
-            extra["ExpressionAttributeNames"] = {"#progress": "progress"}
-            if blob:
-                update += ", #progress = :progress"
-                values[":progress"] = blob
-            else:
-                update += " REMOVE #progress"
-        try:
-            with translate_errors(self.table, f"heartbeat {worker_id}"):
-                out = self._c.update_item(
-                    TableName=self.table,
-                    Key=to_item({"lease_key": worker_key(worker_id)}),
-                    UpdateExpression=update,
-                    # Nobody took one of our leases since we last reconciled (takers bump the generation).
-                    ConditionExpression="generation = :g",
-                    ExpressionAttributeValues=to_item(values),
-                    ReturnValues="UPDATED_NEW",
-                    **extra,
-                )
-        except LeaseConflictError as exc:
-            raise WorkerFencedError(f"worker {worker_id}: generation moved past {generation}") from exc
-        return int(from_item(out["Attributes"])["heartbeat"])
-
-    def deregister_worker(self, worker_id: str) -> None:
-        self.calls.add("DeleteItem")
-        with translate_errors(self.table, f"deregister {worker_id}"):
-            self._c.delete_item(TableName=self.table, Key=to_item({"lease_key": worker_key(worker_id)}))
-
-    def forget_worker(self, worker: WorkerItem) -> None:
-        self.calls.add("DeleteItem")
-        same = same_incarnation(worker.incarnation)
-        with translate_errors(self.table, f"forget {worker.worker_id}"):
-            self._c.delete_item(
-                TableName=self.table,
-                Key=to_item({"lease_key": worker.key}),
-                # Still silent (the heartbeat we saw, in the incarnation we saw) and nobody fenced it since
-                # (the generation we saw).
-                ConditionExpression=f"heartbeat = :hb AND generation = :g AND {same[0]}",
-                ExpressionAttributeValues=to_item(
-                    {":hb": worker.heartbeat, ":g": worker.generation, **same[1]}
-                ),
-            )
-
-    # -- leases ----------------------------------------------------------------------------------
     def create_lease(self, lease: Lease) -> bool:
         self.calls.add("PutItem")
         item = {
@@ -302,67 +202,6 @@ class DynamoDBLeaseRepository:
     def release(self, lease: Lease, given_up: bool = False) -> Lease:
         return self._ownership_change(lease, None, [], given_up_by=lease.owner if given_up else None)
 
-    def wake(self, worker_id: str) -> None:
-        self.calls.add("UpdateItem")
-        with translate_errors(self.table, f"wake {worker_id}"):
-            self._c.update_item(**wake(self.table, worker_id)["Update"])
-
-    def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
-        self.calls.add("UpdateItem")
-        with translate_errors(self.table, f"ack given to {worker_id}"):
-            self._c.update_item(
-                TableName=self.table,
-                Key=to_item({"lease_key": worker_key(worker_id)}),
-                UpdateExpression="DELETE given :keys",
-                ConditionExpression="attribute_exists(lease_key)",  # never create a stray item
-                ExpressionAttributeValues=to_item({":keys": set(keys)}),
-            )
-
-    # -- leadership ------------------------------------------------------------------------------
-    def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
-        epoch = 0 if seen is None else seen.epoch
-        values: dict[str, Any] = {}
-        if seen is None:
-            cond = "attribute_not_exists(lease_key)"
-        elif seen.owner is None:
-            cond, values = "epoch = :e AND attribute_not_exists(#owner)", {":e": epoch}
-        else:
-            cond, values = "epoch = :e AND #owner = :old", {":e": epoch, ":old": seen.owner}
-        items: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": to_item(
-                        {"lease_key": LEADER_KEY, "item_type": "leader", "owner": me, "epoch": epoch + 1}
-                    ),
-                    "ConditionExpression": cond,
-                    **({"ExpressionAttributeNames": {"#owner": "owner"}} if seen is not None else {}),
-                    **({"ExpressionAttributeValues": to_item(values)} if values else {}),
-                }
-            }
-        ]
-        if dead is not None:
-            items.append(fence_dead(self.table, dead))
-        self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"claim leadership for {me}"):
-            self._c.transact_write_items(TransactItems=items)
-        return Leader(me, epoch + 1)
-
-    def resign_leader(self, leader: Leader) -> None:
-        self.calls.add("UpdateItem")
-        with translate_errors(self.table, f"resign leadership of {leader.owner}"):
-            self._c.update_item(
-                TableName=self.table,
-                Key=to_item({"lease_key": LEADER_KEY}),
-                UpdateExpression="SET epoch = :new REMOVE #owner",
-                ConditionExpression="epoch = :e AND #owner = :me",
-                ExpressionAttributeNames={"#owner": "owner"},
-                ExpressionAttributeValues=to_item(
-                    {":new": leader.epoch + 1, ":e": leader.epoch, ":me": leader.owner}
-                ),
-            )
-
-    # -- lease state -----------------------------------------------------------------------------
     def _update_owned(self, lease: Lease, update: str, values: dict[str, Any], what: str) -> Lease:
         """One conditional update of a lease we hold; returns the lease as stored after it."""
         cond, cvalues = owned_condition(lease)
@@ -433,17 +272,6 @@ class DynamoDBLeaseRepository:
                 TransactItems=[
                     {"Delete": {"TableName": t, "Key": key}} for t in (self.table, self.checkpoint_table)
                 ]
-            )
-
-    def request_drain(self, worker_id: str) -> None:
-        self.calls.add("UpdateItem")
-        with translate_errors(self.table, f"drain {worker_id}"):
-            self._c.update_item(
-                TableName=self.table,
-                Key=to_item({"lease_key": worker_key(worker_id)}),
-                UpdateExpression="SET drain_requested = :t, inbox = inbox + :one",
-                ConditionExpression="attribute_exists(lease_key)",  # a registered worker
-                ExpressionAttributeValues=to_item({":t": True, ":one": 1}),
             )
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:

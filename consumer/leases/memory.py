@@ -1,40 +1,26 @@
 """In-memory lease repository and checkpoint store with the same conditional semantics as DynamoDB.
 
+The tables they share are :class:`~consumer.leases.memory_tables.InMemoryTables`; the checkpoint store is
+:mod:`consumer.checkpoint.memory` (both re-exported here).
+
 tests/integration/test_repository_contract.py runs the same cases against these and the DynamoDB backends.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
+from consumer.checkpoint.memory import InMemoryCheckpointStore
 from consumer.checkpoint.store import CheckpointItem
-from consumer.clock import Clock, SystemClock
-from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
+from consumer.errors import LeaseConflictError, WorkerFencedError
+from consumer.leases.memory_tables import InMemoryTables
 from consumer.leases.model import Leader, Lease, LeaseState, WorkerItem
 from consumer.leases.progress import ShardLag, encode_progress
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryLeaseRepository", "InMemoryTables"]
-
-
-@dataclass
-class InMemoryTables:
-    """Both tables, behind one lock so that multi-item changes are atomic like a transaction.
-
-    ``clock`` stamps the operator-facing wall times (``heartbeat_ms``, ``updated_ms``), as DynamoDB's do.
-    """
-
-    leases: dict[tuple[str, str], Lease] = field(default_factory=dict)
-    workers: dict[str, WorkerItem] = field(default_factory=dict)
-    checkpoints: dict[tuple[str, str], CheckpointItem] = field(default_factory=dict)
-    leader: Leader | None = None
-    calls: Counter[str] = field(default_factory=Counter)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    clock: Clock = field(default_factory=SystemClock)
 
 
 class InMemoryLeaseRepository:
@@ -330,29 +316,3 @@ class InMemoryLeaseRepository:
             if lease.owner is not None and lease.owner in self.t.workers:
                 self._wake(lease.owner)  # so that it drops the lease now
             return new
-
-
-class InMemoryCheckpointStore:
-    def __init__(self, tables: InMemoryTables) -> None:
-        self.t = tables
-
-    def get(self, stream: str, shard_id: str) -> CheckpointItem | None:
-        with self.t.lock:
-            self.t.calls["GetItem"] += 1
-            return self.t.checkpoints.get((stream, shard_id))
-
-    def save(self, stream: str, shard_id: str, epoch: int, position: Position) -> None:
-        with self.t.lock:
-            self.t.calls["UpdateItem"] += 1
-            cur = self.t.checkpoints.get((stream, shard_id))
-            if cur is None or cur.epoch != epoch:
-                raise CheckpointRejectedError(
-                    f"{stream}/{shard_id}: epoch {epoch} is not current", stale_epoch=True
-                )
-            if cur.position is not None and position < cur.position:
-                raise CheckpointRejectedError(
-                    f"{stream}/{shard_id}: {position} is behind {cur.position}", stale_epoch=False
-                )
-            self.t.checkpoints[(stream, shard_id)] = replace(
-                cur, position=position, updated_ms=self.t.clock.wall_ms()
-            )

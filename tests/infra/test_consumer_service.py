@@ -32,6 +32,19 @@ CONTRACT = {
 }
 
 
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_consumer_variable_the_task_sets_is_one_the_consumer_reads_by_its_current_name(
+    synth: Synth, env: str
+) -> None:
+    from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS
+    from consumer.settings.raw_sink import DEPRECATED_RAW_VARIABLES
+
+    read = {v.name for v in (*ENV_VARS, *PROCESSOR_ENV_VARS)}
+    variables = set(_environment(synth, env))
+    assert {v for v in variables if v.startswith("CONSUMER_")} <= read
+    assert not variables & set(DEPRECATED_RAW_VARIABLES)
+
+
 def _container(synth: Synth, env: str) -> dict[str, Any]:
     task = synth.one(env, "consumer", "AWS::ECS::TaskDefinition")
     (container,) = task["Properties"]["ContainerDefinitions"]
