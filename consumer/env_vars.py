@@ -1,7 +1,8 @@
 """The environment variables a worker reads: one table, used for parsing, error messages and ``run --help``.
 
-Each row names the variable, the config field it sets (``section.field`` of ``WorkerConfig``, or a
-process setting such as ``metrics_interval`` that is not part of the config dataclasses), a default text
+Each row names the variable, the config field it sets (``section.field`` of ``WorkerConfig`` or of a
+processor's settings, such as ``raw_sink.bucket``, or a process setting such as ``metrics_interval`` that is
+not part of the config dataclasses), a default text
 when the default is derived rather than a dataclass default, and one line of help.
 """
 
@@ -153,7 +154,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("CONSUMER_LOG_LEVEL", "log_level", "DEBUG, INFO, WARNING or ERROR", default="INFO"),
 )
 
-#: Settings read by the shipped processors themselves (validated when the worker constructs one at start).
+#: Settings of the shipped processors: the raw sink's (fields of ``RawSinkConfig``, read with the worker's
+#: configuration and handed to the sink), and those the other processors read when the worker constructs one.
 PROCESSOR_ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("CONSUMER_RAW_BUCKET", "raw_sink.bucket", "raw S3 sink: target bucket", required=True),
     EnvVar("CONSUMER_RAW_PREFIX", "raw_sink.prefix", "raw S3 sink: key prefix"),
