@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.checkpoint.store import CheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
@@ -75,7 +75,7 @@ class SimShardRunners:
         self,
         worker: str,
         stream: str,
-        checkpoints: DynamoDBCheckpointStore,
+        checkpoints: CheckpointStore,
         validity: OwnValidity,
         log: ConsumptionLog,
         later: Callable[[float, Callable[[], None]], None],
