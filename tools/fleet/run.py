@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tools.demo_report import plot_ownership
 from tools.fleet.analysis import (
     PHASES,
     Milestones,
@@ -21,7 +22,6 @@ from tools.fleet.analysis import (
 )
 from tools.fleet.runner import Fleet, FleetSettings
 from tools.fleet.scenarios import SCENARIOS, Scenario, Timing, count_kind
-from tools.fleet.timeline import plot_timeline
 
 __all__ = ["run_scenario"]
 
@@ -112,7 +112,7 @@ def run_scenario(
     since = timing.warmup if name == "steady_state" else 0.0
     result.update(_cost(fleet.worker_stats(), settings.shards, since))
     result["duration_s"] = round(time.time() - began, 1)
-    plot_timeline(
+    plot_ownership(
         ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", workdir / f"{name}.png"
     )
     result["timeline_png"] = str(workdir / f"{name}.png")
