@@ -51,7 +51,6 @@ class SimSettings:
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     request_latency: float = 0.005  # simulated seconds per DynamoDB request
     drain: float = 0.05  # a stopped shard consumer reports this long after the Stop
-    checkpoint_interval: float = 0.0  # application checkpoints per shard every this many seconds (0: none)
     seed: int = 1
 
 
@@ -86,7 +85,7 @@ class SimWorker:
             self.repo,
             sim.kinesis,
             (STREAM,),
-            ShardRunners(self._start, self.runners.stop),
+            ShardRunners(self.runners.start, self.runners.stop),
             self.validity,
             InMemoryMetrics(),
             sim.clock,
@@ -94,20 +93,6 @@ class SimWorker:
         self.pending: list[Event] = []
         self.done = False
         self.wake_at = float("inf")
-
-    def _start(self, lease: Any) -> None:
-        self.runners.start(lease)
-        if self.sim.settings.checkpoint_interval > 0:
-            self.sim.later(
-                self.sim.settings.checkpoint_interval, lambda: self._checkpoint(lease.key, lease.epoch)
-            )
-
-    def _checkpoint(self, key: str, epoch: int) -> None:
-        lease = self.runners.running.get(key)
-        if self.done or lease is None or lease.epoch != epoch:
-            return
-        if self.runners.checkpoint(key):
-            self.sim.later(self.sim.settings.checkpoint_interval, lambda: self._checkpoint(key, epoch))
 
     def hear(self, event: Event) -> None:
         self.pending.append(event)
