@@ -260,14 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "drain.json")
     args = parser.parse_args(argv)
+    scenarios = run_memory(args)
     report = {
         "backend": "memory",
         "limits": "AWS's read quotas (tools.emulators.limits)",
-        "scenarios": run_memory(args),
+        "scenarios": scenarios,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
-    for s in report["scenarios"]:
+    for s in scenarios:
         print(
             f"{s['record_bytes']:>5} B x {s['shards']} shards: worker {s['worker_records_per_s']}/s, "
             f"fastest legal loop {s['loop_records_per_s']}/s: {s['worker_vs_loop']}x ({s['samples']} samples each)"
