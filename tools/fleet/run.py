@@ -78,14 +78,16 @@ def run_scenario(
     timing: Timing,
     scenario: Scenario | None = None,
 ) -> dict[str, Any]:
-    fn, overrides = SCENARIOS[name]
+    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, with no setting overrides, its files
+    named ``name``) on a fleet of its own; returns its figures."""
+    fn, overrides = SCENARIOS[name] if scenario is None else (scenario, {})
     settings = replace(settings, **overrides)
     fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
     print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
     began = time.time()
     fleet.start_producer()
     try:
-        extra = (scenario or fn)(fleet, timing)
+        extra = fn(fleet, timing)
         fleet.stop_producer()
         drained = fleet.wait_drained()
     finally:
