@@ -148,12 +148,14 @@ class MeteredTables:
         self._store = InMemoryCheckpointStore(self.tables)
 
     def repository(self) -> MeteredRepository:
+        """A lease repository (every role) over these tables, billed."""
         return MeteredRepository(self, self._repo)
 
     def checkpoints(self) -> MeteredCheckpointStore:
+        """A checkpoint store over these tables, billed."""
         return MeteredCheckpointStore(self, self._store)
 
-    # -- the items a request touches ----------------------------------------------------------------
+    # -- the items a request touches: (table, the stored item as it is when called) -----------------
     def lease(self, lease: Lease) -> Ref:
         return self.lease_table, lambda: self.tables.leases.get((lease.stream, lease.shard_id))
 
@@ -192,6 +194,7 @@ class MeteredTables:
             self.ledger.charge(table, op, write=units, requests=1 if i == 0 else 0)
 
     def read(self, ref: Ref, consistent: bool) -> None:
+        """A GetItem of ``ref``: its size in 4 KB units (the minimum when absent), halved if eventual."""
         table, get = ref
         with self.tables.lock:
             self.requests += 1
