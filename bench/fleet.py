@@ -22,7 +22,7 @@ from typing import Any
 from bench.fleet_report import markdown
 from tools.fleet.run import run_scenario
 from tools.fleet.runner import FleetSettings
-from tools.fleet.scenarios import DEFAULT_SCENARIOS, SCENARIOS, Timing
+from tools.fleet.scenarios import SCENARIOS, Timing
 
 __all__ = ["main"]
 
@@ -42,7 +42,7 @@ def _print_result(r: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS), help=f"any of {', '.join(SCENARIOS)}")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"any of {', '.join(SCENARIOS)}")
     p.add_argument("--out", default="reports/bench")
     p.add_argument("--lease-duration", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=100.0, help="records per second over all shards")

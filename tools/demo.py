@@ -443,11 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--env", default="dev", help="environment of cdk.json to mirror (default: dev)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "demo", help="report folder")
-    parser.add_argument("--lease-duration", type=float, default=None, help="override the lease duration (s)")
     args = parser.parse_args(argv)
     timing = QUICK if args.quick else FULL
-    if args.lease_duration is not None:
-        timing = Timing(**{**asdict(timing), "lease_duration": args.lease_duration})
     demo = Demo(load_environment(args.env), timing, args.out.resolve())
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)

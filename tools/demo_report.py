@@ -1,4 +1,5 @@
-"""The demo's figures and pictures: raw-data counts, the lag plot from the workers' EMF output, the summary.
+"""The demo's figures and pictures: raw-data counts, the lag plot from the workers' EMF output, the summary;
+the ownership timeline is also the fleet benchmark's (`tools.fleet.run`).
 
 Pure functions of files the demo already wrote (journals, worker stdout, downloaded raw objects) plus the
 Spark step's counts, so they can be re-run on a kept work folder.
@@ -244,7 +245,7 @@ def ownership_figure(
     _headroom(ax, rows, -0.6, len(shards) - 0.4)
     ax.set_yticks(range(len(shards)))
     ax.set_yticklabels([s.replace("shardId-", "") for s in shards], fontsize=8)
-    ax.set_xlabel("seconds since the demo started")
+    ax.set_xlabel("seconds since the start")
     ax.set_ylabel("shard")
     ax.set_title(title)
     handles = [Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]

@@ -4,7 +4,6 @@ stopping child processes within a bounded time."""
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -15,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools.fleet.runner import Fleet, _spread
+from tools.fleet.runner import Fleet
 
 __all__ = [
     "DemoFleet",
@@ -46,39 +45,15 @@ class DemoFleet(Fleet):
         super().__post_init__()
         self.keyed = {}
 
-    def keys(self, batch: int) -> int:
-        return math.ceil(max(1, self.key_count) / batch) * batch
+    def partition_key(self, n: int, batch: int) -> str:
+        return f"k{n % (math.ceil(max(1, self.key_count) / batch) * batch)}"
+
+    def note_produced(self, shard: str, sequence: str, key: str, data: bytes) -> None:
+        self.keyed[(shard, sequence)] = (key, data)
 
     def produced_records(self) -> list[tuple[str, str, str, bytes]]:
         """(shard, sequence number, partition key, data) of every record the producer wrote."""
         return [(shard, seq, *self.keyed[(shard, seq)]) for shard, seq, _ in self.produced]
-
-    def _produce(self) -> None:
-        client = self.endpoints.client("kinesis")
-        n = 0
-        batch = max(1, int(self.settings.rate / 10))
-        keys = self.keys(batch)
-        next_at = time.monotonic()
-        while not self._stop_producer.is_set():
-            records = [(f"k{(n + i) % keys}", json.dumps({"id": n + i}).encode()) for i in range(batch)]
-            entries = [
-                {"Data": data, "PartitionKey": key, "ExplicitHashKey": str(_spread(i, batch))}
-                for i, (key, data) in enumerate(records)
-            ]
-            try:
-                out = client.put_records(StreamName=self.stream, Records=entries)
-            except Exception as exc:  # the emulator is busy: try the same ids again
-                print(f"  [{self.name}] producer retry: {exc!r}", flush=True)
-                time.sleep(0.2)
-                continue
-            now = time.time()
-            for record, r in zip(records, out["Records"], strict=True):
-                if "SequenceNumber" in r:
-                    self.keyed[(r["ShardId"], r["SequenceNumber"])] = record
-                    self.produced.append((r["ShardId"], r["SequenceNumber"], now))
-            n += batch
-            next_at += 0.1
-            self._stop_producer.wait(max(0.0, next_at - time.monotonic()))
 
     def mark(self, label: str) -> float:
         t = time.time()

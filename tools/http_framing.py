@@ -1,17 +1,34 @@
-"""HTTP/1.1 messages as they pass through a proxy byte by byte: :class:`Framer` frames one direction of a
-connection into messages (Content-Length or chunked), optionally inserting the ``initial-response`` event that
-kinesis-local omits from event streams; :func:`http_message` splits a complete message. Used by
-:mod:`tools.tcp_proxy` and the meters it feeds."""
+"""Just enough HTTP/1.1 for the loopback proxies, in one place: message heads (:func:`head_fields`,
+:class:`Head`), :class:`Framer` (one direction of a connection framed into messages byte by byte, Content-Length
+or chunked, optionally inserting the ``initial-response`` event kinesis-local omits from event streams),
+:func:`http_message` (a complete message split), :class:`Reader` (a socket read message by message) and
+:func:`json_response`. Used by :mod:`tools.tcp_proxy` (and the meters it feeds) and
+:mod:`tools.emulators.kinesis_proxy`."""
 
 from __future__ import annotations
 
 import binascii
+import select
+import socket
 import struct
+import uuid
+from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Framer", "http_message", "initial_response_message"]
+__all__ = [
+    "Closed",
+    "Framer",
+    "Head",
+    "Reader",
+    "head_fields",
+    "http_message",
+    "initial_response_message",
+    "json_response",
+]
 
-_EVENTSTREAM: Final = b"application/vnd.amazon.eventstream"
+MAX_HEAD = 64 * 1024
+
+_EVENTSTREAM: Final = "application/vnd.amazon.eventstream"
 
 
 def _header(name: bytes, value: bytes) -> bytes:
@@ -34,12 +51,11 @@ _INITIAL_CHUNK: Final = (
 )
 
 
-def _fields(head: bytes) -> dict[bytes, bytes]:
-    """A message head's fields: lower-case names, lower-case values without surrounding blanks."""
-    lines = head.lower().split(b"\r\n")[1:]
-    return {
-        name.strip(): value.strip() for name, _, value in (line.partition(b":") for line in lines if line)
-    }
+def head_fields(head: bytes) -> tuple[bytes, dict[str, str]]:
+    """A message head's first line and its fields (lower-case names, values without surrounding blanks)."""
+    first, *lines = head.rstrip(b"\r\n").split(b"\r\n")
+    fields = (line.partition(b":") for line in lines if line)
+    return first, {n.strip().lower().decode("latin-1"): v.strip().decode("latin-1") for n, _, v in fields}
 
 
 class Framer:
@@ -79,17 +95,17 @@ class Framer:
                     break
                 head, self._buf = self._buf[: end + 4], self._buf[end + 4 :]
                 out += head
-                fields = _fields(head)
-                if b"chunked" in fields.get(b"transfer-encoding", b""):
+                fields = head_fields(head)[1]
+                if "chunked" in fields.get("transfer-encoding", "").lower():
                     self._state = "chunk-size"
                     if (
                         self._eventstream
                         and not self._requests
-                        and _EVENTSTREAM in fields.get(b"content-type", b"")
+                        and _EVENTSTREAM in fields.get("content-type", "").lower()
                     ):
                         out += _INITIAL_CHUNK
-                elif b"content-length" in fields:
-                    self._left, self._state = int(fields[b"content-length"]), "body"
+                elif "content-length" in fields:
+                    self._left, self._state = int(fields["content-length"]), "body"
                 else:
                     self._state = "headers" if self._requests else "raw"  # raw: until the connection closes
                 if self._keep:
@@ -128,8 +144,7 @@ class Framer:
 def http_message(raw: bytes) -> tuple[str, dict[str, str], bytes]:
     """(start line, headers by lower-case name, body) of one complete HTTP/1.1 message (body de-chunked)."""
     head, _, body = raw.partition(b"\r\n\r\n")
-    start, *lines = head.decode("latin-1").split("\r\n")
-    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    start, headers = head_fields(head)
     if "chunked" in headers.get("transfer-encoding", "").lower():
         plain = bytearray()
         while True:
@@ -140,4 +155,142 @@ def http_message(raw: bytes) -> tuple[str, dict[str, str], bytes]:
             plain += body[:size]
             body = body[size + 2 :]
         body = bytes(plain)
-    return start, headers, body
+    return start.decode("latin-1"), headers, body
+
+
+class Closed(Exception):
+    """The peer closed the connection (or it broke) before a whole message arrived."""
+
+
+class Reader:
+    """Reads a socket through one buffer: heads up to the blank line, exact lengths, chunked bodies."""
+
+    __slots__ = ("_buf", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buf = bytearray()
+
+    def _fill(self) -> None:
+        data = self.sock.recv(262_144)
+        if not data:
+            raise Closed("connection closed")
+        self._buf += data
+
+    def head(self) -> bytes | None:
+        """The next message head (through ``\\r\\n\\r\\n``); None on a clean close between messages."""
+        start = 0
+        while True:
+            end = self._buf.find(b"\r\n\r\n", start)
+            if end >= 0:
+                head = bytes(self._buf[: end + 4])
+                del self._buf[: end + 4]
+                return head
+            if len(self._buf) > MAX_HEAD:
+                raise Closed("message head too long")
+            start = max(0, len(self._buf) - 3)
+            try:
+                self._fill()
+            except Closed:
+                if self._buf:
+                    raise
+                return None
+
+    def exact(self, n: int) -> bytes:
+        """Exactly ``n`` bytes."""
+        while len(self._buf) < n:
+            self._fill()
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def line(self) -> bytes:
+        """One line including its ``\\r\\n``."""
+        while True:
+            end = self._buf.find(b"\r\n")
+            if end >= 0:
+                return self.exact(end + 2)
+            if len(self._buf) > MAX_HEAD:
+                raise Closed("line too long")
+            self._fill()
+
+    def chunked_body(self) -> bytes:
+        """A whole chunked body, de-chunked (trailers dropped)."""
+        parts: list[bytes] = []
+        while True:
+            size = int(self.line().split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                while self.line() != b"\r\n":
+                    pass
+                return b"".join(parts)
+            parts.append(self.exact(size))
+            self.exact(2)
+
+    def buffered(self) -> int:
+        """Bytes already read from the socket and not yet consumed."""
+        return len(self._buf)
+
+    def dropped(self) -> bool:
+        """True if the peer has closed an idle connection (readable with nothing buffered means EOF/reset)."""
+        if self._buf:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        if not readable:
+            return False
+        try:
+            data = self.sock.recv(65536, socket.MSG_PEEK)
+        except OSError:
+            return True
+        return not data
+
+
+@dataclass
+class Head:
+    """A parsed message head: the first line, lower-cased header names, and the raw bytes."""
+
+    first: bytes
+    headers: dict[str, str]
+    raw: bytes
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Head:
+        """Parse a head as read by :meth:`Reader.head`."""
+        return cls(*head_fields(raw), raw)
+
+    @property
+    def status(self) -> int:
+        """The status code of a response head."""
+        return int(self.first.split(b" ", 2)[1])
+
+    def content_length(self) -> int | None:
+        value = self.headers.get("content-length")
+        return int(value) if value is not None else None
+
+    def chunked(self) -> bool:
+        return "chunked" in self.headers.get("transfer-encoding", "").lower()
+
+    def with_length(self, length: int) -> bytes:
+        """The head with its body framing replaced by ``Content-Length: length``."""
+        out = [self.first]
+        for line in self.raw[:-4].split(b"\r\n")[1:]:
+            name = line.partition(b":")[0].strip().lower()
+            if name not in (b"content-length", b"transfer-encoding"):
+                out.append(line)
+        out.append(b"Content-Length: %d" % length)
+        return b"\r\n".join(out) + b"\r\n\r\n"
+
+
+def json_response(status: int, body: bytes, content_type: str, reason: str = "") -> bytes:
+    """A whole keep-alive HTTP/1.1 response with an AWS-style request id."""
+    reason = reason or ("OK" if status == 200 else "Bad Request")
+    request_id = str(uuid.uuid4())
+    return (
+        f"HTTP/1.1 {status} {reason}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"x-amzn-RequestId: {request_id}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Connection: keep-alive\r\n\r\n"
+    ).encode("latin-1") + body

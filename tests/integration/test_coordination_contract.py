@@ -1,201 +1,138 @@
-"""The same DynamoDB requests against moto (over HTTP, metered on the way by the fault proxy) and against the in-memory
-client: equal results, equal errors, and equal bills from the proxy and from the in-memory client."""
+"""The coordination bill at the repository seam is DynamoDB's: the same repository and checkpoint calls, made
+by the DynamoDB backends against moto over HTTP (every request billed off the wire by the fault proxy's meter)
+and by the metered in-memory backends of the simulator (``tools.coordination.metered``), give the same
+requests, read units and write units per table and operation, refused conditions and transactions included."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
+from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.checkpoint.store import CheckpointStore
+from consumer.dynamo import create_tables
+from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.leases.memory import InMemoryTables
+from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.progress import ShardLag
+from consumer.leases.repository import OwnerObservation
+from consumer.records import Position
 from tools.coordination.ledger import Ledger
-from tools.coordination.memory_client import InMemoryDynamoDB
+from tools.coordination.metered import MeteredTables
 from tools.coordination.metering import DynamoDBMeter
 from tools.emulators import AwsEndpoints
 from tools.tcp_proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
-
-def S(v: str) -> dict[str, str]:
-    return {"S": v}
-
-
-def N(v: int) -> dict[str, str]:
-    return {"N": str(v)}
+STREAM = "contract-stream-of-some-length"
+Bill = dict[tuple[str, str], tuple[int, float, float]]
 
 
-def _requests(t: str) -> list[tuple[str, dict[str, Any]]]:
-    key = {"pk": S("a")}
-    return [
-        (
-            "put_item",
-            {"TableName": t, "Item": {"pk": S("a"), "n": N(1), "s": {"SS": ["x"]}, "v": S("v" * 1500)}},
-        ),
-        (
-            "put_item",
-            {"TableName": t, "Item": {"pk": S("a")}, "ConditionExpression": "attribute_not_exists(pk)"},
-        ),
-        (
-            "update_item",
-            {
-                "TableName": t,
-                "Key": key,
-                "UpdateExpression": "SET n = n + :one, #v = :small ADD s :y",
-                "ExpressionAttributeNames": {"#v": "v"},
-                "ExpressionAttributeValues": {":one": N(1), ":small": S("w"), ":y": {"SS": ["y"]}},
-                "ReturnValues": "UPDATED_NEW",
-            },
-        ),
-        (
-            "update_item",
-            {
-                "TableName": t,
-                "Key": key,
-                "UpdateExpression": "REMOVE v",
-                "ConditionExpression": "(n = :two OR n < :zero) AND NOT attribute_exists(gone_attr)",
-                "ExpressionAttributeValues": {":two": N(2), ":zero": N(0)},
-                "ReturnValues": "ALL_NEW",
-            },
-        ),
-        (
-            "update_item",
-            {
-                "TableName": t,
-                "Key": key,
-                "UpdateExpression": "SET n = if_not_exists(n, :z)",
-                "ConditionExpression": "n >= :big",
-                "ExpressionAttributeValues": {":z": N(0), ":big": N(9)},
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            },
-        ),
-        (
-            "update_item",
-            {
-                "TableName": t,
-                "Key": {"pk": S("b")},
-                "UpdateExpression": "SET c = if_not_exists(c, :z) + :one",
-                "ExpressionAttributeValues": {":z": N(0), ":one": N(1)},
-                "ReturnValues": "ALL_OLD",
-            },
-        ),
-        ("get_item", {"TableName": t, "Key": key, "ConsistentRead": True}),
-        ("get_item", {"TableName": t, "Key": {"pk": S("none")}}),
-        (
-            "transact_write_items",
-            {
-                "TransactItems": [
-                    {
-                        "Update": {
-                            "TableName": t,
-                            "Key": key,
-                            "UpdateExpression": "SET n = n + :one",
-                            "ConditionExpression": "n = :two",
-                            "ExpressionAttributeValues": {":one": N(1), ":two": N(2)},
-                        }
-                    },
-                    {
-                        "ConditionCheck": {
-                            "TableName": t,
-                            "Key": {"pk": S("b")},
-                            "ConditionExpression": "c <> :one",
-                            "ExpressionAttributeValues": {":one": N(1)},
-                        }
-                    },
-                ]
-            },
-        ),
-        (
-            "transact_write_items",
-            {
-                "TransactItems": [
-                    {
-                        "Update": {
-                            "TableName": t,
-                            "Key": key,
-                            "UpdateExpression": "SET n = n + :one",
-                            "ConditionExpression": "n = :two",
-                            "ExpressionAttributeValues": {":one": N(1), ":two": N(2)},
-                        }
-                    },
-                    {"Delete": {"TableName": t, "Key": {"pk": S("b")}}},
-                ]
-            },
-        ),
-        ("delete_item", {"TableName": t, "Key": {"pk": S("c")}}),
-        (
-            "update_item",
-            {
-                "TableName": t,
-                "Key": key,
-                "UpdateExpression": "SET n = :v",
-                "ExpressionAttributeValues": {":v": N(1), ":unused": N(2)},
-            },
-        ),
-        ("scan", {"TableName": t, "ConsistentRead": True}),
-    ]
+def _refused(call: Callable[[], Any]) -> str:
+    try:
+        call()
+    except (LeaseConflictError, WorkerFencedError, CheckpointRejectedError) as exc:
+        return type(exc).__name__
+    return "done"
 
 
-def _run(client: Any, t: str) -> list[Any]:
-    out: list[Any] = []
-    for name, req in _requests(t):
-        try:
-            resp = getattr(client, name)(**req)
-            out.append(
-                {
-                    k: v
-                    for k, v in resp.items()
-                    if k not in ("ResponseMetadata", "ConsumedCapacity") and v != {}
-                }
-            )
-        except ClientError as exc:
-            r = exc.response
-            out.append(
-                (
-                    r["Error"]["Code"],
-                    r.get("Item"),
-                    [c.get("Code") for c in r.get("CancellationReasons") or []],
-                )
-            )
-    return out
+def _script(repo: Any, store: CheckpointStore) -> list[Any]:
+    """Every repository role's calls, granted and refused; returns what each refusable call did."""
+    seen: list[Any] = []
+    digits = random.Random(7)  # sequence numbers that do not compress: a progress blob over 1 KB
+    big = {
+        (STREAM, f"shardId-{i:012d}"): ShardLag(1000 + i, f"{digits.getrandbits(180):056d}", 5)
+        for i in range(60)
+    }
+    for w in ("w-one", "w-two"):
+        repo.register_worker(WorkerItem(w, started_ms=1_764_000_000_123, streams=frozenset({STREAM})))
+    seen.append(_refused(lambda: repo.register_worker(WorkerItem("w-one"))))
+    repo.heartbeat("w-one", 0, 0, False, big)  # a worker item over 1 KB: two write units
+    repo.heartbeat("w-two", 0, 0, False, {})
+    seen.append(_refused(lambda: repo.heartbeat("w-two", 7, 0, False)))
+    leases = [Lease(STREAM, f"shardId-{i:012d}", parents=("shardId-x",) * i) for i in range(3)]
+    seen += [repo.create_lease(x) for x in leases] + [repo.create_lease(leases[0])]
+    repo.snapshot(consistent=False)
+    a = repo.assign(leases[0], "w-one", None)
+    seen.append(_refused(lambda: repo.assign(leases[0], "w-two", None)))
+    b = repo.assign(leases[1], "w-two", None)
+    repo.get_leases((a.key, b.key, leases[2].key, "shard#nothing#here"))
+    repo.get_worker("w-one")
+    repo.get_worker("w-nobody", consistent=False)
+    repo.ack_given("w-one", frozenset({a.key}))
+    store.get(STREAM, a.shard_id)
+    store.get(STREAM, "shardId-absent")
+    store.save(STREAM, a.shard_id, a.epoch, Position("4" * 56, 3))
+    seen.append(_refused(lambda: store.save(STREAM, a.shard_id, a.epoch - 1, Position("5" * 56))))
+    seen.append(_refused(lambda: store.save(STREAM, a.shard_id, a.epoch, Position("1"))))
+    a = repo.request_handoff(a, "w-two", 1_764_000_000_456)
+    seen.append(_refused(lambda: repo.request_handoff(a, "w-two", 1_764_000_000_789)))
+    a = repo.clear_handoff(a)
+    a = repo.transfer(a, "w-two")
+    b = repo.mark_halted(b, "12/0", 1_764_000_001_000)
+    seen.append(_refused(lambda: repo.mark_halted(leases[1], "12/0", 1_764_000_001_000)))
+    b = repo.release(b, given_up=True)
+    leader = repo.claim_leader(None, "w-one", None)
+    seen.append(_refused(lambda: repo.claim_leader(None, "w-two", None)))
+    repo.get_leader()
+    repo.resign_leader(leader)
+    seen.append(_refused(lambda: repo.resign_leader(leader)))
+    repo.wake("w-two")
+    seen.append(_refused(lambda: repo.wake("w-nobody")))
+    c = repo.take(leases[2], "w-two", OwnerObservation("w-gone", None))
+    seen.append(_refused(lambda: repo.take(b, "w-one", OwnerObservation("w-two", 99, ""))))
+    c = repo.mark_ended(c)
+    repo.delete_lease(c)
+    repo.request_drain("w-one")
+    seen.append(_refused(lambda: repo.request_drain("w-nobody")))
+    a = repo.reset_checkpoint(a, Position("2" * 56))
+    seen.append(_refused(lambda: repo.forget_worker(WorkerItem("w-two", heartbeat=5))))
+    repo.deregister_worker("w-one")
+    repo.snapshot()
+    return seen
 
 
-def _ordered(result: Any) -> Any:
-    """Scan order is each backend's own."""
-    if isinstance(result, dict) and "Items" in result:
-        return {**result, "Items": sorted(result["Items"], key=repr)}
-    return result
+def _bill(ledger: Ledger, roles: dict[str, str]) -> Bill:
+    return {
+        (roles[table], op): (t.requests, t.read_units, t.write_units)
+        for (table, op), t in ledger.totals().items()
+    }
 
 
-def _bill(ledger: Ledger, table: str) -> dict[str, tuple[float, float]]:
-    return {op: (t.read_units, t.write_units) for (tb, op), t in ledger.totals().items() if tb == table}
-
-
-def test_moto_and_the_in_memory_client_agree_on_results_errors_and_bills(
+def test_the_metered_repository_bills_what_dynamodb_bills_on_the_wire(
     emulators: Any, unique_name: Callable[..., str]
 ) -> None:
-    table = unique_name("contract")
-    schema = {
-        "TableName": table,
-        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-        "BillingMode": "PAY_PER_REQUEST",
-    }
+    leases, checkpoints = unique_name("leases"), unique_name("cps")
     raw = emulators.client("dynamodb")
-    raw.create_table(**schema)
-    metered = Ledger(time.monotonic)
-    meter = DynamoDBMeter(metered, raw)
+    create_tables(raw, leases, checkpoints)
+    wire = Ledger(time.monotonic)
+    meter = DynamoDBMeter(wire, raw)
     port = int(emulators.aws_endpoint.rsplit(":", 1)[1])
     with FaultProxy(("127.0.0.1", port), meter=meter) as proxy:
-        via_proxy = AwsEndpoints(emulators.kinesis_endpoint, proxy.url()).client("dynamodb")
-        moto = _run(via_proxy, table)
-        assert meter.errors == []
-    memory_ledger = Ledger(time.monotonic)
-    memory = InMemoryDynamoDB(memory_ledger)
-    memory.create_table(**schema)
-    mine = _run(memory, table)
-    for i, (theirs, ours) in enumerate(zip(moto, mine, strict=True)):
-        assert _ordered(theirs) == _ordered(ours), f"request {i} ({_requests(table)[i][0]})"
-    assert _bill(metered, table) == _bill(memory_ledger, table)
+        client = AwsEndpoints(emulators.kinesis_endpoint, proxy.url()).client("dynamodb")
+        real = _script(
+            DynamoDBLeaseRepository(client, leases, checkpoints), DynamoDBCheckpointStore(client, checkpoints)
+        )
+    assert meter.errors == []
+
+    seam = Ledger(time.monotonic)
+    tables = MeteredTables(InMemoryTables(), seam, "memory-leases", "memory-cps")
+    mine = _script(tables.repository(), tables.checkpoints())
+
+    assert mine == real  # the same calls granted and refused
+    roles = {
+        leases: "leases",
+        checkpoints: "checkpoints",
+        "memory-leases": "leases",
+        "memory-cps": "checkpoints",
+    }
+    theirs, ours = _bill(wire, roles), _bill(seam, roles)
+    assert ours == theirs
+    assert theirs[("leases", "UpdateItem")][2] > theirs[("leases", "UpdateItem")][0]  # a 2-unit heartbeat
+    assert tables.requests == sum(n for n, _r, _w in ours.values())

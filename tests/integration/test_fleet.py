@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fleet_scenarios import rolling_restart, scale_in, scale_out
 from tools.fleet.run import run_scenario
 from tools.fleet.runner import FleetSettings
 from tools.fleet.scenarios import Timing
@@ -22,9 +23,14 @@ FAST = FleetSettings(
 TIMING = Timing(warmup=4.0, settle=3.0, steady_window=0.0)
 
 
-@pytest.mark.parametrize("scenario", ["scale_out_2_to_4", "scale_in_4_to_2", "rolling_restart"])
-def test_planned_transitions_lose_nothing_and_deliver_nothing_twice(emulators, tmp_path, scenario) -> None:
-    r = run_scenario(scenario, emulators, tmp_path, FAST, TIMING)
+@pytest.mark.parametrize(
+    ("scenario", "steps"),
+    [("scale_out_2_to_4", scale_out), ("scale_in_4_to_2", scale_in), ("rolling_restart", rolling_restart)],
+)
+def test_planned_transitions_lose_nothing_and_deliver_nothing_twice(
+    emulators, tmp_path, scenario, steps
+) -> None:
+    r = run_scenario(scenario, emulators, tmp_path, FAST, TIMING, steps)
     assert r["drained"] and r["produced"] > 100
     assert r["lost"] == 0
     assert r["delivered_more_than_once"] == 0

@@ -3,9 +3,15 @@ computed by hand."""
 
 from __future__ import annotations
 
-import pytest
-from botocore.exceptions import ClientError
+import math
 
+import pytest
+
+from consumer.errors import LeaseConflictError
+from consumer.leases.memory import InMemoryTables
+from consumer.leases.model import Lease, WorkerItem
+from consumer.leases.progress import ShardLag
+from consumer.leases.repository import OwnerObservation
 from tools.coordination.billing import (
     dollars_per_month,
     item_size,
@@ -15,7 +21,7 @@ from tools.coordination.billing import (
     write_units,
 )
 from tools.coordination.ledger import Ledger
-from tools.coordination.memory_client import InMemoryDynamoDB
+from tools.coordination.metered import MeteredTables, stored_item
 
 
 def test_item_size_follows_the_documented_rules() -> None:
@@ -49,89 +55,65 @@ def test_read_and_write_units_follow_the_documented_examples() -> None:
     assert dollars_per_month(1_000_000 / 730, 1_000_000 / 730) == pytest.approx(0.75)
 
 
-def _client() -> tuple[InMemoryDynamoDB, Ledger]:
+def _tables() -> tuple[MeteredTables, Ledger]:
     ledger = Ledger(lambda: 0.0)
-    c = InMemoryDynamoDB(ledger)
-    c.create_table(
-        TableName="t",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-    )
-    return c, ledger
+    return MeteredTables(InMemoryTables(), ledger, "leases", "cps"), ledger
 
 
-def _units(ledger: Ledger, op: str) -> tuple[int, float, float]:
-    t = ledger.totals()[("t", op)]
+def _units(ledger: Ledger, op: str, table: str = "leases") -> tuple[int, float, float]:
+    t = ledger.totals()[(table, op)]
     return t.requests, t.read_units, t.write_units
 
 
-def test_the_client_bills_writes_by_the_larger_item_and_failed_conditions_too() -> None:
-    c, ledger = _client()
-    big = "x" * 1500  # pk(2) + "a"(1) + v(1) + 1500 = 1504 bytes: 2 write units
-    c.put_item(TableName="t", Item={"pk": {"S": "a"}, "v": {"S": big}})
-    assert _units(ledger, "PutItem") == (1, 0, 2)
-    c.update_item(
-        TableName="t",
-        Key={"pk": {"S": "a"}},
-        UpdateExpression="SET v = :v",
-        ExpressionAttributeValues={":v": {"S": "small"}},
-    )
-    assert _units(ledger, "UpdateItem") == (1, 0, 2)  # the item before was the larger
-    with pytest.raises(ClientError) as err:
-        c.put_item(
-            TableName="t",
-            Item={"pk": {"S": "a"}},
-            ConditionExpression="attribute_not_exists(pk)",
-        )
-    assert err.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
-    assert _units(ledger, "PutItem") == (2, 0, 3)  # the refused write consumed a unit as well
-    c.delete_item(TableName="t", Key={"pk": {"S": "missing"}})
+def test_the_seam_bills_writes_by_the_larger_item_and_refused_conditions_too() -> None:
+    tables, ledger = _tables()
+    repo = tables.repository()
+    repo.register_worker(WorkerItem("w1", started_ms=1_764_000_000_000))
+    assert _units(ledger, "PutItem") == (1, 0, 1)
+    progress = {("s", f"shard-{i}"): ShardLag(i, f"{(i + 1) * 10**40 + i * 7919}", 0) for i in range(80)}
+    repo.heartbeat("w1", 0, 0, False, progress)
+    size = item_size(stored_item(tables.tables.workers["w1"]))
+    assert size > 1024  # the progress blob makes it a 2 KB (or larger) item
+    repo.heartbeat("w1", 0, 0, False, {})  # removes the blob: the item before is the larger
+    assert _units(ledger, "UpdateItem") == (2, 0, 2 * math.ceil(size / 1024))
+    with pytest.raises(LeaseConflictError):
+        repo.register_worker(WorkerItem("w1"))
+    assert _units(ledger, "PutItem") == (2, 0, 2)  # the refused write consumed a unit as well
+    repo.deregister_worker("w-missing")
     assert _units(ledger, "DeleteItem") == (1, 0, 1)
-    c.get_item(TableName="t", Key={"pk": {"S": "missing"}})
-    c.get_item(TableName="t", Key={"pk": {"S": "a"}}, ConsistentRead=True)
+    repo.get_worker("w-missing", consistent=False)
+    repo.get_worker("w1")
     assert _units(ledger, "GetItem") == (2, 1.5, 0)
 
 
 def test_transactions_cost_twice_and_condition_checks_count_as_writes() -> None:
-    c, ledger = _client()
-    c.put_item(TableName="t", Item={"pk": {"S": "a"}, "n": {"N": "1"}})
-    items = [
-        {
-            "Update": {
-                "TableName": "t",
-                "Key": {"pk": {"S": "a"}},
-                "UpdateExpression": "SET n = n + :one",
-                "ExpressionAttributeValues": {":one": {"N": "1"}},
-            }
-        },
-        {
-            "ConditionCheck": {
-                "TableName": "t",
-                "Key": {"pk": {"S": "b"}},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        },
-    ]
-    c.transact_write_items(TransactItems=items)
-    assert _units(ledger, "TransactWriteItems") == (2, 0, 4)
-    assert c.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"]["n"] == {"N": "2"}
-    items[1]["ConditionCheck"]["ConditionExpression"] = "attribute_exists(pk)"
-    with pytest.raises(ClientError) as err:
-        c.transact_write_items(TransactItems=items)
-    assert [r["Code"] for r in err.value.response["CancellationReasons"]] == [
-        "None",
-        "ConditionalCheckFailed",
-    ]
-    assert _units(ledger, "TransactWriteItems") == (4, 0, 8)
+    tables, ledger = _tables()
+    repo = tables.repository()
+    lease = Lease("s", "shard-0")
+    repo.create_lease(lease)
+    # The lease, its (new) checkpoint item and the check that the dead owner's item is still absent.
+    taken = repo.take(lease, "w1", OwnerObservation("w-dead", None))
+    assert _units(ledger, "TransactWriteItems") == (1, 0, 4)
+    assert _units(ledger, "TransactWriteItems", "cps") == (0, 0, 2)
+    with pytest.raises(LeaseConflictError):
+        repo.take(lease, "w2", None)  # stale: refused, every item billed all the same
+    assert _units(ledger, "TransactWriteItems") == (2, 0, 6)
+    assert _units(ledger, "TransactWriteItems", "cps") == (0, 0, 4)
+    assert taken.owner == "w1" and tables.requests == 3
 
 
-def test_scan_pages_sum_their_items_and_paginate_with_limit() -> None:
-    c, ledger = _client()
-    for i in range(5):
-        c.put_item(TableName="t", Item={"pk": {"S": f"k{i}"}, "v": {"S": "y" * 2000}})  # 2,005 bytes each
-    first = c.scan(TableName="t", Limit=3, ConsistentRead=True)
-    assert len(first["Items"]) == 3 and "LastEvaluatedKey" in first
-    rest = c.scan(TableName="t", ExclusiveStartKey=first["LastEvaluatedKey"])
-    assert len(rest["Items"]) == 2 and "LastEvaluatedKey" not in rest
-    # 3 x 2,005 = 6,015 bytes -> 2 units (consistent); 2 x 2,005 = 4,010 -> 1 unit, halved.
-    assert _units(ledger, "Scan") == (2, 2.5, 0)
+def test_a_scan_reads_the_whole_table_in_pages_of_1_mb() -> None:
+    tables, ledger = _tables()
+    repo = tables.repository()
+    parents = tuple(f"shardId-{i:012d}" for i in range(16))
+    for i in range(3000):  # about 400 bytes a lease: 1.2 MB, two pages
+        repo.create_lease(Lease("s", f"shardId-{i:012d}", parents=parents))
+    repo.register_worker(WorkerItem("w1"))
+    sizes = sorted(
+        (x.key, item_size(stored_item(x)))
+        for x in (*tables.tables.leases.values(), *tables.tables.workers.values())
+    )
+    first = next(n for n in range(len(sizes)) if sum(s for _k, s in sizes[:n]) >= 1024 * 1024)
+    pages = [sum(s for _k, s in sizes[:first]), sum(s for _k, s in sizes[first:])]
+    repo.snapshot(consistent=False)
+    assert _units(ledger, "Scan") == (2, sum(math.ceil(p / 4096) for p in pages) / 2, 0)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from consumer.dynamo import from_item
 from tools.coordination.billing import item_size, write_units
-from tools.coordination.decoding import memoized_decoding
+from tools.coordination.metered import stored_item
 from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
 from tools.coordination.sim import LEASE_TABLE, FleetSim
 
@@ -33,28 +32,24 @@ def test_rebalance_of_64_on_8_plus_4_moves_each_shard_once() -> None:
 
 
 def test_the_bill_of_each_request_matches_the_items_it_touched() -> None:
-    with memoized_decoding():
-        sim = FleetSim(8)
-        sim.add_worker("w1", 0.0)
-        assert sim.run_until(30.0, stop=lambda: sim.fair(["w1"]))
-        sim.run_until(sim.clock.now + 5.0)
-        before = sim.ledger.totals()
-        items = sim.client.scan(TableName=LEASE_TABLE, ConsistentRead=True)["Items"]
-        scanned = sim.ledger.totals()[(LEASE_TABLE, "Scan")]
-        done = before.get((LEASE_TABLE, "Scan"))
-        # Hand-computed: one strongly consistent Scan page of the whole table costs its bytes in 4 KB units.
-        assert scanned.read_units - (done.read_units if done else 0) == math.ceil(
-            sum(item_size(i) for i in items) / 4096
-        )
-        before = sim.ledger.totals()
-        worker = next(i for i in items if from_item(i).get("item_type") == "worker")
-        sim.client.update_item(
-            TableName=LEASE_TABLE,
-            Key={"lease_key": worker["lease_key"]},
-            UpdateExpression="SET heartbeat = heartbeat + :one",
-            ExpressionAttributeValues={":one": {"N": "1"}},
-        )
-        after = sim.ledger.totals()[(LEASE_TABLE, "UpdateItem")]
-        assert after.write_units - before[(LEASE_TABLE, "UpdateItem")].write_units == write_units(
-            item_size(worker)
-        )
+    sim = FleetSim(8)
+    sim.add_worker("w1", 0.0)
+    assert sim.run_until(30.0, stop=lambda: sim.fair(["w1"]))
+    sim.run_until(sim.clock.now + 5.0)
+    repo = sim.tables.repository()
+    before = sim.ledger.totals()
+    table = repo.snapshot()
+    scanned = sim.ledger.totals()[(LEASE_TABLE, "Scan")]
+    done = before.get((LEASE_TABLE, "Scan"))
+    # Hand-computed: one strongly consistent Scan page of the whole table costs its bytes in 4 KB units.
+    items = [*table.leases, *table.workers, sim.tables.tables.leader]
+    assert scanned.read_units - (done.read_units if done else 0) == math.ceil(
+        sum(item_size(stored_item(i)) for i in items) / 4096
+    )
+    before = sim.ledger.totals()
+    worker = table.workers[0]
+    repo.wake(worker.worker_id)
+    after = sim.ledger.totals()[(LEASE_TABLE, "UpdateItem")]
+    assert after.write_units - before[(LEASE_TABLE, "UpdateItem")].write_units == write_units(
+        item_size(stored_item(worker))
+    )

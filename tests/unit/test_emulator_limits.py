@@ -8,7 +8,6 @@ import pytest
 
 from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, read_units, write_units
 from tools.emulators.dynamodb_requests import plan
-from tools.emulators.http_wire import Head
 from tools.emulators.kinesis_limiter import EXPIRED, LIMIT, THROUGHPUT, KinesisLimiter
 from tools.emulators.kinesis_proxy import (
     ShardMap,
@@ -20,7 +19,7 @@ from tools.emulators.kinesis_proxy import (
 )
 from tools.emulators.limits import MIB, Limits, LimitsError
 from tools.emulators.rates import Keyed, SlidingWindow, TokenBucket
-from tools.http_framing import initial_response_message
+from tools.http_framing import Head, initial_response_message
 
 # ------------------------------------------------------------------------------------------ rate primitives
 

@@ -3,10 +3,11 @@ project's own ``InMemoryKinesis``)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+from consumer.checkpoint.store import CheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
@@ -75,7 +76,7 @@ class SimShardRunners:
         self,
         worker: str,
         stream: str,
-        checkpoints: DynamoDBCheckpointStore,
+        checkpoints: CheckpointStore,
         validity: OwnValidity,
         log: ConsumptionLog,
         later: Callable[[float, Callable[[], None]], None],
@@ -98,22 +99,15 @@ class SimShardRunners:
         self.running[lease.key] = lease
         self._log.start(lease.key, self.worker, lease.epoch, self._validity)
 
-    def checkpoint(self, key: str) -> bool:
-        """One application checkpoint of a running shard; False once the epoch is no longer current."""
-        lease = self.running.get(key)
-        if lease is None or not self._validity.valid():
-            return lease is not None
-        return self._save(lease)
-
-    def _save(self, lease: Lease) -> bool:
+    def _save(self, lease: Lease) -> None:
+        """The final checkpoint of a shard asked to stop."""
         self._position += 1
-        try:
+        with contextlib.suppress(
+            CheckpointRejectedError
+        ):  # the lease moved on: the table tells the coordinator
             self._checkpoints.save(
                 lease.stream, lease.shard_id, lease.epoch, Position(f"{self._position:021d}")
             )
-        except CheckpointRejectedError:  # the lease moved on: the coordinator hears it from the table
-            return False
-        return True
 
     def stop(self, stop: Stop) -> None:
         lease = self.running.get(stop.key)

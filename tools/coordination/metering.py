@@ -135,8 +135,9 @@ class DynamoDBMeter:
             if not kind.endswith(("ConditionalCheckFailedException", "TransactionCanceledException")):
                 return
         factor = 2 if op == "TransactWriteItems" else 1
-        for (table, _key, _kind), b, a in zip(self._key_items(op, req), before, after, strict=True):
-            self.ledger.charge(table, op, write=factor * write_units(b, a))
+        touched = zip(self._key_items(op, req), before, after, strict=True)
+        for i, ((table, _key, _kind), b, a) in enumerate(touched):  # one request, on its first item
+            self.ledger.charge(table, op, write=factor * write_units(b, a), requests=int(i == 0))
 
     def _bill_read(self, op: str, req: dict[str, Any], resp: dict[str, Any]) -> None:
         consistent = bool(req.get("ConsistentRead"))
@@ -147,6 +148,7 @@ class DynamoDBMeter:
             sizes = [item_size(i) for i in resp.get("Items", [])]
             self.ledger.charge(label, op, read=page_read_units(sizes, consistent))
         elif op == "BatchGetItem":
+            first = 1  # one request, on its first item
             for table, spec in req["RequestItems"].items():
                 found = {
                     json.dumps(self._key(table, i), sort_keys=True): i
@@ -154,4 +156,6 @@ class DynamoDBMeter:
                 }
                 for key in spec["Keys"]:
                     size = item_size(found.get(json.dumps(key, sort_keys=True)))
-                    self.ledger.charge(table, op, read=read_units(size, bool(spec.get("ConsistentRead"))))
+                    units = read_units(size, bool(spec.get("ConsistentRead")))
+                    self.ledger.charge(table, op, read=units, requests=first)
+                    first = 0

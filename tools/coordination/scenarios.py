@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.coordination.billing import dollars_per_month
-from tools.coordination.decoding import memoized_decoding
 from tools.coordination.ledger import Totals, difference, peak_per_second
 from tools.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
 
@@ -87,49 +86,48 @@ def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, A
     began = time.monotonic()
     deadline = began + run.wall_budget
     out: dict[str, Any] = {"shards": run.shards, "workers": run.workers}
-    with memoized_decoding():
-        sim = FleetSim(run.shards, settings)
-        ids = _grow(sim, 0, run.workers, 0.0)
-        fair_at = _until_fair(sim, ids, 300.0, deadline)
-        if fair_at is None:
-            out["status"] = (
-                f"not simulated: the fleet start did not finish within {run.wall_budget:.0f} s of wall time"
-            )
-            out["simulated_seconds"] = round(sim.clock.now, 1)
-            out["wall_seconds"] = round(time.monotonic() - began, 1)
-            return out
-        out["start"] = {"fair_share_after_s": round(fair_at, 2), "peak": _peaks(sim, 0, fair_at + 2)}
-        sim.run_until(fair_at + run.settle_seconds)
-        t0, before = sim.clock.now, sim.ledger.totals()
-        sim.run_until(t0 + run.steady_seconds)
-        out["steady"] = {
-            "window_s": run.steady_seconds,
-            **summarize(difference(sim.ledger.totals(), before), run.steady_seconds),
-            "peak": _peaks(sim, t0, t0 + run.steady_seconds),
-        }
-        if run.scale_out:
-            t1 = sim.clock.now
-            starts_before = len(sim.log.starts)
-            all_ids = ids + _grow(sim, run.workers, run.workers, t1)
-            fair2 = _until_fair(sim, all_ids, t1 + 300.0, deadline)
-            if fair2 is None:
-                out["scale_out"] = {"status": "did not reach fair share within the wall budget or 300 s"}
-            else:
-                sim.run_until(fair2 + 2)
-                moves = Counter(key for _t, key, _w in sim.log.starts[starts_before:])
-                out["scale_out"] = {
-                    "workers_after": 2 * run.workers,
-                    "fair_share_after_s": round(fair2 - t1, 2),
-                    "peak": _peaks(sim, t1, fair2 + 2),
-                    "moved_shards": len(moves),
-                    "max_moves_per_moved_shard": max(moves.values(), default=0),
-                }
-        out["violations"] = sim.log.violations[:10]
-        out["violation_count"] = len(sim.log.violations)
-        out["status"] = "simulated"
+    sim = FleetSim(run.shards, settings)
+    ids = _grow(sim, 0, run.workers, 0.0)
+    fair_at = _until_fair(sim, ids, 300.0, deadline)
+    if fair_at is None:
+        out["status"] = (
+            f"not simulated: the fleet start did not finish within {run.wall_budget:.0f} s of wall time"
+        )
         out["simulated_seconds"] = round(sim.clock.now, 1)
         out["wall_seconds"] = round(time.monotonic() - began, 1)
-        out["worker_steps"] = sim.steps
+        return out
+    out["start"] = {"fair_share_after_s": round(fair_at, 2), "peak": _peaks(sim, 0, fair_at + 2)}
+    sim.run_until(fair_at + run.settle_seconds)
+    t0, before = sim.clock.now, sim.ledger.totals()
+    sim.run_until(t0 + run.steady_seconds)
+    out["steady"] = {
+        "window_s": run.steady_seconds,
+        **summarize(difference(sim.ledger.totals(), before), run.steady_seconds),
+        "peak": _peaks(sim, t0, t0 + run.steady_seconds),
+    }
+    if run.scale_out:
+        t1 = sim.clock.now
+        starts_before = len(sim.log.starts)
+        all_ids = ids + _grow(sim, run.workers, run.workers, t1)
+        fair2 = _until_fair(sim, all_ids, t1 + 300.0, deadline)
+        if fair2 is None:
+            out["scale_out"] = {"status": "did not reach fair share within the wall budget or 300 s"}
+        else:
+            sim.run_until(fair2 + 2)
+            moves = Counter(key for _t, key, _w in sim.log.starts[starts_before:])
+            out["scale_out"] = {
+                "workers_after": 2 * run.workers,
+                "fair_share_after_s": round(fair2 - t1, 2),
+                "peak": _peaks(sim, t1, fair2 + 2),
+                "moved_shards": len(moves),
+                "max_moves_per_moved_shard": max(moves.values(), default=0),
+            }
+    out["violations"] = sim.log.violations[:10]
+    out["violation_count"] = len(sim.log.violations)
+    out["status"] = "simulated"
+    out["simulated_seconds"] = round(sim.clock.now, 1)
+    out["wall_seconds"] = round(time.monotonic() - began, 1)
+    out["worker_steps"] = sim.steps
     return out
 
 
@@ -138,24 +136,23 @@ def rebalance(
 ) -> dict[str, Any]:
     """``workers`` run to fair share; ``added`` start at once: how long until fair share, how often each
     moved shard moved."""
-    with memoized_decoding():
-        sim = FleetSim(shards, settings)
-        ids = _grow(sim, 0, workers, 0.0)
-        fair_at = _until_fair(sim, ids, 300.0, time.monotonic() + 600)
-        assert fair_at is not None, "the first workers never reached fair share"
-        sim.run_until(fair_at + 12.0)
-        t1 = sim.clock.now
-        new = [f"w{i:05d}" for i in range(workers, workers + added)]
-        for wid in new:
-            sim.add_worker(wid, t1)
-        starts_before = len(sim.log.starts)
-        fair2 = _until_fair(sim, ids + new, t1 + 300.0, time.monotonic() + 600)
-        sim.run_until(sim.clock.now + 15.0)  # any later churn counts as a move too
-        moves = Counter(key for _t, key, _w in sim.log.starts[starts_before:])
-        return {
-            "shape": f"{shards}/{workers} then +{added}",
-            "fair_share_after_s": None if fair2 is None else round(fair2 - t1, 2),
-            "moved_shards": len(moves),
-            "moves_per_moved_shard": dict(sorted(Counter(moves.values()).items())),
-            "violation_count": len(sim.log.violations),
-        }
+    sim = FleetSim(shards, settings)
+    ids = _grow(sim, 0, workers, 0.0)
+    fair_at = _until_fair(sim, ids, 300.0, time.monotonic() + 600)
+    assert fair_at is not None, "the first workers never reached fair share"
+    sim.run_until(fair_at + 12.0)
+    t1 = sim.clock.now
+    new = [f"w{i:05d}" for i in range(workers, workers + added)]
+    for wid in new:
+        sim.add_worker(wid, t1)
+    starts_before = len(sim.log.starts)
+    fair2 = _until_fair(sim, ids + new, t1 + 300.0, time.monotonic() + 600)
+    sim.run_until(sim.clock.now + 15.0)  # any later churn counts as a move too
+    moves = Counter(key for _t, key, _w in sim.log.starts[starts_before:])
+    return {
+        "shape": f"{shards}/{workers} then +{added}",
+        "fair_share_after_s": None if fair2 is None else round(fair2 - t1, 2),
+        "moved_shards": len(moves),
+        "moves_per_moved_shard": dict(sorted(Counter(moves.values()).items())),
+        "violation_count": len(sim.log.violations),
+    }

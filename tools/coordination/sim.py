@@ -1,8 +1,9 @@
 """A discrete-event fleet simulator: the project's real coordinator and effects, on simulated time.
 
 Each simulated worker is ``consumer.lifecycle.coordinator.Coordinator`` (the pure step) plus
-``consumer.lifecycle.effects.Effects`` over the real ``DynamoDBLeaseRepository`` and
-``DynamoDBCheckpointStore`` on one shared in-memory DynamoDB that bills every request. The shell mirrors
+``consumer.lifecycle.effects.Effects`` over the in-memory lease repository and checkpoint store, shared by
+the fleet and billed at the repository seam as DynamoDB bills the requests of the DynamoDB backends
+(``tools.coordination.metered``). The shell mirrors
 ``consumer.lifecycle.worker.Worker``: register, read the table and create missing leases, then step, run the
 actions, feed the resulting events back. No threads and no sleeping: a heap of wake-ups, each request
 taking ``request_latency`` simulated seconds. Whatever protocol the coordinator implements is what is
@@ -19,11 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import LeaseConfig, StreamSpec, WorkerConfig
-from consumer.dynamo import create_tables
-from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.leases.liveness import OwnValidity
+from consumer.leases.memory import InMemoryTables
 from consumer.leases.model import WorkerItem
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
@@ -32,7 +31,7 @@ from consumer.metrics.sink import InMemoryMetrics
 from consumer.retrieval.memory import InMemoryKinesis
 from tools.coordination.fakes import ConsumptionLog, SimClock, SimShardRunners
 from tools.coordination.ledger import Ledger
-from tools.coordination.memory_client import InMemoryDynamoDB
+from tools.coordination.metered import MeteredTables
 
 __all__ = ["FleetSim", "SimSettings", "SimWorker"]
 
@@ -52,7 +51,6 @@ class SimSettings:
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     request_latency: float = 0.005  # simulated seconds per DynamoDB request
     drain: float = 0.05  # a stopped shard consumer reports this long after the Stop
-    checkpoint_interval: float = 0.0  # application checkpoints per shard every this many seconds (0: none)
     seed: int = 1
 
 
@@ -68,8 +66,8 @@ class SimWorker:
             streams=(StreamSpec(STREAM, _no_processor),),
             lease=sim.settings.lease,
         )
-        self.repo = DynamoDBLeaseRepository(sim.client, LEASE_TABLE, CHECKPOINT_TABLE, clock=sim.clock)
-        self.checkpoints = DynamoDBCheckpointStore(sim.client, CHECKPOINT_TABLE)
+        self.repo = sim.tables.repository()
+        self.checkpoints = sim.tables.checkpoints()
         self.validity = OwnValidity(sim.clock, sim.settings.lease.owner_validity)
         self.runners = SimShardRunners(
             worker_id,
@@ -87,7 +85,7 @@ class SimWorker:
             self.repo,
             sim.kinesis,
             (STREAM,),
-            ShardRunners(self._start, self.runners.stop),
+            ShardRunners(self.runners.start, self.runners.stop),
             self.validity,
             InMemoryMetrics(),
             sim.clock,
@@ -95,20 +93,6 @@ class SimWorker:
         self.pending: list[Event] = []
         self.done = False
         self.wake_at = float("inf")
-
-    def _start(self, lease: Any) -> None:
-        self.runners.start(lease)
-        if self.sim.settings.checkpoint_interval > 0:
-            self.sim.later(
-                self.sim.settings.checkpoint_interval, lambda: self._checkpoint(lease.key, lease.epoch)
-            )
-
-    def _checkpoint(self, key: str, epoch: int) -> None:
-        lease = self.runners.running.get(key)
-        if self.done or lease is None or lease.epoch != epoch:
-            return
-        if self.runners.checkpoint(key):
-            self.sim.later(self.sim.settings.checkpoint_interval, lambda: self._checkpoint(key, epoch))
 
     def hear(self, event: Event) -> None:
         self.pending.append(event)
@@ -138,32 +122,6 @@ class SimWorker:
             self.sim.wake(self, max(clock.now + spent, self.coordinator.next_due()))
 
 
-class _CountingClient(InMemoryDynamoDB):
-    """The in-memory client, counting requests (each costs the worker simulated latency)."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        super().__init__(ledger)
-        self.requests = 0
-        for name in (
-            "get_item",
-            "put_item",
-            "update_item",
-            "delete_item",
-            "scan",
-            "query",
-            "batch_get_item",
-            "transact_write_items",
-        ):
-            setattr(self, name, self._counted(getattr(self, name)))
-
-    def _counted(self, fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        def call(**req: Any) -> dict[str, Any]:
-            self.requests += 1
-            return fn(**req)
-
-        return call
-
-
 class FleetSim:
     def __init__(self, shards: int, settings: SimSettings | None = None) -> None:
         self.settings = settings or SimSettings()
@@ -171,8 +129,9 @@ class FleetSim:
         self.rng = random.Random(self.settings.seed)
         self.clock = SimClock()
         self.ledger = Ledger(self.clock.monotonic)
-        self.client = _CountingClient(self.ledger)
-        create_tables(self.client, LEASE_TABLE, CHECKPOINT_TABLE)
+        self.tables = MeteredTables(
+            InMemoryTables(clock=self.clock), self.ledger, LEASE_TABLE, CHECKPOINT_TABLE
+        )
         self.kinesis = InMemoryKinesis()  # discovery only: the runners stand in for reading
         self.kinesis.create_stream(STREAM, shards)
         self.shards = shards
@@ -183,7 +142,7 @@ class FleetSim:
         self.steps = 0
 
     def client_requests(self) -> int:
-        return self.client.requests
+        return self.tables.requests
 
     # -- scheduling ------------------------------------------------------------------------------------
     def later(self, delay: float, fn: Callable[[], None]) -> None:

@@ -30,10 +30,10 @@ import time
 from types import FrameType
 from typing import Any, Final
 
-from tools.emulators.http_wire import Closed, Head, Reader, json_response
 from tools.emulators.kinesis_limiter import KinesisLimiter, Refusal, shard_throttled
 from tools.emulators.limits import Limits
 from tools.emulators.settings import LOOPBACK
+from tools.http_framing import Closed, Head, Reader, json_response
 
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tools.demo_report import plot_ownership
 from tools.fleet.analysis import (
     PHASES,
     Milestones,
@@ -21,7 +22,6 @@ from tools.fleet.analysis import (
 )
 from tools.fleet.runner import Fleet, FleetSettings
 from tools.fleet.scenarios import SCENARIOS, Scenario, Timing, count_kind
-from tools.fleet.timeline import plot_timeline
 
 __all__ = ["run_scenario"]
 
@@ -78,14 +78,16 @@ def run_scenario(
     timing: Timing,
     scenario: Scenario | None = None,
 ) -> dict[str, Any]:
-    fn, overrides = SCENARIOS[name]
+    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, with no setting overrides, its files
+    named ``name``) on a fleet of its own; returns its figures."""
+    fn, overrides = SCENARIOS[name] if scenario is None else (scenario, {})
     settings = replace(settings, **overrides)
     fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
     print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
     began = time.time()
     fleet.start_producer()
     try:
-        extra = (scenario or fn)(fleet, timing)
+        extra = fn(fleet, timing)
         fleet.stop_producer()
         drained = fleet.wait_drained()
     finally:
@@ -112,7 +114,7 @@ def run_scenario(
     since = timing.warmup if name == "steady_state" else 0.0
     result.update(_cost(fleet.worker_stats(), settings.shards, since))
     result["duration_s"] = round(time.time() - began, 1)
-    plot_timeline(
+    plot_ownership(
         ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", workdir / f"{name}.png"
     )
     result["timeline_png"] = str(workdir / f"{name}.png")

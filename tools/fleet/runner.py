@@ -221,19 +221,25 @@ class Fleet:
         self._producer = threading.Thread(target=self._produce, daemon=True, name="producer")
         self._producer.start()
 
+    def partition_key(self, n: int, batch: int) -> str:
+        """Record ``n``'s partition key (``batch`` records a call): a key of its own."""
+        return f"k{n}"
+
+    def note_produced(self, shard: str, sequence: str, key: str, data: bytes) -> None:
+        """Called for every record written (a subclass keeps what it needs)."""
+
     def _produce(self) -> None:
         client = self.endpoints.client("kinesis")
         n = 0
         batch = max(1, int(self.settings.rate / 10))
         next_at = time.monotonic()
         while not self._stop_producer.is_set():
+            records = [
+                (self.partition_key(n + i, batch), json.dumps({"id": n + i}).encode()) for i in range(batch)
+            ]
             entries = [
-                {
-                    "Data": json.dumps({"id": n + i}).encode(),
-                    "PartitionKey": f"k{n + i}",
-                    "ExplicitHashKey": str(_spread(i, batch)),
-                }
-                for i in range(batch)
+                {"Data": data, "PartitionKey": key, "ExplicitHashKey": str(_spread(i, batch))}
+                for i, (key, data) in enumerate(records)
             ]
             try:
                 out = client.put_records(StreamName=self.stream, Records=entries)
@@ -242,9 +248,10 @@ class Fleet:
                 time.sleep(0.2)
                 continue
             now = time.time()
-            for r in out["Records"]:
+            for (key, data), r in zip(records, out["Records"], strict=True):
                 if "SequenceNumber" in r:
                     self.produced.append((r["ShardId"], r["SequenceNumber"], now))
+                    self.note_produced(r["ShardId"], r["SequenceNumber"], key, data)
             n += batch
             next_at += 0.1
             self._stop_producer.wait(max(0.0, next_at - time.monotonic()))

@@ -56,7 +56,7 @@ def _moves(f: Fleet) -> list[Move]:
     return handoff_moves(ownership_runs(f.deliveries()))
 
 
-def _wait(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
+def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
     deadline = time.monotonic() + t.step_timeout
     while not cond():
         if time.monotonic() > deadline:
@@ -72,7 +72,7 @@ def _all_shards_since(f: Fleet, since: float, workers: set[str]) -> bool:
     return len(fresh) >= f.settings.shards
 
 
-def _signal_and_watch(f: Fleet, worker: str, sig: signal.Signals) -> dict[str, Any]:
+def signal_and_watch(f: Fleet, worker: str, sig: signal.Signals) -> dict[str, Any]:
     owners = f.last_owners(time.time())
     t = f.signal(worker, sig)
     return {"signals": {worker: t}, "owners": {worker: owners.get(worker, [])}}
@@ -102,7 +102,7 @@ def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
             now_owners = f.last_owners(time.time())
             return all(len(now_owners.get(w, [])) >= share for w in new)
 
-        _wait(f, t, f"cycle {cycle}: new workers own their share", balanced, timeouts)
+        wait_for(f, t, f"cycle {cycle}: new workers own their share", balanced, timeouts)
         now_owners = f.last_owners(time.time())
         for w in new:
             signals[w] = f.signal(w, signal.SIGTERM)
@@ -110,7 +110,7 @@ def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
         stopped = time.time()
         for w in new:
             codes[w] = f.wait_exit(w)
-        _wait(
+        wait_for(
             f,
             t,
             f"cycle {cycle}: base workers own every shard",
@@ -152,13 +152,13 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
         f.start_worker(new)
         f.wait_registered(new)
         time.sleep(2 * f.settings.scan_interval + 0.5)  # the old workers have seen the new one alive
-        watched = _signal_and_watch(f, old, signal.SIGTERM)
+        watched = signal_and_watch(f, old, signal.SIGTERM)
         signals.update(watched["signals"])
         owners.update(watched["owners"])
         stopped = time.time()
         codes[old] = f.wait_exit(old)
         live = [*live[1:], new]
-        _wait(
+        wait_for(
             f,
             t,
             f"step {step}: every shard flows",
@@ -178,62 +178,8 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     }
 
 
-def scale_out(f: Fleet, t: Timing) -> dict[str, Any]:
-    f.start_worker("w1")
-    f.start_worker("w2")
-    time.sleep(t.warmup)
-    since = time.time()
-    f.start_worker("w3")
-    f.start_worker("w4")
-    timeouts: list[str] = []
-    new = {"w3", "w4"}
-    _wait(f, t, "the new workers' first records", lambda: new <= _workers_since(f, since), timeouts)
-    time.sleep(t.settle)
-    return {"planned": True, "timeouts": timeouts}
-
-
-def _workers_since(f: Fleet, since: float) -> set[str]:
+def workers_since(f: Fleet, since: float) -> set[str]:
     return {d.worker for d in f.deliveries() if d.t > since}
-
-
-def scale_in(f: Fleet, t: Timing) -> dict[str, Any]:
-    for w in ("w1", "w2", "w3", "w4"):
-        f.start_worker(w)
-    timeouts: list[str] = []
-    everyone = {"w1", "w2", "w3", "w4"}
-    _wait(f, t, "every worker's first record", lambda: everyone <= _workers_since(f, 0.0), timeouts)
-    time.sleep(t.warmup)
-    owners = f.last_owners(time.time())
-    signals = {w: f.signal(w, signal.SIGTERM) for w in ("w3", "w4")}
-    codes = {w: f.wait_exit(w) for w in ("w3", "w4")}
-    time.sleep(t.settle)
-    return {
-        "planned": True,
-        "signals": signals,
-        "owners": {w: owners.get(w, []) for w in signals},
-        "exit_codes": codes,
-        "timeouts": timeouts,
-    }
-
-
-def rolling_restart(f: Fleet, t: Timing) -> dict[str, Any]:
-    f.start_worker("old1")
-    f.start_worker("old2")
-    time.sleep(t.warmup)
-    signals: dict[str, float] = {}
-    owners_at: dict[str, list[str]] = {}
-    codes: dict[str, int] = {}
-    for old, new in (("old1", "new1"), ("old2", "new2")):
-        f.start_worker(new)
-        f.wait_registered(new)
-        time.sleep(2 * f.settings.scan_interval + 0.5)  # the old worker has seen the new one alive
-        w = _signal_and_watch(f, old, signal.SIGTERM)
-        signals.update(w["signals"])
-        owners_at.update(w["owners"])
-        codes[old] = f.wait_exit(old)
-        time.sleep(3)
-    time.sleep(t.settle)
-    return {"planned": True, "signals": signals, "owners": owners_at, "exit_codes": codes}
 
 
 def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
@@ -243,13 +189,13 @@ def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
     for w in sorted(workers):
         f.start_worker(w)
     timeouts: list[str] = []
-    _wait(f, t, "every worker's first record", lambda: workers <= _workers_since(f, 0.0), timeouts)
+    wait_for(f, t, "every worker's first record", lambda: workers <= workers_since(f, 0.0), timeouts)
     time.sleep(t.warmup)
     victim = f.leader() if leader else "w3"
     if victim not in workers:
         timeouts.append(f"no leader among the workers ({victim})")
         victim = "w3"
-    watched = _signal_and_watch(f, victim, signal.SIGKILL)
+    watched = signal_and_watch(f, victim, signal.SIGKILL)
     f.wait_exit(victim)
     time.sleep(f.settings.lease_duration + t.settle)
     return {"planned": False, "victim": victim, "victim_led": leader, "timeouts": timeouts, **watched}
@@ -264,7 +210,9 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("zombie")
     time.sleep(t.warmup)
     timeouts: list[str] = []  # a loaded machine: the zombie may need longer than the warm-up to own a shard
-    _wait(f, t, "the zombie delivering", lambda: any(d.worker == "zombie" for d in f.deliveries()), timeouts)
+    wait_for(
+        f, t, "the zombie delivering", lambda: any(d.worker == "zombie" for d in f.deliveries()), timeouts
+    )
     before = [d for d in f.deliveries() if d.worker == "zombie"]
     old_epochs = {d.shard: d.epoch for d in before}
     stopped = f.signal("zombie", signal.SIGSTOP)
@@ -323,8 +271,8 @@ def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     return {"planned": False, "steady_window_s": t.steady_window}
 
 
-#: name -> (scenario, FleetSettings overrides). The first seven run by default (``make bench``); the single
-#: scale-out/scale-in/rolling runs are the fast versions tests/integration/test_fleet.py uses.
+#: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the single scale-out,
+#: scale-in and rolling restart that tests/integration/test_fleet.py runs are in tests/support/).
 SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     # 16 shards at 10 records/s each: each repetition moves 8 shards (a worker start takes seconds here).
     "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
@@ -334,8 +282,4 @@ SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     "zombie_sigstop": (zombie, {}),
     "shard_split": (shard_split, {"shards": 4}),
     "steady_state": (steady, {}),
-    "scale_out_2_to_4": (scale_out, {}),
-    "scale_in_4_to_2": (scale_in, {}),
-    "rolling_restart": (rolling_restart, {}),
 }
-DEFAULT_SCENARIOS = tuple(list(SCENARIOS)[:7])

@@ -1,0 +1,1 @@
+"""Code only the tests share: what no benchmark, the demo or the emulators run (issue 26)."""
