@@ -44,7 +44,10 @@ HOLD = 30.0 / SCALE  # seconds every response through a held proxy waits (three 
 # The coordinator's calls all held: longer than one call's three attempts (as 12 s was, for 3 s timeouts), and
 # not scaled below two leases, so that a heartbeat waiting on the coordinator would let the window close.
 COORDINATOR_HELD = max(12.0 / SCALE, 2 * LEASES.lease_duration)
-HELD_FOR = 65.0 / SCALE  # seconds ListShards stays held: more than two discoveries' worth
+# Seconds ListShards stays held: more than two discoveries' worth (each three read timeouts, botocore's backoff
+# between them, then the discovery interval), so that the SIGTERM lands during a third one. (Unscaled it was 65 s;
+# the discovery interval, 0.5 s, is not scaled, so 65 / SCALE would land at the very start of the third.)
+HELD_FOR = 2 * (3 * LIST_READ_TIMEOUT + LEASES.discovery_interval) + 1.5 * LIST_READ_TIMEOUT
 DEADLINE = 10.0 / SCALE  # the shutdown deadline: a third of one held discovery
 PUT_EVERY = 0.1
 
