@@ -65,6 +65,9 @@ HOLD = 2.5 * LEASE.lease_duration
 # the test runs, whatever the load, so a's reconciling read finds the item b fenced (a loaded machine can
 # stretch a stall past the default 3 leases, and a forgotten item would hide the refused heartbeats).
 REMEMBERED = replace(LEASE, forget_workers_after=120.0)
+# The case about forgetting: a's silent worker item is forgotten as soon as the settings allow (two leases; the
+# default is three), so that the cut, which lasts until then, is no longer than it must be.
+FORGETFUL = replace(LEASE, forget_workers_after=2 * LEASE.lease_duration)
 WAIT = 30.0  # the deadline of any one wait (a loaded 2-core machine; each normally takes a few seconds)
 # The lease-table writes only a leader makes: a worker that no longer leads must never start one.
 LEADER_WRITES = frozenset(
@@ -542,7 +545,7 @@ def test_a_leader_cut_off_from_dynamodb_is_replaced_and_rejoins_as_a_member(
 ) -> None:
     """``forgotten``: the cut lasts until the new leader deletes a's silent worker item, so that a joins
     again from scratch (registers) rather than with the item it had."""
-    with Rig(emulators, unique_name, lease=LEASE if forgotten else REMEMBERED) as rig:
+    with Rig(emulators, unique_name, lease=FORGETFUL if forgotten else REMEMBERED) as rig:
         first = rig.lead_and_share()
         held_by_a = {s for s, x in rig.leases().items() if x.owner == "a"}
         before = rig.worker_item("a")
@@ -561,7 +564,7 @@ def test_a_leader_cut_off_from_dynamodb_is_replaced_and_rejoins_as_a_member(
                 rig.wait(
                     lambda: rig.worker_item("a") is None,
                     "b to forget a's worker item",
-                    timeout=LEASE.forget_workers_seconds + WAIT,
+                    timeout=FORGETFUL.forget_workers_seconds + WAIT,
                 )
         healed = rig.heal_and_rejoin(new)
         rows = rig.finish()

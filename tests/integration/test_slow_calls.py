@@ -1,7 +1,14 @@
 """Slow calls cannot starve heartbeats (over the network, on the emulators): the coordinator's DynamoDB calls
-black-holed by a proxy that holds every response, and discovery's ListShards held 30 s at a time for over a
-minute, while the heartbeat lane's own client reaches DynamoDB: no shard suspends, deliveries never pause,
-and a SIGTERM during a held ListShards finishes within its deadline."""
+black-holed by a proxy that holds every response, and discovery's ListShards held past its client's read timeout
+for more than two discoveries, while the heartbeat lane's own client reaches DynamoDB: no shard suspends,
+deliveries never pause, and a SIGTERM during a held ListShards finishes within its deadline.
+
+Time is scaled down by SCALE from the production clients' (10 s Kinesis and 3 s DynamoDB read timeouts, a
+30 s hold, 65 s of held discovery, a 10 s shutdown deadline): the held clients get read timeouts SCALE times
+shorter (a client setting, ``make_client(config=...)``) and every duration of the sequence shrinks with them, so
+each step still outlasts what it must (a hold, every attempt of a call, two discoveries, the shutdown deadline)
+by the same ratio. The lease (3 s) and the heartbeat lane's client are not scaled: a pause of 3 s in delivery
+and a single closed-window sample still fail the test."""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from consumer.aws import heartbeat_config, make_client
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
@@ -29,8 +37,18 @@ from .support import LEASES, create_stream, make_names, wait_until
 
 pytestmark = pytest.mark.integration
 
-HOLD = 30.0  # seconds every response through a held proxy waits (longer than any client's read timeout)
-HELD_FOR = 65.0  # seconds ListShards stays held: more than two discoveries' worth
+SCALE = 4.0  # every duration below is the production clients' divided by this
+LIST_READ_TIMEOUT = 10.0 / SCALE  # the discovery client's read timeout (Kinesis clients: 10 s)
+DDB_READ_TIMEOUT = 3.0 / SCALE  # the coordinator's DynamoDB client's read timeout (DynamoDB clients: 3 s)
+HOLD = 30.0 / SCALE  # seconds every response through a held proxy waits (three read timeouts of ListShards)
+# The coordinator's calls all held: longer than one call's three attempts (as 12 s was, for 3 s timeouts), and
+# not scaled below two leases, so that a heartbeat waiting on the coordinator would let the window close.
+COORDINATOR_HELD = max(12.0 / SCALE, 2 * LEASES.lease_duration)
+# Seconds ListShards stays held: more than two discoveries' worth (each three read timeouts, botocore's backoff
+# between them, then the discovery interval), so that the SIGTERM lands during a third one. (Unscaled it was 65 s;
+# the discovery interval, 0.5 s, is not scaled, so 65 / SCALE would land at the very start of the third.)
+HELD_FOR = 2 * (3 * LIST_READ_TIMEOUT + LEASES.discovery_interval) + 1.5 * LIST_READ_TIMEOUT
+DEADLINE = 10.0 / SCALE  # the shutdown deadline: a third of one held discovery
 PUT_EVERY = 0.1
 
 
@@ -136,14 +154,19 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
         streams=(StreamSpec(names.stream, lambda: Timeline(seen)),),
         lease=LEASES,
         retrieval=RetrievalConfig(idle_time_between_reads=0.2, max_records=500),
-        shutdown=ShutdownConfig(deadline=10.0),
+        shutdown=ShutdownConfig(deadline=DEADLINE, final_checkpoint_timeout=DEADLINE / 2),
     )
     with (
         FaultProxy(_port(emulators.aws_endpoint)) as ddb_proxy,
         FaultProxy(_port(emulators.kinesis_endpoint)) as list_proxy,
     ):
         direct_ddb = make_client("dynamodb", endpoint_url=emulators.aws_endpoint, session=session)
-        held_ddb = make_client("dynamodb", endpoint_url=ddb_proxy.url(), session=session)
+        held_ddb = make_client(
+            "dynamodb",
+            endpoint_url=ddb_proxy.url(),
+            session=session,
+            config=Config(read_timeout=DDB_READ_TIMEOUT),
+        )
         heartbeat_ddb = make_client(
             "dynamodb",
             endpoint_url=emulators.aws_endpoint,
@@ -152,7 +175,14 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
         )
         kinesis = DiscoveryThrough(
             BotoKinesis(make_client("kinesis", endpoint_url=emulators.kinesis_endpoint, session=session)),
-            BotoKinesis(make_client("kinesis", endpoint_url=list_proxy.url(), session=session)),
+            BotoKinesis(
+                make_client(
+                    "kinesis",
+                    endpoint_url=list_proxy.url(),
+                    session=session,
+                    config=Config(read_timeout=LIST_READ_TIMEOUT),
+                )
+            ),
         )
         worker = Worker(
             config,
@@ -170,17 +200,21 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
             with watching_validity(worker) as closed:
                 ddb_proxy.slow(HOLD)
                 list_proxy.slow(HOLD)  # 2. and every ListShards held as well, from now on
-                wait_until(lambda: time.monotonic() - begin > 12, timeout=20, what="12 s of held calls")
+                wait_until(
+                    lambda: time.monotonic() - begin > COORDINATOR_HELD,
+                    timeout=COORDINATOR_HELD + 8,
+                    what="the coordinator's calls held",
+                )
                 ddb_proxy.heal()
-                # 3. ListShards alone stays held, 30 s at a time (one discovery, its client's three attempts
-                # past their 10 s read timeout, then the next one), for over a minute; deliveries go on.
+                # 3. ListShards alone stays held, HOLD at a time (one discovery, its client's three attempts
+                # past their read timeout, then the next one), for over two discoveries; deliveries go on.
                 wait_until(
                     lambda: time.monotonic() - begin > HELD_FOR,
                     timeout=HELD_FOR,
-                    what="a minute of held calls",
+                    what="two discoveries' worth of held calls",
                 )
                 assert closed() == 0, "the worker's window closed: a slow call starved its heartbeats"
-            # Deliveries go on: no shard waits anywhere near a held call (30 s); a loaded machine may add a second.
+            # Deliveries go on: no shard waits anywhere near a held call (HOLD); a loaded machine may add a second.
             assert _longest_pause(seen, begin, time.monotonic()) < 3.0
             assert len(worker.owned) == 2
             # 4. SIGTERM with a ListShards still held: the shutdown finishes within its deadline.

@@ -277,7 +277,10 @@ def test_checkpoint_writes_throttled_by_a_small_table_are_retried_and_land(
         metrics=metrics,
         metrics_interval=0.5,
     )
-    producer = Producer(kinesis_client, names.stream, rate=200, seconds=4)
+    # 200 records in batches of 20: about ten checkpoint writes, several a second, against one write unit a
+    # second with no burst left (each write past the first of its second is throttled and retried; the time
+    # the test takes is about one second per write).
+    producer = Producer(kinesis_client, names.stream, rate=100, seconds=2)
     _run_until_delivered(worker, producer, seen, lock)
     _check_delivery(seen, producer.sent)
     throttled = {n: v for (n, _, _), v in metrics.values.items() if n.startswith("Throttles.")}

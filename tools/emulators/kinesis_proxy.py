@@ -129,6 +129,8 @@ class KinesisLimitsProxy:
     def stop(self) -> None:
         """Close the listener and every connection; join the threads."""
         self._stop.set()
+        with contextlib.suppress(OSError):  # wakes the accept() under way (close alone does not, on Linux)
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         with self._lock:
             conns, threads = list(self._conns), list(self._threads)
