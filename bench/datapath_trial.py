@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -215,7 +216,10 @@ def _threads(shards: list[str], run: Callable[[str], None], idle_after: float = 
     for t in threads:
         t.start()
     WINDOW.done.wait(600)
-    if idle_after and WINDOW.done.is_set():  # CPU per second with nothing left to read (fixed cost)
+    if idle_after < 0:  # until SIGTERM (``until_term``): the parent measures the rest and the exit
+        while not _STOP.wait(0.5):
+            pass
+    elif idle_after and WINDOW.done.is_set():  # CPU per second with nothing left to read (fixed cost)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         time.sleep(idle_after)
         WINDOW.result["idle_cpu_ms_per_s"] = (
@@ -239,6 +243,9 @@ def main(argv: list[str]) -> int:
     if spec.get("cpu") is not None:
         os.sched_setaffinity(0, {int(spec["cpu"])})  # the in-memory figures are for one core
     WINDOW.target = spec["records"]
+    if spec.get("until_term"):  # the threads keep polling once caught up, until SIGTERM
+        spec["idle_after"] = -1
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: _STOP.set())
     KINDS[spec["kind"]](spec)
     if not WINDOW.done.is_set():
         print(json.dumps({"error": f"only {WINDOW.count} of {spec['records']} records"}), flush=True)
