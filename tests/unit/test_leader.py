@@ -282,7 +282,9 @@ def test_a_leader_registered_again_with_its_old_counter_is_watched_afresh() -> N
     assert claim.dead == OwnerObservation("z", 4, "second")
 
 
-def test_a_leader_polls_its_item_at_the_quiet_cadence_while_its_fleet_rests_and_fast_while_leases_move() -> None:
+def test_a_leader_polls_its_item_at_the_quiet_cadence_while_its_fleet_rests_and_fast_while_leases_move() -> (
+    None
+):
     c = leading()
     owner = tuple(Lease("s", f"sh{i}", owner="a", epoch=1) for i in range(2))
     c.step(T0 + 1.5, [table(owner, "a")])  # all ours, nothing to move: at rest
