@@ -41,7 +41,7 @@ __all__ = ["Scenario", "main"]
 REPO = Path(__file__).resolve().parents[1]
 IDLE = RetrievalConfig().idle_time_between_reads  # the production cadence (0.25 s)
 LIMIT = RetrievalConfig().max_records
-REST_AFTER = LeaseConfig().lease_duration / 2 + 1  # a leader polls fast for half a lease after a plan
+REST_AFTER = LeaseConfig().lease_duration / 2 + 0.5  # a leader polls fast for half a lease after a plan
 PREFETCH = RetrievalConfig().prefetch_batches
 
 
@@ -209,9 +209,8 @@ def _observe(
     proc: subprocess.Popen[bytes], result: Path, calls: Path, rest: float, timeout: float
 ) -> dict[str, Any]:
     """Sample the process's threads and TCP connections until it has read the backlog (its result file), then
-    ``rest`` seconds at rest (CPU and AWS calls per second; from ``REST_AFTER`` after the start at the
+    ``rest`` seconds at rest (CPU and AWS calls per second; from ``REST_AFTER`` after the first record at the
     earliest), then SIGTERM and the time until it has exited."""
-    started = time.monotonic()
     peak = {"threads": 0, "tcp": 0}
 
     def sample() -> None:
@@ -227,8 +226,9 @@ def _observe(
         sample()
         time.sleep(0.1)
     out: dict[str, Any] = json.loads(result.read_text())
-    # At rest: the last batches' checkpoints written, and past the fast polls after the leader's first plan.
-    time.sleep(max(1.0, started + REST_AFTER - time.monotonic()))
+    # At rest: the last batches' checkpoints written, and past the fast polls after the leader's first plan
+    # (made just before the first record, ``wall_s`` before the last).
+    time.sleep(max(1.0, REST_AFTER - out["wall_s"]))
     cpu0, wall0, calls0 = _process_cpu(proc.pid), time.perf_counter(), _calls(calls)
     while time.perf_counter() - wall0 < rest:
         sample()
