@@ -353,6 +353,7 @@ class Bench:
                         "idle": IDLE,
                         "limit": LIMIT,
                         "until_term": True,
+                        "shards": shards,
                     }
                     cmd = [sys.executable, "-m", "bench.datapath_trial", json.dumps(spec)]
                     env = {**self.env, **extra}
@@ -573,6 +574,10 @@ def shard_counts(args: argparse.Namespace, default_out: Path) -> int:
             for n in args.shard_counts:
                 print(f"{n} shards: {n * args.records_per_shard:,} records", flush=True)
                 trials[n] = bench.run_shards(n)
+                partial = {str(k): rows for k, rows in trials.items()}
+                out.with_suffix(".partial.json").write_text(
+                    json.dumps(partial)
+                )  # kept if a later count fails
         finally:
             bench.stop()
     settings = {
@@ -598,6 +603,7 @@ def shard_counts(args: argparse.Namespace, default_out: Path) -> int:
         f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after.\n"
     )
     out.with_suffix(".md").write_text(md)
+    out.with_suffix(".partial.json").unlink(missing_ok=True)
     print(md)
     return 0
 

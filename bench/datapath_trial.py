@@ -69,8 +69,11 @@ def _pace(next_call: float) -> None:
 def bare_kinesis_local(spec: dict[str, Any]) -> None:
     """What a user writes with plain boto3: one thread per shard, GetRecords paced at the idle time."""
     import boto3
+    from botocore.config import Config
 
-    client = boto3.session.Session().client("kinesis")  # endpoint from AWS_ENDPOINT_URL_KINESIS
+    # Endpoint from AWS_ENDPOINT_URL_KINESIS; a connection per thread (boto3's default pool holds 10).
+    pool = Config(max_pool_connections=max(10, int(spec.get("shards", 0))))
+    client = boto3.session.Session().client("kinesis", config=pool)
 
     def read(iterator: str) -> tuple[int, str | None]:
         out = client.get_records(ShardIterator=iterator, Limit=spec["limit"])
@@ -98,7 +101,11 @@ def lean_kinesis_local(spec: dict[str, Any]) -> None:
 def _paced_loop(spec: dict[str, Any], client: Any, read: Callable[[str], tuple[int, str | None]]) -> None:
     """One thread per shard from TRIM_HORIZON, one ``read`` per idle time; with ``idle_after`` the threads
     keep polling the drained shards, as a worker does, while the fixed CPU per second is measured."""
-    shards = [s["ShardId"] for s in client.list_shards(StreamName=spec["stream"])["Shards"]]
+    page = client.list_shards(StreamName=spec["stream"])
+    shards = [s["ShardId"] for s in page["Shards"]]
+    while page.get("NextToken"):  # kinesis-local answers 100 at a time
+        page = client.list_shards(NextToken=page["NextToken"])
+        shards += [s["ShardId"] for s in page["Shards"]]
     idle_after = float(spec.get("idle_after", 0))
 
     def run(shard: str) -> None:
