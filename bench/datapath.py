@@ -567,6 +567,7 @@ def shard_counts(args: argparse.Namespace, default_out: Path) -> int:
     """``--shard-counts``: run, summarise (``tools.datapath_cpu.shard_summary``), write JSON and markdown."""
     out = args.out.with_name("datapath-shards.json") if args.out == default_out else args.out
     load_before = os.getloadavg()
+    out.parent.mkdir(parents=True, exist_ok=True)
     trials: dict[int, dict[str, list[dict[str, Any]]]] = {}
     with tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
         bench = Bench(args, Path(tmp))
