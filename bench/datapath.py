@@ -82,6 +82,22 @@ def _fill(kinesis: Any, stream: str, sc: Scenario) -> None:
             chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
 
 
+def _backlog(kinesis: Any, sc: Scenario) -> str:
+    """A new stream of ``sc.shards`` shards holding ``sc``'s backlog; its name."""
+    stream = f"dp-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
+    status = ""
+    while status != "ACTIVE":
+        time.sleep(0.1)
+        status = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
+            "StreamStatus"
+        ]
+    began = time.monotonic()
+    _fill(kinesis, stream, sc)
+    print(f"  backlog of {sc.records:,} records put in {time.monotonic() - began:.0f}s", flush=True)
+    return stream
+
+
 def _run_trial(spec: dict[str, Any], env: dict[str, str], timeout: float, cwd: Path = REPO) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.datapath_trial", json.dumps(spec)],
@@ -282,16 +298,7 @@ class Bench:
 
     def run_local(self, sc: Scenario) -> dict[str, list[dict[str, Any]]]:
         kinesis, ddb = self.local()
-        stream = f"dp-{uuid.uuid4().hex[:8]}"
-        kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
-        while (
-            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
-            != "ACTIVE"
-        ):
-            time.sleep(0.1)
-        began = time.monotonic()
-        _fill(kinesis, stream, sc)
-        print(f"  backlog of {sc.records} records put in {time.monotonic() - began:.0f}s", flush=True)
+        stream = _backlog(kinesis, sc)
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.kinds(local=True)}
         result = self.workdir / "worker.json"
         for rep in range(self.args.repeats):
@@ -327,16 +334,7 @@ class Bench:
         """The worker and the bare loop, interleaved, on one pre-loaded stream of ``shards`` shards."""
         kinesis, ddb = self.local()
         sc = Scenario(f"{shards} shards", "local", shards, shards * self.args.records_per_shard, False, IDLE)
-        stream = f"dp-{uuid.uuid4().hex[:8]}"
-        kinesis.create_stream(StreamName=stream, ShardCount=shards)
-        while (
-            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
-            != "ACTIVE"
-        ):
-            time.sleep(0.1)
-        began = time.monotonic()
-        _fill(kinesis, stream, sc)
-        print(f"  backlog of {sc.records:,} records put in {time.monotonic() - began:.0f}s", flush=True)
+        stream = _backlog(kinesis, sc)
         rows: dict[str, list[dict[str, Any]]] = {"bare": [], "worker": []}
         result, calls = self.workdir / "result.json", self.workdir / "calls.json"
         for rep in range(self.args.repeats):
@@ -345,16 +343,8 @@ class Bench:
                 calls.unlink(missing_ok=True)
                 extra = {"DATAPATH_CALLS": str(calls), "DATAPATH_RESULT": str(result)}
                 if kind == "bare":
-                    spec = {
-                        "kind": "bare-local",
-                        "stream": stream,
-                        "records": sc.records,
-                        "kpl": False,
-                        "idle": IDLE,
-                        "limit": LIMIT,
-                        "until_term": True,
-                        "shards": shards,
-                    }
+                    spec = dict(kind="bare-local", stream=stream, records=sc.records, kpl=False, idle=IDLE)
+                    spec.update(limit=LIMIT, until_term=True, shards=shards)
                     cmd = [sys.executable, "-m", "bench.datapath_trial", json.dumps(spec)]
                     env = {**self.env, **extra}
                 else:
