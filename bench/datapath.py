@@ -565,10 +565,8 @@ def shard_counts(args: argparse.Namespace, default_out: Path) -> int:
             for n in args.shard_counts:
                 print(f"{n} shards: {n * args.records_per_shard:,} records", flush=True)
                 trials[n] = bench.run_shards(n)
-                partial = {str(k): rows for k, rows in trials.items()}
-                out.with_suffix(".partial.json").write_text(
-                    json.dumps(partial)
-                )  # kept if a later count fails
+                partial = json.dumps({str(k): rows for k, rows in trials.items()})  # if a later count fails
+                out.with_suffix(".partial.json").write_text(partial)
         finally:
             bench.stop()
     settings = {
@@ -584,7 +582,6 @@ def shard_counts(args: argparse.Namespace, default_out: Path) -> int:
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
     }
     summary = shard_summary(trials)
-    out.parent.mkdir(parents=True, exist_ok=True)
     trials_json = {str(n): rows for n, rows in trials.items()}
     out.write_text(json.dumps({"settings": settings, "summary": summary, "trials": trials_json}, indent=2))
     md = shard_table(summary) + (
