@@ -7,6 +7,11 @@ and a 16-shard backlog for peak RSS. Measured inside the process from the first 
 records/s, CPU seconds (all threads) per 100k records, peak RSS. Medians over the repeats; JSON in
 ``reports/bench/datapath.json`` and a markdown table in ``reports/bench/datapath.md``. ``--profile`` also
 records py-spy profiles of the worker (``--before REF`` adds the same for an earlier commit).
+
+``--shard-counts 4 16 64 128``: instead, per shard count, the worker and the bare loop on one pre-loaded
+stream of that many shards (kinesis-local, emulator limits on), and besides CPU per record and records/s,
+from outside the process: its CPU and AWS calls per second at rest, its peak threads and open TCP connections
+(``/proc``), and SIGTERM to exit (``reports/bench/datapath-shards.json``, :mod:`tools.datapath_cpu`).
 """
 
 from __future__ import annotations
@@ -27,15 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.datapath_trial import aggregate, payload
-from consumer.config import RetrievalConfig
+from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
-from tools.datapath_cpu import cpu_per_record, cpu_table
+from tools.datapath_cpu import cpu_per_record, cpu_table, shard_summary, shard_table, tcp_sockets
 
 __all__ = ["Scenario", "main"]
 
 REPO = Path(__file__).resolve().parents[1]
 IDLE = RetrievalConfig().idle_time_between_reads  # the production cadence (0.25 s)
 LIMIT = RetrievalConfig().max_records
+REST_AFTER = LeaseConfig().lease_duration / 2 + 0.5  # a leader polls fast for half a lease after a plan
 PREFETCH = RetrievalConfig().prefetch_batches
 
 
@@ -74,6 +80,22 @@ def _fill(kinesis: Any, stream: str, sc: Scenario) -> None:
         while chunk:
             out = kinesis.put_records(StreamName=stream, Records=chunk)
             chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
+
+
+def _backlog(kinesis: Any, sc: Scenario) -> str:
+    """A new stream of ``sc.shards`` shards holding ``sc``'s backlog; its name."""
+    stream = f"dp-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
+    status = ""
+    while status != "ACTIVE":
+        time.sleep(0.1)
+        status = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
+            "StreamStatus"
+        ]
+    began = time.monotonic()
+    _fill(kinesis, stream, sc)
+    print(f"  backlog of {sc.records:,} records put in {time.monotonic() - began:.0f}s", flush=True)
+    return stream
 
 
 def _run_trial(spec: dict[str, Any], env: dict[str, str], timeout: float, cwd: Path = REPO) -> dict[str, Any]:
@@ -177,6 +199,76 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _proc_threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Threads:")))
+
+
+def _proc_tcp(pid: int) -> int:
+    """Open TCP sockets of the process: its socket fds that /proc/<pid>/net/tcp{,6} lists."""
+    links = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            links.append(os.readlink(fd))
+        except OSError:  # closed meanwhile
+            continue
+    tables = [Path(f"/proc/{pid}/net/{n}").read_text() for n in ("tcp", "tcp6")]
+    return tcp_sockets(links, tables)
+
+
+def _calls(path: Path) -> dict[str, Any]:
+    """The AWS calls the process counted so far (``bench.datapath_processor.count_calls``)."""
+    return dict(json.loads(path.read_text())) if path.exists() else {"calls": {}, "at": time.monotonic()}
+
+
+def _observe(
+    proc: subprocess.Popen[bytes], result: Path, calls: Path, rest: float, timeout: float
+) -> dict[str, Any]:
+    """Sample the process's threads and TCP connections until it has read the backlog (its result file), then
+    ``rest`` seconds at rest (CPU and AWS calls per second; from ``REST_AFTER`` after the first record at the
+    earliest), then SIGTERM and the time until it has exited."""
+    peak = {"threads": 0, "tcp": 0}
+
+    def sample() -> None:
+        peak["threads"] = max(peak["threads"], _proc_threads(proc.pid))
+        peak["tcp"] = max(peak["tcp"], _proc_tcp(proc.pid))
+
+    deadline = time.monotonic() + timeout
+    while not result.exists() or not result.read_text():
+        if proc.poll() is not None:
+            raise RuntimeError(f"trial exited {proc.returncode} before the end of the backlog")
+        if time.monotonic() > deadline:
+            raise RuntimeError("trial did not read the backlog in time")
+        sample()
+        time.sleep(0.1)
+    out: dict[str, Any] = json.loads(result.read_text())
+    # At rest: the last batches' checkpoints written, and past the fast polls after the leader's first plan
+    # (made just before the first record, ``wall_s`` before the last).
+    time.sleep(max(1.0, REST_AFTER - out["wall_s"]))
+    cpu0, wall0, calls0 = _process_cpu(proc.pid), time.perf_counter(), _calls(calls)
+    while time.perf_counter() - wall0 < rest:
+        sample()
+        time.sleep(0.2)
+    cpu1, wall1, calls1 = _process_cpu(proc.pid), time.perf_counter(), _calls(calls)
+    span = calls1["at"] - calls0["at"] or 1.0
+    moved = {op: n - calls0["calls"].get(op, 0) for op, n in calls1["calls"].items()}
+    out["idle_cpu_ms_per_s"] = (cpu1 - cpu0) / (wall1 - wall0) * 1e3
+    out["polls_per_s"] = sum(moved.values()) / span
+    out["get_records_per_s"] = moved.get("GetRecords", 0) / span
+    out["rest_calls"] = {op: n for op, n in sorted(moved.items()) if n}
+    out["peak_threads"], out["peak_tcp"] = peak["threads"], peak["tcp"]
+    began = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("trial did not exit within 60 s of SIGTERM") from None
+    out["term_to_exit_s"] = time.perf_counter() - began
+    return out
+
+
 def _median(rows: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in rows))
 
@@ -206,16 +298,7 @@ class Bench:
 
     def run_local(self, sc: Scenario) -> dict[str, list[dict[str, Any]]]:
         kinesis, ddb = self.local()
-        stream = f"dp-{uuid.uuid4().hex[:8]}"
-        kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
-        while (
-            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
-            != "ACTIVE"
-        ):
-            time.sleep(0.1)
-        began = time.monotonic()
-        _fill(kinesis, stream, sc)
-        print(f"  backlog of {sc.records} records put in {time.monotonic() - began:.0f}s", flush=True)
+        stream = _backlog(kinesis, sc)
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.kinds(local=True)}
         result = self.workdir / "worker.json"
         for rep in range(self.args.repeats):
@@ -245,6 +328,51 @@ class Bench:
                 )
         if self.args.profile and sc.shards == 4:  # the 16-shard run is there for memory
             self.profile_local(ddb, stream, sc)
+        return rows
+
+    def run_shards(self, shards: int) -> dict[str, list[dict[str, Any]]]:
+        """The worker and the bare loop, interleaved, on one pre-loaded stream of ``shards`` shards."""
+        kinesis, ddb = self.local()
+        sc = Scenario(f"{shards} shards", "local", shards, shards * self.args.records_per_shard, False, IDLE)
+        stream = _backlog(kinesis, sc)
+        rows: dict[str, list[dict[str, Any]]] = {"bare": [], "worker": []}
+        result, calls = self.workdir / "result.json", self.workdir / "calls.json"
+        for rep in range(self.args.repeats):
+            for kind in ("bare", "worker") if rep % 2 == 0 else ("worker", "bare"):
+                result.unlink(missing_ok=True)
+                calls.unlink(missing_ok=True)
+                extra = {"DATAPATH_CALLS": str(calls), "DATAPATH_RESULT": str(result)}
+                if kind == "bare":
+                    spec = dict(kind="bare-local", stream=stream, records=sc.records, kpl=False, idle=IDLE)
+                    spec.update(limit=LIMIT, until_term=True, shards=shards)
+                    cmd = [sys.executable, "-m", "bench.datapath_trial", json.dumps(spec)]
+                    env = {**self.env, **extra}
+                else:
+                    scan = str(LeaseConfig().scan_interval)  # the production cadence at rest
+                    env = _worker_env(
+                        self.env, stream, sc, result, {**extra, "CONSUMER_SCAN_INTERVAL_SECONDS": scan}
+                    )
+                    create_tables(ddb, env["CONSUMER_LEASE_TABLE"], env["CONSUMER_CHECKPOINT_TABLE"])
+                    cmd = [sys.executable, "-m", "consumer", "run"]
+                with tempfile.TemporaryFile() as err:
+                    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+                    try:
+                        row = _observe(proc, result, calls, self.args.rest, self.args.timeout)
+                    except RuntimeError as e:
+                        if proc.poll() is None:
+                            proc.kill()
+                        err.seek(0)
+                        raise RuntimeError(
+                            f"{kind} at {shards} shards: {e}: {err.read()[-2000:]!r}"
+                        ) from None
+                rows[kind].append(row)
+                print(
+                    f"  {kind:6s} {row['records_per_s']:>8,.0f} rec/s  {row['cpu_s_per_100k'] / 100:.3f} CPU-s/1k  "
+                    f"rest {row['idle_cpu_ms_per_s']:.0f} ms/s {row['polls_per_s']:.1f} calls/s  "
+                    f"threads {row['peak_threads']}  tcp {row['peak_tcp']}  SIGTERM {row['term_to_exit_s']:.2f}s",
+                    flush=True,
+                )
+        kinesis.delete_stream(StreamName=stream)
         return rows
 
     def run_memory(self, sc: Scenario) -> dict[str, list[dict[str, Any]]]:
@@ -425,6 +553,49 @@ def profile_summary(path: Path) -> dict[str, Any]:
     }
 
 
+def shard_counts(args: argparse.Namespace, default_out: Path) -> int:
+    """``--shard-counts``: run, summarise (``tools.datapath_cpu.shard_summary``), write JSON and markdown."""
+    out = args.out.with_name("datapath-shards.json") if args.out == default_out else args.out
+    load_before = os.getloadavg()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    trials: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    with tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
+        bench = Bench(args, Path(tmp))
+        try:
+            for n in args.shard_counts:
+                print(f"{n} shards: {n * args.records_per_shard:,} records", flush=True)
+                trials[n] = bench.run_shards(n)
+                partial = json.dumps({str(k): rows for k, rows in trials.items()})  # if a later count fails
+                out.with_suffix(".partial.json").write_text(partial)
+        finally:
+            bench.stop()
+    settings = {
+        "records_per_shard": args.records_per_shard,
+        "record_bytes": len(payload(0)),
+        "repeats": args.repeats,
+        "rest_s": args.rest,
+        "idle_time_s": IDLE,
+        "limit": LIMIT,
+        "scan_interval_s": LeaseConfig().scan_interval,
+        "cpus": os.cpu_count(),
+        "load_avg_before": [round(x, 2) for x in load_before],
+        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    summary = shard_summary(trials)
+    trials_json = {str(n): rows for n, rows in trials.items()}
+    out.write_text(json.dumps({"settings": settings, "summary": summary, "trials": trials_json}, indent=2))
+    md = shard_table(summary) + (
+        f"\n\n{args.repeats} trials per loop and shard count, interleaved, each a process of its own; "
+        f"{args.records_per_shard:,} plain {settings['record_bytes']}-byte records per shard; GetRecords Limit "
+        f"{LIMIT}, {IDLE} s apart per shard; at rest: {args.rest} s once caught up; emulator limits on; "
+        f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after.\n"
+    )
+    out.with_suffix(".md").write_text(md)
+    out.with_suffix(".partial.json").unlink(missing_ok=True)
+    print(md)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--records", type=int, default=60_000, help="kinesis-local backlog (user records)")
@@ -448,8 +619,18 @@ def main(argv: list[str] | None = None) -> int:
         help="kinesis-local: seconds each loop keeps running once caught up, to measure its fixed CPU per second "
         "(5 with --cpu-per-record)",
     )
+    p.add_argument(
+        "--shard-counts",
+        type=int,
+        nargs="+",
+        help="only the cost per shard count: the worker and the bare loop at each count (datapath-shards.json)",
+    )
+    p.add_argument("--records-per-shard", type=int, default=1000, help="--shard-counts: backlog per shard")
+    p.add_argument("--rest", type=float, default=5.0, help="--shard-counts: seconds measured at rest")
     p.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "datapath.json")
     args = p.parse_args(argv)
+    if args.shard_counts:
+        return shard_counts(args, p.get_default("out"))
     if args.cpu_per_record:
         args.only = ["kinesis-local, plain", "kinesis-local, KPL"]
         if "--repeats" not in (argv if argv is not None else sys.argv):

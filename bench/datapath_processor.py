@@ -1,5 +1,8 @@
 """What the data-path benchmark measures inside the consumer process: a processor that only counts, and the
-window from the first read to the last record (wall time, CPU time of the whole process, peak RSS)."""
+window from the first read to the last record (wall time, CPU time of the whole process, peak RSS). With
+``DATAPATH_CALLS`` set, every AWS call the process makes is counted by operation (botocore's
+``_make_api_call``) and the counts written to that file at most every 0.2 s, for the parent to read the polls
+a process makes at rest."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 
 from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
 
-__all__ = ["WINDOW", "CountingProcessor", "Window"]
+__all__ = ["WINDOW", "CountingProcessor", "Window", "count_calls"]
 
 
 class Window:
@@ -69,3 +72,33 @@ class CountingProcessor(BaseProcessor):
 
     def process_records(self, data: ProcessRecordsInput) -> None:
         WINDOW.add(len(data.records))
+
+
+def count_calls(path: str) -> None:
+    """Count every botocore API call of this process by operation; the counts and the monotonic time of the
+    last one go to ``path`` (replaced whole) at most every 0.2 s, so no thread of its own is needed."""
+    from botocore.client import BaseClient
+
+    original = BaseClient._make_api_call
+    lock = threading.Lock()
+    counts: dict[str, int] = {}
+    written = [0.0]
+
+    def counted(self: Any, operation_name: str, api_params: Any) -> Any:
+        with lock:
+            counts[operation_name] = counts.get(operation_name, 0) + 1
+            now = time.monotonic()
+            snapshot = None if now - written[0] < 0.2 else {"calls": dict(counts), "at": now}
+            if snapshot is not None:
+                written[0] = now
+        if snapshot is not None:
+            tmp = Path(f"{path}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(snapshot))
+            os.replace(tmp, path)
+        return original(self, operation_name, api_params)
+
+    BaseClient._make_api_call = counted
+
+
+if os.environ.get("DATAPATH_CALLS"):
+    count_calls(os.environ["DATAPATH_CALLS"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -68,8 +69,11 @@ def _pace(next_call: float) -> None:
 def bare_kinesis_local(spec: dict[str, Any]) -> None:
     """What a user writes with plain boto3: one thread per shard, GetRecords paced at the idle time."""
     import boto3
+    from botocore.config import Config
 
-    client = boto3.session.Session().client("kinesis")  # endpoint from AWS_ENDPOINT_URL_KINESIS
+    # Endpoint from AWS_ENDPOINT_URL_KINESIS; a connection per thread (boto3's default pool holds 10).
+    pool = Config(max_pool_connections=max(10, int(spec.get("shards", 0))))
+    client = boto3.session.Session().client("kinesis", config=pool)
 
     def read(iterator: str) -> tuple[int, str | None]:
         out = client.get_records(ShardIterator=iterator, Limit=spec["limit"])
@@ -97,7 +101,11 @@ def lean_kinesis_local(spec: dict[str, Any]) -> None:
 def _paced_loop(spec: dict[str, Any], client: Any, read: Callable[[str], tuple[int, str | None]]) -> None:
     """One thread per shard from TRIM_HORIZON, one ``read`` per idle time; with ``idle_after`` the threads
     keep polling the drained shards, as a worker does, while the fixed CPU per second is measured."""
-    shards = [s["ShardId"] for s in client.list_shards(StreamName=spec["stream"])["Shards"]]
+    page = client.list_shards(StreamName=spec["stream"])
+    shards = [s["ShardId"] for s in page["Shards"]]
+    while page.get("NextToken"):  # kinesis-local answers 100 at a time
+        page = client.list_shards(NextToken=page["NextToken"])
+        shards += [s["ShardId"] for s in page["Shards"]]
     idle_after = float(spec.get("idle_after", 0))
 
     def run(shard: str) -> None:
@@ -215,7 +223,10 @@ def _threads(shards: list[str], run: Callable[[str], None], idle_after: float = 
     for t in threads:
         t.start()
     WINDOW.done.wait(600)
-    if idle_after and WINDOW.done.is_set():  # CPU per second with nothing left to read (fixed cost)
+    if idle_after < 0:  # until SIGTERM (``until_term``): the parent measures the rest and the exit
+        while not _STOP.wait(0.5):
+            pass
+    elif idle_after and WINDOW.done.is_set():  # CPU per second with nothing left to read (fixed cost)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         time.sleep(idle_after)
         WINDOW.result["idle_cpu_ms_per_s"] = (
@@ -239,6 +250,9 @@ def main(argv: list[str]) -> int:
     if spec.get("cpu") is not None:
         os.sched_setaffinity(0, {int(spec["cpu"])})  # the in-memory figures are for one core
     WINDOW.target = spec["records"]
+    if spec.get("until_term"):  # the threads keep polling once caught up, until SIGTERM
+        spec["idle_after"] = -1
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: _STOP.set())
     KINDS[spec["kind"]](spec)
     if not WINDOW.done.is_set():
         print(json.dumps({"error": f"only {WINDOW.count} of {spec['records']} records"}), flush=True)

@@ -14,9 +14,18 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-__all__ = ["TARGET", "cpu_per_record", "cpu_table"]
+__all__ = [
+    "SHARD_TARGET",
+    "TARGET",
+    "cpu_per_record",
+    "cpu_table",
+    "shard_summary",
+    "shard_table",
+    "tcp_sockets",
+]
 
 TARGET = 0.3  # the worker's CPU per record, at most this times the bare loop's (issue 23)
+SHARD_TARGET = 1.3  # at every shard count, the worker's CPU per record vs the bare loop's (issue 26)
 
 
 def _us(rows: list[dict[str, Any]]) -> list[float]:
@@ -84,3 +93,82 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
                 f"| {ratio} | {rate} | {m['samples']} trials x {e['user_records_per_trial']:,} | {rest} |"
             )
     return "\n".join(lines)
+
+
+# -- cost per shard count (``bench.datapath --shard-counts``) ---------------------------------------------------
+SHARD_FIGURES = {  # figure of a trial -> how the summary rounds its median
+    "cpu_s_per_1k": 3,
+    "records_per_s": 0,
+    "idle_cpu_ms_per_s": 1,
+    "polls_per_s": 1,
+    "get_records_per_s": 1,
+    "peak_threads": 0,
+    "peak_tcp": 0,
+    "term_to_exit_s": 2,
+}
+
+
+def _figures(row: dict[str, Any]) -> dict[str, float]:
+    out = {k: float(row[k]) for k in SHARD_FIGURES if k in row}
+    out["cpu_s_per_1k"] = row["cpu_s_per_100k"] / 100
+    return out
+
+
+def shard_summary(trials: dict[int, dict[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """Per shard count (``{shards: {"bare": [trial, ...], "worker": [...]}}``): for each loop the median and every
+    trial of each figure, the sample count, CPU at rest per call made at rest (ms), and the worker-vs-bare ratios
+    of CPU per record and of CPU at rest, with whether CPU per record is within ``SHARD_TARGET``."""
+    out = []
+    for shards in sorted(trials):
+        entry: dict[str, Any] = {"shards": shards}
+        for kind, rows in trials[shards].items():
+            figs = [_figures(r) for r in rows]
+            loop: dict[str, Any] = {"samples": len(rows)}
+            for name, digits in SHARD_FIGURES.items():
+                values = [f[name] for f in figs if name in f]
+                if values:
+                    loop[name] = round(statistics.median(values), digits)
+                    loop[f"{name}_trials"] = [round(v, digits) for v in values]
+            if loop.get("polls_per_s"):
+                loop["ms_cpu_per_poll_at_rest"] = round(loop["idle_cpu_ms_per_s"] / loop["polls_per_s"], 2)
+            entry[kind] = loop
+        bare, worker = entry.get("bare"), entry.get("worker")
+        if bare and worker:
+            entry["cpu_vs_bare"] = round(worker["cpu_s_per_1k"] / bare["cpu_s_per_1k"], 2)
+            entry["rest_cpu_vs_bare"] = round(worker["idle_cpu_ms_per_s"] / bare["idle_cpu_ms_per_s"], 2)
+            entry["meets_target"] = entry["cpu_vs_bare"] <= SHARD_TARGET
+        out.append(entry)
+    return out
+
+
+def shard_table(summary: list[dict[str, Any]]) -> str:
+    """The per-shard-count summary as a markdown table (medians; every trial in the JSON)."""
+    lines = [
+        "| shards | loop | CPU-s per 1k records | vs bare | records/s | CPU at rest (ms/s) | AWS calls/s at rest "
+        "(GetRecords) | ms CPU per call at rest | peak threads | peak TCP | SIGTERM to exit (s) | samples |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in summary:
+        for kind in ("bare", "worker"):
+            m = e[kind]
+            ratio = "1.00x" if kind == "bare" else f"**{e['cpu_vs_bare']:.2f}x**"
+            lines.append(
+                f"| {e['shards'] if kind == 'bare' else ''} | {kind} | {m['cpu_s_per_1k']:.3f} | {ratio} "
+                f"| {m['records_per_s']:,.0f} | {m['idle_cpu_ms_per_s']:.1f} | {m['polls_per_s']:.1f} "
+                f"({m['get_records_per_s']:.1f}) | {m.get('ms_cpu_per_poll_at_rest', 0):.2f} "
+                f"| {m['peak_threads']:.0f} | {m['peak_tcp']:.0f} | {m['term_to_exit_s']:.2f} | {m['samples']} |"
+            )
+    return "\n".join(lines)
+
+
+def tcp_sockets(fd_links: list[str], tcp_tables: list[str]) -> int:
+    """How many of a process's file descriptors (their ``readlink`` targets, ``socket:[inode]``) are TCP
+    sockets listed in ``/proc/<pid>/net/tcp`` or ``tcp6`` (their texts; the inode is the 10th column)."""
+    inodes = {link[8:-1] for link in fd_links if link.startswith("socket:[")}
+    tcp = {
+        fields[9]
+        for table in tcp_tables
+        for line in table.splitlines()[1:]
+        if len(fields := line.split()) > 9
+    }
+    return len(inodes & tcp)

@@ -165,9 +165,11 @@ class Coordinator:
         return min(due)
 
     def _busy(self) -> bool:
-        """Poll our item fast: we lead, shut down, or a lease of ours is on the move."""
+        """Poll our item fast: we shut down, or a lease of ours is on the move. A leader whose fleet is at
+        rest polls at the quiet cadence like everyone (what it would hear, a worker draining, its scan sees
+        too); while its plan moves leases it polls fast (``_on_table``)."""
         moving = any(not o.at_rest for o in self.owned.values())
-        return self.leadership.leading or self.shutting_down or moving
+        return self.shutting_down or moving
 
     # -- membership -------------------------------------------------------------------------------
     def _fenced(self) -> None:
@@ -228,6 +230,8 @@ class Coordinator:
         p = self.duties.on_table(ev.snapshot, self._now, self.shutting_down)
         if not self.membership.valid(self._now):  # our heartbeat is not current: plan nothing
             return []
+        if p.moves or p.truncated or any(x.handoff_to for x in ev.snapshot.leases):
+            self.membership.expect(self._now)  # leases on the move (maybe to us): poll fast for a while
         actions = self.duties.write(p, self._now)
         for lease in p.stranded:  # our own, with nobody to take them: release
             actions += self._apply(lease.key, own.Strand())

@@ -2,7 +2,8 @@
 
 The inbox is our own worker item, read eventually consistent: every ``idle_poll_interval`` when all is
 quiet, every ``inbox_poll_interval`` for half a lease after its ``expect`` counter moved (the leader asked an
-owner to hand us a lease) and while the coordinator is busy (shutting down, leading, a hand-off under way).
+owner to hand us a lease) or the leader's plan moved leases, and while the coordinator is busy (shutting down,
+a hand-off of ours under way).
 
 The coordinator owns one; it never reads a clock (``now`` comes in) and never calls DynamoDB (it returns
 ``Heartbeat``, ``ReadInbox`` and ``Reconcile`` actions and hears their results as events).

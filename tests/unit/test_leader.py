@@ -15,6 +15,7 @@ from consumer.lifecycle.messages import (
     LeadershipResult,
     LeaderWatched,
     Outcome,
+    ReadInbox,
     ReadLeader,
     ReadTable,
     ResignLeadership,
@@ -279,3 +280,17 @@ def test_a_leader_registered_again_with_its_old_counter_is_watched_afresh() -> N
         c.step(T0 + 19.5, [LeaderWatched("z", Item("z", heartbeat=4, incarnation="second"))]), ClaimLeadership
     )
     assert claim.dead == OwnerObservation("z", 4, "second")
+
+
+def test_a_leader_polls_its_item_at_the_quiet_cadence_while_its_fleet_rests_and_fast_while_leases_move() -> (
+    None
+):
+    c = leading()
+    owner = tuple(Lease("s", f"sh{i}", owner="a", epoch=1) for i in range(2))
+    c.step(T0 + 1.5, [table(owner, "a")])  # all ours, nothing to move: at rest
+    quiet = [t for t in range(1, 50) if of(c.step(T0 + 1.5 + t / 10, []), ReadInbox)]
+    assert 4 <= len(quiet) <= 6  # once a second, as a member at rest
+    ls = tuple(Lease("s", f"sh{i}", owner="b", epoch=1) for i in range(4))
+    assert writes(c.step(T0 + 7.0, [table(ls, "a", "b")]), WriteKind.REQUEST)  # a hand-off to us is asked
+    fast = [t for t in range(1, 40) if of(c.step(T0 + 7.0 + t / 10, []), ReadInbox)]
+    assert len(fast) >= 30  # every 0.1 s (at most 4 at the quiet cadence): the transfer is heard at once
