@@ -282,6 +282,39 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class ThreadsConfig:
+    """The worker's shard runner: two bounded pools, each growing a thread at a time as the work needs it.
+
+    ``fetch_threads`` run GetRecords (or wait on fan-out subscriptions) for every shard; ``processor_threads``
+    run the processors' calls and the checkpoint writes, one at a time per shard. A processor that blocks
+    holds one processor thread: past ``processor_threads`` blocked shards, the others' batches wait (their
+    fetches, the heartbeats and the coordinator never do). The clients' connection pools follow: Kinesis
+    ``kinesis_connections``, DynamoDB ``dynamodb_connections``, so a pool thread never waits for a connection.
+    """
+
+    fetch_threads: int = 32
+    processor_threads: int = 256  # a thread per shard up to here, as before for realistic shard counts
+
+    def __post_init__(self) -> None:
+        for name in ("fetch_threads", "processor_threads"):
+            if not 1 <= getattr(self, name) <= 4096:
+                raise ConfigError(f"threads.{name}", f"must be 1..4096, got {getattr(self, name)}")
+
+    @property
+    def kinesis_connections(self) -> int:
+        """The Kinesis client's ``max_pool_connections``: one per fetch thread, and the coordinator's."""
+        return self.fetch_threads + _SPARE_CONNECTIONS
+
+    @property
+    def dynamodb_connections(self) -> int:
+        """The DynamoDB client's: one per processor thread (checkpoints), and the coordinator's."""
+        return self.processor_threads + _SPARE_CONNECTIONS
+
+
+_SPARE_CONNECTIONS = 4  # the coordinator, the background lane, start-up checks
+
+
+@dataclass(frozen=True)
 class StreamSpec:
     """One stream this application consumes and the factory of its record processors (one per shard)."""
 
@@ -312,6 +345,7 @@ class WorkerConfig:
     processing: ProcessingConfig = field(default_factory=ProcessingConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
+    threads: ThreadsConfig = field(default_factory=ThreadsConfig)
 
     def __post_init__(self) -> None:
         for name in ("application", "lease_table", "checkpoint_table", "worker_id"):
@@ -339,6 +373,7 @@ _SECTIONS: dict[str, type] = {
     "processing": ProcessingConfig,
     "shutdown": ShutdownConfig,
     "health": HealthConfig,
+    "threads": ThreadsConfig,
 }
 
 #: Polling faster than this can exceed Kinesis's 5 GetRecords per second per shard.
@@ -535,6 +570,12 @@ def _from_env(
         health=HealthConfig(
             file=env.get("CONSUMER_HEALTH_FILE", "").strip() or None,
             max_age=f("CONSUMER_HEALTH_MAX_AGE_SECONDS", "health.max_age"),
+        ),
+        threads=ThreadsConfig(
+            fetch_threads=env_int(env, "CONSUMER_FETCH_THREADS", _default("threads.fetch_threads")),
+            processor_threads=env_int(
+                env, "CONSUMER_PROCESSOR_THREADS", _default("threads.processor_threads")
+            ),
         ),
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from consumer.checkpoint.checkpointer import CheckpointWriter
 from consumer.checkpoint.policy import (
@@ -30,8 +31,11 @@ from consumer.records import Position
 from consumer.retrieval.fanout import FanOutReader
 from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.retrieval.polling import PollingReader
-from consumer.retrieval.reader import FetchAhead, ShardReader
+from consumer.retrieval.reader import ShardReader
 from consumer.sinks.dlq import DeadLetterQueue
+
+if TYPE_CHECKING:
+    from consumer.lifecycle.shard_runner import ShardRunner
 
 __all__ = ["ConsumerContext", "Started", "open_reader", "start_shard"]
 
@@ -54,6 +58,9 @@ class ConsumerContext:
     event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
     # What the shard loops read (each fetch taken); the worker's heartbeats publish it for `status`.
     progress: ShardProgress = field(default_factory=ShardProgress)
+    # The worker's runner, which drives every shard machine on a few threads (None: a consumer built outside
+    # a worker runs on a small runner of its own).
+    runner: ShardRunner | None = None
 
 
 @dataclass(frozen=True)
@@ -78,9 +85,7 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
         )
     else:
         reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock)
-    if cfg.prefetch_batches == 0:
-        return reader
-    return FetchAhead(reader, cfg.prefetch_batches, f"fetch-{lease.shard_id}")
+    return reader  # fetched ahead by the runner (retrieval.prefetch_batches), on its fetch pool
 
 
 def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> Started | Outcome:

@@ -1,7 +1,8 @@
 """The worker: a thin shell that steps the coordinator and carries out its actions.
 
-One coordinator thread; every shard runs on its own thread and reports back through the one event queue;
-asyncio processors' coroutines run on one event loop shared by the worker's shards.
+One coordinator thread; every shard machine runs on the worker's ``ShardRunner`` (one scheduler thread and two
+bounded pools, ``threads.*``), and each reports back through the one event queue; asyncio processors'
+coroutines run on one event loop shared by the worker's shards.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Unpack, cast
 
 from consumer.checkpoint.store import CheckpointStore
@@ -24,9 +26,11 @@ from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import Deregister, Event, ShardFinished, ShutdownRequested, Stop
 from consumer.lifecycle.ownership import Ownership
+from consumer.lifecycle.pools import GrowingPool
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.shard_runner import ShardRunner
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
@@ -91,6 +95,13 @@ class Worker(BackgroundControl):
             fanout = cast(FanOutApi, kinesis)
         # What each shard loop last read (lag, last sequence), published with every heartbeat for `status`.
         self.progress = ShardProgress(self._clock)
+        threads = config.threads
+        self.runner = ShardRunner(
+            self._clock,
+            GrowingPool(f"fetch-{self.id}", threads.fetch_threads),
+            GrowingPool(f"shards-{self.id}", threads.processor_threads),
+            name=f"shard-runner-{self.id}",
+        )
         self._ctx = ConsumerContext(
             config,
             kinesis,
@@ -103,6 +114,7 @@ class Worker(BackgroundControl):
             fanout,
             event_loop=EventLoopThread(f"asyncio-{self.id}"),
             progress=self.progress,
+            runner=self.runner,
         )
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())
@@ -184,6 +196,7 @@ class Worker(BackgroundControl):
             self._heartbeat_lane.stop()
             self._background.stop()
             self._join_consumers()
+            self.runner.close()
             self._ctx.event_loop.close(self.config.shutdown.final_checkpoint_timeout)
             self.metrics.flush()
             self.stopped.set()
@@ -254,8 +267,10 @@ class Worker(BackgroundControl):
         for consumer in self.consumers.values():
             if not consumer.finished:
                 consumer.stop(ShutdownReason.LEASE_LOST)
+        # They end concurrently on the runner's pools: one timeout in all, not one each (real time: a join).
+        deadline = time.monotonic() + self.config.shutdown.final_checkpoint_timeout
         for consumer in self.consumers.values():
-            consumer.join(self.config.shutdown.final_checkpoint_timeout)
+            consumer.join(max(0.0, deadline - time.monotonic()))
 
     # -- the rest ---------------------------------------------------------------------------------
     def _register_fanout(self) -> None:
