@@ -36,6 +36,11 @@ class OrderedTracker:
         self._head = 0  # lowest index not yet known done
         self._watermark: Position | None = None
         self._closed = False
+        self._listener: Callable[[], None] | None = None
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the thread marking done, outside the lock) when the watermark advances."""
+        self._listener = listener
 
     def track(self, records: Sequence[Record]) -> Sequence[Record]:
         """Give each record its ``done()``: the records themselves, not copies (each is tracked once)."""
@@ -53,11 +58,15 @@ class OrderedTracker:
             if self._closed or index < self._head or index not in self._positions:
                 return
             self._done.add(index)
+            head = self._head
             while self._head in self._done:
                 self._done.discard(self._head)
                 self._watermark = self._positions.pop(self._head)
                 self._head += 1
             self._changed.notify_all()
+            advanced = self._head != head
+        if advanced and (listener := self._listener) is not None:
+            listener()
 
     @property
     def watermark(self) -> Position | None:

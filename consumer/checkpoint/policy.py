@@ -113,6 +113,10 @@ class ManualCheckpoints:
     def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
         self._tracker.wait_done(timeout, keep_waiting)
 
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever records marked done advance the watermark (it wakes the shard)."""
+        self._tracker.listen(listener)
+
     @property
     def pending(self) -> int:
         return self._tracker.pending

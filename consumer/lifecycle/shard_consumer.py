@@ -39,6 +39,7 @@ __all__ = ["ConsumerContext", "ShardConsumer", "ShardGuard"]  # the first two re
 
 logger = logging.getLogger(__name__)
 
+_DONE_FALLBACK = 0.5  # a wait for records done looks again this often (done() itself wakes the shard)
 _FINAL_FETCH_GRACE = 0.5  # seconds a poll under way at a requested stop may take beyond its pacing wait
 
 
@@ -50,13 +51,15 @@ class ShardConsumer:
         self.lease = lease
         self._ctx = ctx
         self.guard = ShardGuard(lease.epoch, ctx.validity)
-        self.work = ShardWork(lease, spec, ctx, self.guard)
         self._ended = threading.Event()
         self._started = False
         cfg = ctx.config
         self._own_runner = ctx.runner is None
-        self._runner = ctx.runner or ShardRunner(
+        runner = self._runner = ctx.runner or ShardRunner(
             ctx.clock, GrowingPool(f"fetch-{lease.shard_id}", 1), GrowingPool(f"lane-{lease.shard_id}", 1)
+        )
+        self.work = ShardWork(
+            lease, spec, ctx, self.guard, lambda: runner.poke(lease.key), runner.timers(lease.key)
         )
         self.depth = cfg.retrieval.prefetch_batches
         self.grace = cfg.retrieval.idle_time_between_reads + _FINAL_FETCH_GRACE
@@ -73,6 +76,7 @@ class ShardConsumer:
             final_timeout=cfg.shutdown.final_checkpoint_timeout,
             window=self.guard.window,
             jitter=random.random,
+            done_wait=_DONE_FALLBACK,
         )
         self.machine = ShardMachine(rules, ctx.clock.monotonic())
 

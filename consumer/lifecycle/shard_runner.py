@@ -34,7 +34,7 @@ from consumer.lifecycle.runner_slot import Host, Slot, Timer
 from consumer.lifecycle.shard_messages import ShardEvent, StopRequested, Tick
 from consumer.retrieval.reader import Fetch, ShardReader
 
-__all__ = ["Host", "ShardRunner"]
+__all__ = ["Host", "LaneTimers", "ShardRunner"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,18 @@ class _Poke:  # something the machine reads changed (records done, a checkpoint 
 _Message = ShardEvent | _Fetched | _Stop | _Later | _Crashed | _LaneFree | _Ended | _Poke | Host
 
 
+@dataclass(frozen=True)
+class LaneTimers:
+    """``processor.Timers`` on one shard's lane of a runner."""
+
+    runner: ShardRunner
+    key: str
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the shard's lane in ``delay`` seconds."""
+        self.runner.call_later(self.key, delay, callback)
+
+
 class ShardRunner:
     """Runs shard machines; ``add`` one, ``stop`` or ``poke`` it by key, from any thread."""
 
@@ -121,6 +133,10 @@ class ShardRunner:
     def call_later(self, key: str, delay: float, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the shard's lane after ``delay`` seconds (never beside a processor call)."""
         self._post(key, _Later(delay, callback))
+
+    def timers(self, key: str) -> LaneTimers:
+        """The ``Timers`` a shard's processor is given (``InitializationInput.timers``)."""
+        return LaneTimers(self, key)
 
     def close(self, timeout: float = 0.0) -> None:
         """Stop the scheduler and the pools (jobs under way are let go: their threads are daemons)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from consumer.checkpoint.checkpointer import ShardCheckpointer
 from consumer.checkpoint.policy import CheckpointPolicy, ExplicitCheckpoints, ManualCheckpoints
@@ -27,6 +27,7 @@ from consumer.lifecycle.processor import (
     ShardEndedInput,
     ShutdownReason,
     ShutdownRequestedInput,
+    Timers,
 )
 from consumer.lifecycle.shard_messages import (
     CheckpointFailed,
@@ -60,7 +61,19 @@ class ShardWork:
     """What one shard consumer's actions act on, and the actions themselves (called one at a time by the
     runner, on its scheduler or its pools; ``stopping`` from the coordinator's thread)."""
 
-    def __init__(self, lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        spec: StreamSpec,
+        ctx: ConsumerContext,
+        guard: ShardGuard,
+        wake: Callable[[], None] = lambda: None,
+        timers: Timers | None = None,
+    ) -> None:
+        """``wake``: steps the shard's machine soon (records marked done, a checkpoint written); ``timers``:
+        the processor's own, on the shard's lane."""
+        self._wake = wake
+        self._timers = timers
         self.lease = lease
         self._spec = spec
         self._ctx = ctx
@@ -138,7 +151,7 @@ class ShardWork:
     def setup(self) -> ShardEvent:
         """Read the checkpoint, build and initialize the processor (``shard_start.start_shard``)."""
         try:
-            started = start_shard(self.lease, self._spec, self._ctx, self.guard)
+            started = start_shard(self.lease, self._spec, self._ctx, self.guard, self._wake, self._timers)
         except LeaseLostError as exc:
             return self.closed(exc, False)
         except Exception as exc:  # the one verdict decides: retried, or FAILED

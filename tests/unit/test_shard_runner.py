@@ -22,11 +22,17 @@ from consumer.leases.memory import InMemoryCheckpointStore, InMemoryTables
 from consumer.leases.model import Lease
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.pools import GrowingPool, Job, Pool
-from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput, ShutdownReason
+from consumer.lifecycle.processor import (
+    BaseProcessor,
+    InitializationInput,
+    ProcessRecordsInput,
+    ShutdownReason,
+)
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_runner import ShardRunner
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.metrics.sink import InMemoryMetrics
+from consumer.records import Record
 from consumer.retrieval.kinesis import GetRecordsResult
 from consumer.retrieval.memory import InMemoryKinesis
 from tests.unit.helpers import Journal, RecordingProcessor, wait_until
@@ -327,3 +333,67 @@ def test_on_real_threads_a_blocked_processor_holds_no_other_shard() -> None:
     finally:
         gate.set()
         rig.runner.close()
+
+
+class KeepingProcessor(BaseProcessor):
+    """Manual mode: keeps every record it is given; the test marks them done."""
+
+    checkpoint_mode = "manual"
+
+    def __init__(self, kept: list[Record]) -> None:
+        self.kept = kept
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        self.kept.extend(data.records)
+
+
+def test_records_marked_done_wake_a_draining_shard_at_once_without_a_poll() -> None:
+    kept: list[Record] = []
+    rig = Rig(1, lambda: KeepingProcessor(kept))
+    rig.kinesis.put("s", rig.shards[0], b"a")
+    rig.add()
+    rig.settle()
+    consumer = rig.consumers[0]
+    assert len(kept) == 1 and consumer.machine.state.pending == 1
+    consumer.stop(ShutdownReason.REQUESTED)
+    rig.clock.advance(IDLE)  # type: ignore[attr-defined] # the poll under way (its pacing slot) is let finish
+    rig.settle()
+    assert consumer.machine.state.stage.value == "wait_done"  # waits for the record, time standing still
+    assert rig.outcomes() == []
+    kept[0].done()  # from the processor's own thread: it wakes the runner, no clock needed
+    rig.settle()
+    assert rig.outcomes() == [Outcome.STOPPED]
+    assert rig.tables.checkpoints[("s", rig.shards[0])].position == kept[0].position
+
+
+class TimedProcessor(BaseProcessor):
+    """Arms a timer at start; notes when it fires and when batches come."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def initialize(self, data: InitializationInput) -> None:
+        assert data.timers is not None
+        data.timers.call_later(1.0, lambda: self.seen.append("timer"))
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        self.seen.append("batch")
+
+
+def test_a_processor_timer_runs_on_its_lane_never_beside_a_delivery() -> None:
+    seen: list[str] = []
+    rig = Rig(1, lambda: TimedProcessor(seen))
+    rig.kinesis.put("s", rig.shards[0], b"a")
+    rig.add()
+    rig.runner.run_once()
+    rig.lanes.run()  # type: ignore[attr-defined] # the setup: the timer is armed for T+1
+    rig.settle(lanes=False)  # the first batch is fetched; its delivery waits on the lane
+    assert len(rig.lanes.jobs) == 1  # type: ignore[attr-defined]
+    rig.clock.advance(1.5)  # type: ignore[attr-defined]
+    rig.runner.run_once()  # the timer is due, but the shard's lane is busy: it waits its turn
+    assert len(rig.lanes.jobs) == 1 and seen == []  # type: ignore[attr-defined]
+    rig.lanes.run()  # type: ignore[attr-defined]
+    rig.runner.run_once()
+    assert seen == ["batch"] and len(rig.lanes.jobs) == 1  # type: ignore[attr-defined] # now the timer
+    rig.settle()
+    assert seen == ["batch", "timer"]
