@@ -37,7 +37,7 @@ class Host(Protocol):
 
     @property
     def key(self) -> str:
-        """The lease's key (one slot per key)."""
+        """Unique per shard consumer (one slot per key)."""
         ...
 
     @property
@@ -98,7 +98,7 @@ class Slot:
 
     @property
     def key(self) -> str:
-        """The lease's key."""
+        """The host's key."""
         return self.host.key
 
     @property

@@ -11,6 +11,7 @@ before the final checkpoint.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import threading
@@ -40,7 +41,8 @@ __all__ = ["ConsumerContext", "ShardConsumer", "ShardGuard"]  # the first two re
 logger = logging.getLogger(__name__)
 
 _DONE_FALLBACK = 0.5  # a wait for records done looks again this often (done() itself wakes the shard)
-_FINAL_FETCH_GRACE = 0.5  # seconds a poll under way at a requested stop may take beyond its pacing wait
+_FINAL_FETCH_GRACE = 0.5
+_SERIAL = itertools.count()  # seconds a poll under way at a requested stop may take beyond its pacing wait
 
 
 class ShardConsumer:
@@ -51,6 +53,7 @@ class ShardConsumer:
         self.lease = lease
         self._ctx = ctx
         self.guard = ShardGuard(lease.epoch, ctx.validity)
+        self._key = f"{lease.key}@{lease.epoch}#{next(_SERIAL)}"
         self._ended = threading.Event()
         self._started = False
         cfg = ctx.config
@@ -59,7 +62,7 @@ class ShardConsumer:
             ctx.clock, GrowingPool(f"fetch-{lease.shard_id}", 1), GrowingPool(f"lane-{lease.shard_id}", 1)
         )
         self.work = ShardWork(
-            lease, spec, ctx, self.guard, lambda: runner.poke(lease.key), runner.timers(lease.key)
+            lease, spec, ctx, self.guard, lambda: runner.poke(self._key), runner.timers(self._key)
         )
         self.depth = cfg.retrieval.prefetch_batches
         self.grace = cfg.retrieval.idle_time_between_reads + _FINAL_FETCH_GRACE
@@ -82,8 +85,8 @@ class ShardConsumer:
 
     @property
     def key(self) -> str:
-        """The lease's key."""
-        return self.lease.key
+        """This consumer's own key on the runner (a later ownership of the same lease is another consumer)."""
+        return self._key
 
     # -- control, from the coordinator --------------------------------------------------------
     def start(self) -> None:

@@ -397,3 +397,19 @@ def test_a_processor_timer_runs_on_its_lane_never_beside_a_delivery() -> None:
     assert seen == ["batch"] and len(rig.lanes.jobs) == 1  # type: ignore[attr-defined] # now the timer
     rig.settle()
     assert seen == ["batch", "timer"]
+
+
+def test_a_later_ownership_of_the_same_lease_is_a_shard_of_its_own() -> None:
+    """The old consumer of a lease may still be ending when the next one of the same lease starts."""
+    journal = Journal()
+    rig = Rig(1, _recording(journal))
+    rig.add()
+    rig.settle()
+    old = rig.consumers[0]
+    new = ShardConsumer(old.lease, old.work._spec, old._ctx)
+    new.start()
+    old.stop(ShutdownReason.LEASE_LOST)
+    rig.settle()
+    assert rig.outcomes() == [Outcome.LOST] and old.finished
+    assert not new.finished and rig.runner.shards == 1
+    assert ("w1", rig.shards[0], "lease_lost") in journal.events
