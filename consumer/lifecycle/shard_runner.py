@@ -195,6 +195,8 @@ class ShardRunner:
                 self._advance(slot)
             except Exception as exc:  # a bug of ours: the shard ends FAILED, the runner goes on
                 self._end(slot, exc)
+        self._fetches.relieve()  # a job stuck behind blocked ones gets a thread (up to the bound)
+        self._lanes.relieve()
 
     def _receive(self, key: str, message: _Message) -> Slot | None:  # noqa: PLR0911 - one case per message
         if not isinstance(message, ShardEvent | _Fetched | _Stop | _Later | _Crashed | _LaneFree):

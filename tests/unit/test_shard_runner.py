@@ -52,6 +52,9 @@ class HeldPool:
     def close(self) -> None:
         self.jobs.clear()
 
+    def relieve(self) -> None:
+        return None
+
     def run(self) -> int:
         ran = 0
         while self.jobs:
