@@ -17,6 +17,7 @@ from typing import Any
 from consumer.checkpoint.store import CheckpointItem
 from consumer.clock import Clock, FakeClock, SystemClock
 from consumer.config import CheckpointConfig, RetrievalConfig, ShutdownConfig, StreamSpec, WorkerConfig
+from consumer.errors import TransientError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryTables
 from consumer.leases.model import Lease
@@ -86,9 +87,10 @@ class Rig:
         clock: Clock | None = None,
         fetches: Pool | None = None,
         lanes: Pool | None = None,
+        kinesis: CountingKinesis | None = None,
     ) -> None:
         self.clock = clock or FakeClock()
-        self.kinesis = CountingKinesis()
+        self.kinesis = kinesis or CountingKinesis()
         self.kinesis.create_stream("s", shards)
         self.shards = [s.shard_id for s in self.kinesis.list_shards("s")]
         self.tables = InMemoryTables()
@@ -416,3 +418,75 @@ def test_a_later_ownership_of_the_same_lease_is_a_shard_of_its_own() -> None:
     assert rig.outcomes() == [Outcome.LOST] and old.finished
     assert not new.finished and rig.runner.shards == 1
     assert ("w1", rig.shards[0], "lease_lost") in journal.events
+
+
+class FailingKinesis(CountingKinesis):
+    """Its ``fail_on``-th GetRecords fails transiently."""
+
+    fail_on = 2
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        if self.polls + 1 == self.fail_on:
+            self.polls += 1
+            raise TransientError("call 2 failed")
+        return super().get_records(iterator, limit)
+
+
+def test_a_failed_fetch_ahead_reaches_the_machine_and_nothing_is_fetched_until_its_backoff_ends() -> None:
+    journal = Journal()
+    retrieval = RetrievalConfig(idle_time_between_reads=0.0, max_records=1, reads_per_second=1000)
+    kinesis = FailingKinesis()
+    rig = Rig(1, _recording(journal), retrieval=retrieval, kinesis=kinesis)
+    for i in range(3):
+        kinesis.put("s", rig.shards[0], f"r{i}".encode())
+    rig.add()
+    for _ in range(3):
+        rig.clock.advance(0.01)  # type: ignore[attr-defined]
+        rig.settle()
+    # The first batch delivered; the second call (fetched ahead) failed and reached the machine, which backs
+    # off (0.1 to 0.2 s): no call behind its back meanwhile.
+    assert kinesis.polls == 2 and len(journal.deliveries) == 1
+    assert rig.consumers[0].machine.state.failures == 1
+    rig.clock.advance(0.25)  # type: ignore[attr-defined]
+    rig.settle()
+    assert kinesis.polls >= 3 and journal.sequences()[:2] == sorted(journal.sequences())[:2]
+
+
+def test_a_stop_drops_what_was_fetched_ahead() -> None:
+    journal = Journal()
+    retrieval = RetrievalConfig(
+        idle_time_between_reads=0.0, max_records=1, reads_per_second=1000, prefetch_batches=2
+    )
+    rig = Rig(1, _recording(journal), retrieval=retrieval)
+    for i in range(5):
+        rig.kinesis.put("s", rig.shards[0], f"r{i}".encode())
+    rig.add()
+    rig.runner.run_once()
+    rig.lanes.run()  # type: ignore[attr-defined] # the setup
+    for _ in range(4):
+        rig.clock.advance(0.01)  # type: ignore[attr-defined]
+        rig.settle(lanes=False)  # the first delivery held; two batches fetched ahead
+    assert rig.kinesis.polls == 3
+    rig.consumers[0].stop(ShutdownReason.REQUESTED)
+    rig.settle()
+    assert rig.outcomes() == [Outcome.STOPPED]
+    assert len(journal.deliveries) == 1  # the batch in hand only: nothing fetched ahead after a stop
+    stored = rig.tables.checkpoints[("s", rig.shards[0])].position
+    assert stored is not None and stored.sequence == journal.sequences()[0]
+
+
+def test_nothing_is_fetched_after_the_shard_end() -> None:
+    journal = Journal()
+    retrieval = RetrievalConfig(
+        idle_time_between_reads=0.0, max_records=10, reads_per_second=1000, prefetch_batches=3
+    )
+    rig = Rig(1, _recording(journal), retrieval=retrieval)
+    rig.kinesis.put("s", rig.shards[0], b"a")
+    rig.kinesis.split("s", rig.shards[0])  # the shard is closed: its end follows its one record
+    rig.add()
+    for _ in range(10):
+        rig.clock.advance(0.01)  # type: ignore[attr-defined]
+        rig.settle()
+    assert rig.outcomes() == [Outcome.SHARD_END]
+    assert rig.kinesis.polls <= 2  # the record and the end (perhaps in one call), and nothing after it
+    assert ("w1", rig.shards[0], "shard_ended") in journal.events
