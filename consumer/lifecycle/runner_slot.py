@@ -1,5 +1,5 @@
-"""What the shard runner keeps per shard (``Slot``), what it drives (``Host``: a shard consumer) and its
-timers; ``Slot.carry_out`` says which of the runner's hands each machine action goes to."""
+"""What the shard runner keeps per shard (``Slot``), what it drives (``Host``: a shard consumer), its timers
+and the messages of its inbox; ``Slot.carry_out`` says which of the runner's hands each action goes to."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
 from consumer.lifecycle.messages import Metric
+from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.shard_machine import ShardMachine
 from consumer.lifecycle.shard_messages import (
     Checkpoint,
@@ -25,11 +26,24 @@ from consumer.lifecycle.shard_messages import (
 )
 from consumer.lifecycle.shard_work import ShardWork
 from consumer.retrieval.reader import Fetch as Fetched
+from consumer.retrieval.reader import ShardReader
 
 if TYPE_CHECKING:
     from consumer.lifecycle.shard_runner import ShardRunner
 
-__all__ = ["Host", "Slot", "Timer"]
+__all__ = [
+    "Crashed",
+    "Ended",
+    "FetchDone",
+    "Host",
+    "LaneFree",
+    "Later",
+    "Message",
+    "Poke",
+    "Slot",
+    "Stop",
+    "Timer",
+]
 
 
 class Host(Protocol):
@@ -135,3 +149,51 @@ class Slot:
                 runner.end(self, action)
             case _:
                 assert_never(action)
+
+
+# -- what reaches the runner's inbox ----------------------------------------------------------------
+@dataclass(frozen=True)
+class FetchDone:
+    """A fetch job's result (dropped when ``gen`` is not the slot's any more)."""
+
+    gen: int
+    item: Fetched | Exception | None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The coordinator's stop of a shard."""
+
+    reason: ShutdownReason
+    reader: ShardReader | None
+    finishing: bool  # a requested stop lets the fetch the machine waits on finish (within a grace)
+
+
+@dataclass(frozen=True)
+class Later:
+    """A processor's timer, asked for."""
+
+    delay: float
+    callback: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Crashed:
+    """A bug of ours in a lane job: the shard ends FAILED."""
+
+    error: Exception
+
+
+class LaneFree:
+    """A processor timer's callback ran."""
+
+
+class Ended:
+    """The finish job ran: the shard is forgotten."""
+
+
+class Poke:
+    """Something the machine reads changed (records done, a checkpoint the processor wrote)."""
+
+
+Message = ShardEvent | FetchDone | Stop | Later | Crashed | LaneFree | Ended | Poke | Host

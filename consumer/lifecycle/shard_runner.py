@@ -25,59 +25,34 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from consumer.clock import Clock
 from consumer.lifecycle.pools import Pool
 from consumer.lifecycle.processor import ShutdownReason
-from consumer.lifecycle.runner_slot import Host, Slot, Timer
-from consumer.lifecycle.shard_messages import ShardEvent, StopRequested, Tick
-from consumer.retrieval.reader import Fetch, ShardReader
+from consumer.lifecycle.runner_fetch import Fetching
+from consumer.lifecycle.runner_slot import (
+    Crashed,
+    Ended,
+    FetchDone,
+    Host,
+    LaneFree,
+    Later,
+    Message,
+    Poke,
+    Slot,
+    Stop,
+    Timer,
+)
+from consumer.lifecycle.shard_messages import ShardEvent, Tick
+from consumer.retrieval.reader import ShardReader
 
 __all__ = ["Host", "LaneTimers", "ShardRunner"]
 
 logger = logging.getLogger(__name__)
 
 _LONGEST_WAIT = 0.5  # the scheduler looks at its clock at least this often (a fake clock moves by itself)
-
-
-@dataclass(frozen=True)
-class _Fetched:
-    gen: int
-    item: Fetch | Exception | None
-
-
-@dataclass(frozen=True)
-class _Stop:
-    reason: ShutdownReason
-    reader: ShardReader | None
-    finishing: bool  # a requested stop lets the fetch the machine waits on finish (within a grace)
-
-
-@dataclass(frozen=True)
-class _Later:
-    delay: float
-    callback: Callable[[], None]
-
-
-@dataclass(frozen=True)
-class _Crashed:
-    error: Exception
-
-
-class _LaneFree:  # a processor timer's callback ran
-    pass
-
-
-class _Ended:  # the finish job ran: the shard is forgotten
-    pass
-
-
-class _Poke:  # something the machine reads changed (records done, a checkpoint the processor wrote)
-    pass
-
-
-_Message = ShardEvent | _Fetched | _Stop | _Later | _Crashed | _LaneFree | _Ended | _Poke | Host
 
 
 @dataclass(frozen=True)
@@ -92,7 +67,7 @@ class LaneTimers:
         self.runner.call_later(self.key, delay, callback)
 
 
-class ShardRunner:
+class ShardRunner(Fetching):
     """Runs shard machines; ``add`` one, ``stop`` or ``poke`` it by key, from any thread."""
 
     def __init__(
@@ -105,7 +80,7 @@ class ShardRunner:
         self._lanes = lanes
         self._name = name
         self._cond = threading.Condition(threading.Lock())
-        self._inbox: list[tuple[str, _Message]] = []
+        self._inbox: list[tuple[str, Message]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
         # The scheduler's own state (its thread only).
@@ -124,15 +99,15 @@ class ShardRunner:
 
     def stop(self, key: str, reason: ShutdownReason, reader: ShardReader | None, finishing: bool) -> None:
         """The shard's stop (its reader already interrupted unless ``finishing``)."""
-        self._post(key, _Stop(reason, reader, finishing))
+        self._post(key, Stop(reason, reader, finishing))
 
     def poke(self, key: str) -> None:
         """Step the shard's machine soon: something it reads has changed."""
-        self._post(key, _Poke())
+        self._post(key, Poke())
 
     def call_later(self, key: str, delay: float, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the shard's lane after ``delay`` seconds (never beside a processor call)."""
-        self._post(key, _Later(delay, callback))
+        self._post(key, Later(delay, callback))
 
     def timers(self, key: str) -> LaneTimers:
         """The ``Timers`` a shard's processor is given (``InitializationInput.timers``)."""
@@ -160,7 +135,7 @@ class ShardRunner:
         """Shards being driven now."""
         return len(self._slots)
 
-    def _post(self, key: str, message: _Message) -> None:
+    def _post(self, key: str, message: Message) -> None:
         with self._cond:
             self._inbox.append((key, message))
             self._cond.notify()
@@ -183,27 +158,32 @@ class ShardRunner:
             inbox, self._inbox = self._inbox, []
         dirty: dict[str, Slot] = {}
         for key, message in inbox:
-            if (slot := self._receive(key, message)) is not None:
-                dirty[slot.key] = slot
+            self._guarded(key, dirty, partial(self._receive, key, message))
         now = self._clock.monotonic()
         while self._timers and self._timers[0].at <= now:
             timer = heapq.heappop(self._timers)
-            if (slot := self._fire(timer)) is not None:
-                dirty[slot.key] = slot
-        for slot in dirty.values():
-            try:
-                self._advance(slot)
-            except Exception as exc:  # a bug of ours: the shard ends FAILED, the runner goes on
-                self._end(slot, exc)
+            self._guarded(timer.key, dirty, partial(self._fire, timer))
+        for key, slot in dirty.items():
+            self._guarded(key, {}, partial(self._advance, slot))
         self._fetches.relieve()  # a job stuck behind blocked ones gets a thread (up to the bound)
         self._lanes.relieve()
 
-    def _receive(self, key: str, message: _Message) -> Slot | None:  # noqa: PLR0911 - one case per message
-        if not isinstance(message, ShardEvent | _Fetched | _Stop | _Later | _Crashed | _LaneFree):
-            if isinstance(message, _Ended):
+    def _guarded(self, key: str, dirty: dict[str, Slot], work: Callable[[], Slot | None]) -> None:
+        """Run one piece of the scheduler's work for ``key``; a bug of ours there ends that shard FAILED and
+        the runner goes on with the others."""
+        try:
+            if (slot := work()) is not None:
+                dirty[slot.key] = slot
+        except Exception as exc:
+            if (slot := self._slots.get(key)) is not None and not slot.ending:
+                self._end(slot, exc)
+
+    def _receive(self, key: str, message: Message) -> Slot | None:  # noqa: PLR0911 - one case per message
+        if not isinstance(message, ShardEvent | FetchDone | Stop | Later | Crashed | LaneFree):
+            if isinstance(message, Ended):
                 self._slots.pop(key, None)
                 return None
-            if isinstance(message, _Poke):
+            if isinstance(message, Poke):
                 return self._slots.get(key)
             added = self._slots[key] = Slot(message)
             return added
@@ -211,17 +191,17 @@ class ShardRunner:
         if slot is None or slot.ending:
             return None
         match message:
-            case _Fetched():
+            case FetchDone():
                 self._fetched(slot, message)
-            case _Stop():
+            case Stop():
                 self._stopped(slot, message)
-            case _Later():
+            case Later():
                 self._timer(self._clock.monotonic() + message.delay, slot, "later", message.callback)
                 return None
-            case _Crashed():
+            case Crashed():
                 self._end(slot, message.error)
                 return None
-            case _LaneFree():
+            case LaneFree():
                 slot.busy = False
             case _:  # an action's result
                 slot.busy = False
@@ -260,7 +240,7 @@ class ShardRunner:
         """Step the machine while it has something to go on; hand out what it asks for."""
         while not slot.ending and not slot.busy:
             if slot.callbacks:  # a processor's timer, between two of its calls
-                self._on_lane(slot, slot.callbacks.pop(0), _LaneFree)
+                self._on_lane(slot, slot.callbacks.pop(0), LaneFree)
                 return
             if slot.want:  # the machine waits on a fetch
                 return
@@ -282,17 +262,17 @@ class ShardRunner:
         """Run ``job`` (a processor call or a checkpoint write) on the lane pool; its event comes back."""
         self._on_lane(slot, job, None)
 
-    def _on_lane(self, slot: Slot, job: Callable[[], Any], done: type[_LaneFree] | None) -> None:
+    def _on_lane(self, slot: Slot, job: Callable[[], Any], done: type[LaneFree] | None) -> None:
         slot.busy = True
         key = slot.key
 
         def run() -> None:
-            message: _Message
+            message: Message
             try:
                 result = job()
                 message = done() if done is not None else result
             except Exception as exc:  # the shard's boundary: it ends FAILED, reported once
-                message = _LaneFree() if done is not None else _Crashed(exc)
+                message = LaneFree() if done is not None else Crashed(exc)
                 if done is not None:
                     logger.exception(
                         "processor timer failed", extra={"event": "processor_timer_failed", "shard": key}
@@ -300,24 +280,6 @@ class ShardRunner:
             self._post(key, message)
 
         self._lanes.submit(run)
-
-    def fetch(self, slot: Slot) -> None:
-        """A machine's ``Fetch``: a result fetched ahead at once, else the one under way, else a new one."""
-        if (answer := slot.work.begin_fetch()) is not None:
-            slot.events.append(answer)
-            return
-        slot.want, slot.ahead_wanted = True, True
-        if slot.ahead:
-            self._hand(slot, slot.ahead.popleft())
-        elif not slot.fetch_running:
-            self._start_fetch(slot)
-
-    def drop_ahead(self, slot: Slot) -> None:
-        """Forget what was fetched ahead and a fetch under way that the machine does not wait on."""
-        slot.ahead.clear()
-        if not slot.want:
-            slot.gen += 1
-            slot.fetch_running = False
 
     def end(self, slot: Slot, finish: Any) -> None:
         """The machine finished: the rest (lease_lost, the report, the reader closed) on the lane."""
@@ -333,84 +295,6 @@ class ShardRunner:
             try:
                 slot.host.ended(finish, error)
             finally:
-                self._post(key, _Ended())
+                self._post(key, Ended())
 
         self._lanes.submit(run)
-
-    # -- fetching --------------------------------------------------------------------------------------
-    def _start_fetch(self, slot: Slot) -> None:
-        reader = slot.work.reader
-        assert reader is not None
-        slot.fetch_running = True
-        ready_at: Callable[[], float] | None = getattr(reader, "ready_at", None)
-        if ready_at is not None and (at := ready_at()) > self._clock.monotonic():
-            self._timer(at, slot, "pace", slot.gen)  # the pacing wait on the heap, not on a thread
-            return
-        self._submit_fetch(slot)
-
-    def _submit_fetch(self, slot: Slot) -> None:
-        reader, gen, key = slot.work.reader, slot.gen, slot.key
-        assert reader is not None
-
-        def run() -> None:
-            item: Fetch | Exception | None
-            try:
-                item = reader.fetch()
-            except Exception as exc:  # handed to the machine, whose retry policy decides
-                item = exc
-            self._post(key, _Fetched(gen, item))
-
-        self._fetches.submit(run)
-
-    def _fetched(self, slot: Slot, message: _Fetched) -> None:
-        if message.gen != slot.gen:
-            return  # fetched by a reader since interrupted or closed: dropped
-        slot.fetch_running = False
-        item = message.item
-        if isinstance(item, Exception):
-            slot.ahead_wanted = False  # nothing more until the machine asks again (its retry policy)
-        elif item is not None and item.shard_end:
-            slot.fetched_end = True
-        if slot.want:
-            self._hand(slot, item)
-        else:
-            slot.ahead.append(item)
-            self._ahead(slot)
-
-    def _hand(self, slot: Slot, item: Fetch | Exception | None) -> None:
-        slot.want = False
-        slot.events.append(slot.work.fetched(item))
-        self._ahead(slot)
-
-    def _ahead(self, slot: Slot) -> None:
-        """The next fetch, run while the batch in hand is delivered (up to ``depth`` results kept)."""
-        if (
-            slot.fetch_running
-            or slot.stopping
-            or slot.fetched_end
-            or not slot.ahead_wanted
-            or len(slot.ahead) >= slot.host.depth
-            or slot.work.reader is None
-        ):
-            return
-        self._start_fetch(slot)
-
-    def _stopped(self, slot: Slot, stop: _Stop) -> None:
-        slot.events.append(StopRequested(stop.reason))
-        slot.stopping = True
-        if stop.reader is None:
-            return
-        if stop.finishing:  # a call that hangs must not hold the hand-off
-            slot.ahead.clear()
-            self._timer(self._clock.monotonic() + slot.host.grace, slot, "grace", slot.gen)
-        else:  # a stopping owner delivers none of it: the next starts at the checkpoint
-            self._cut(slot)
-
-    def _cut(self, slot: Slot) -> None:
-        """Drop what was fetched ahead and the fetch under way (its call may still be running on the fetch
-        pool: its result is dropped); a machine waiting on it gets nothing."""
-        slot.ahead.clear()
-        slot.gen += 1
-        slot.fetch_running = False
-        if slot.want:
-            self._hand(slot, None)

@@ -30,6 +30,7 @@ from consumer.lifecycle.processor import (
     ShutdownReason,
 )
 from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.shard_messages import ShardEvent
 from consumer.lifecycle.shard_runner import ShardRunner
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.metrics.sink import InMemoryMetrics
@@ -490,3 +491,20 @@ def test_nothing_is_fetched_after_the_shard_end() -> None:
     assert rig.outcomes() == [Outcome.SHARD_END]
     assert rig.kinesis.polls <= 2  # the record and the end (perhaps in one call), and nothing after it
     assert ("w1", rig.shards[0], "shard_ended") in journal.events
+
+
+def test_a_bug_of_ours_ends_its_shard_failed_and_the_others_go_on() -> None:
+    journal = Journal()
+    rig = Rig(2, _recording(journal))
+    for shard in rig.shards:
+        rig.kinesis.put("s", shard, b"a")
+    broken = rig.consumers[0]
+
+    def news() -> list[ShardEvent]:
+        raise RuntimeError("a bug")
+
+    broken.news = news  # type: ignore[method-assign]
+    rig.add()
+    rig.settle()
+    assert rig.outcomes() == [Outcome.FAILED] and broken.finished
+    assert journal.sequences(rig.shards[1]) and not rig.consumers[1].finished
