@@ -150,7 +150,10 @@ class ShardRunner(Fetching):
                     due = self._timers[0].at - self._clock.monotonic() if self._timers else _LONGEST_WAIT
                     if due > 0:
                         self._cond.wait(min(due, _LONGEST_WAIT))
-            self.run_once()
+            try:
+                self.run_once()
+            except Exception:  # the thread every shard depends on must not die (each shard's bugs end it)
+                logger.exception("shard runner failed", extra={"event": "shard_runner_failed"})
 
     def run_once(self) -> None:
         """Take every message, fire every timer that is due, then step each machine that has news."""
