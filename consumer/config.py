@@ -307,11 +307,12 @@ class ThreadsConfig:
 
     @property
     def dynamodb_connections(self) -> int:
-        """The DynamoDB client's: one per processor thread (checkpoints), and the coordinator's."""
+        """The DynamoDB client's: one per processor thread (checkpoints), and the coordinator's (its hand-off
+        writes included)."""
         return self.processor_threads + _SPARE_CONNECTIONS
 
 
-_SPARE_CONNECTIONS = 4  # the coordinator, the background lane, start-up checks
+_SPARE_CONNECTIONS = 12  # the coordinator and its 8 hand-off writers, the background lane, start-up checks
 
 
 @dataclass(frozen=True)

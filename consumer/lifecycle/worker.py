@@ -11,6 +11,7 @@ import logging
 import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Unpack, cast
 
 from consumer.checkpoint.store import CheckpointStore
@@ -24,7 +25,16 @@ from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
-from consumer.lifecycle.messages import Deregister, Event, ShardFinished, ShutdownRequested, Stop
+from consumer.lifecycle.messages import (
+    Action,
+    Deregister,
+    Event,
+    LeaseWrite,
+    ShardFinished,
+    ShutdownRequested,
+    Stop,
+    WriteKind,
+)
 from consumer.lifecycle.ownership import Ownership
 from consumer.lifecycle.pools import GrowingPool
 from consumer.lifecycle.processor import ShutdownReason
@@ -45,6 +55,9 @@ __all__ = ["Worker"]
 logger = logging.getLogger(__name__)
 
 _HEARTBEAT_RETRY = 0.5  # seconds before a failed heartbeat is sent again (less with short windows)
+# A step's hand-off writes (one per lease: releases, transfers) run this many at once, e.g. a shutdown's.
+HANDOFF_WRITERS = 8
+_HANDOFFS = (WriteKind.RELEASE, WriteKind.TRANSFER)
 
 
 class Worker(BackgroundControl):
@@ -143,6 +156,7 @@ class Worker(BackgroundControl):
             heartbeats=self._heartbeat_lane,
             background=self._background,
         )
+        self._handoffs = ThreadPoolExecutor(HANDOFF_WRITERS, thread_name_prefix=f"handoffs-{self.id}")
         self._metrics_interval = metrics_interval
         self._born = self._clock.monotonic()
         self._init_control()
@@ -197,6 +211,7 @@ class Worker(BackgroundControl):
             self._background.stop()
             self._join_consumers()
             self.runner.close()
+            self._handoffs.shutdown(wait=False)
             self._ctx.event_loop.close(self.config.shutdown.final_checkpoint_timeout)
             self.metrics.flush()
             self.stopped.set()
@@ -208,7 +223,7 @@ class Worker(BackgroundControl):
         while True:
             now = self._clock.monotonic()
             actions = self.coordinator.step(now, events)
-            events = [e for a in actions if (e := self._effects.run(a)) is not None]
+            events = self._carry_out(actions)
             if self.coordinator.done:
                 return
             if now >= next_metrics:
@@ -219,6 +234,22 @@ class Worker(BackgroundControl):
             else:
                 wait = min(self.coordinator.next_due(), next_metrics) - self._clock.monotonic()
                 events = self._wait(max(0.0, wait))
+
+    def _carry_out(self, actions: list[Action]) -> list[Event]:
+        """Each action's event, in order. A run of hand-off writes in a row (each its own lease's conditional
+        write) goes out at once on the hand-off pool, so that a shutdown's releases do not queue one behind
+        another; what follows the run waits for all of it."""
+        events: list[Event] = []
+        running: list[Future[Event | None]] = []
+        for action in [*actions, None]:
+            if isinstance(action, LeaseWrite) and action.kind in _HANDOFFS:
+                running.append(self._handoffs.submit(self._effects.run, action))
+                continue
+            events += [e for f in running if (e := f.result()) is not None]
+            running = []
+            if action is not None and (event := self._effects.run(action)) is not None:
+                events.append(event)
+        return events
 
     def _wait(self, timeout: float) -> list[Event]:
         """The events that arrived within ``timeout`` (all of them, once the first is here)."""
