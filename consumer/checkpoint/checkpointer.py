@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from consumer.checkpoint.store import CheckpointStore
@@ -29,7 +28,6 @@ class OrderedTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
         self._positions: dict[int, Position] = {}
         self._done: set[int] = set()
         self._next_index = 0
@@ -63,7 +61,6 @@ class OrderedTracker:
                 self._done.discard(self._head)
                 self._watermark = self._positions.pop(self._head)
                 self._head += 1
-            self._changed.notify_all()
             advanced = self._head != head
         if advanced and (listener := self._listener) is not None:
             listener()
@@ -78,22 +75,10 @@ class OrderedTracker:
         with self._lock:
             return self._next_index - self._head
 
-    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
-        """Wait until every tracked record is done, ``timeout`` passes, or ``keep_waiting()`` turns false
-        (checked at least every 50 ms)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while self._next_index > self._head and keep_waiting():
-                left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
-                if left <= 0:
-                    return
-                self._changed.wait(left)
-
     def close(self) -> None:
         """After a lost lease: later ``done()`` calls are ignored."""
         with self._lock:
             self._closed = True
-            self._changed.notify_all()
 
 
 class CheckpointWriter:
