@@ -61,9 +61,8 @@ class ShardConsumer:
         runner = self._runner = ctx.runner or ShardRunner(
             ctx.clock, GrowingPool(f"fetch-{lease.shard_id}", 1), GrowingPool(f"lane-{lease.shard_id}", 1)
         )
-        self.work = ShardWork(
-            lease, spec, ctx, self.guard, lambda: runner.poke(self._key), runner.timers(self._key)
-        )
+        self._poked = False  # a poke is on its way: more done() calls before the next step need none
+        self.work = ShardWork(lease, spec, ctx, self.guard, self._poke, runner.timers(self._key))
         self.depth = cfg.retrieval.prefetch_batches
         self.grace = cfg.retrieval.idle_time_between_reads + _FINAL_FETCH_GRACE
         rules = Rules(
@@ -147,6 +146,12 @@ class ShardConsumer:
             if self._own_runner:
                 self._runner.close()
 
+    def _poke(self) -> None:
+        """Records were marked done, or a checkpoint written (any thread): one poke per step at most."""
+        if not self._poked:
+            self._poked = True
+            self._runner.poke(self._key)
+
     def metric(self, action: Metric) -> None:
         """A machine's metric, recorded."""
         self._ctx.metrics.add(action.name, action.value, action.stream, action.shard)
@@ -154,6 +159,7 @@ class ShardConsumer:
     def news(self) -> list[ShardEvent]:
         """What changed outside the machine's actions: our window, records done, the processor's own
         checkpoints."""
+        self._poked = False  # first: what changes from here on pokes again
         news: list[ShardEvent] = []
         state, now = self.machine.state, self._ctx.clock.monotonic()
         valid, ends = self.guard.is_valid(), now + self.guard.remaining()
