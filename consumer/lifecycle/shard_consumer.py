@@ -27,6 +27,7 @@ from consumer.lifecycle.shard_machine import ShardMachine
 from consumer.lifecycle.shard_messages import (
     Finish,
     ShardEvent,
+    StopRequested,
     ValidityChanged,
     WatermarkAdvanced,
     WriterChanged,
@@ -157,11 +158,18 @@ class ShardConsumer:
         self._ctx.metrics.add(action.name, action.value, action.stream, action.shard)
 
     def news(self) -> list[ShardEvent]:
-        """What changed outside the machine's actions: our window, records done, the processor's own
+        """What changed outside the machine's actions: a stop, our window, records done, the processor's own
         checkpoints."""
         self._poked = False  # first: what changes from here on pokes again
         news: list[ShardEvent] = []
         state, now = self.machine.state, self._ctx.clock.monotonic()
+        # The stop too (its runner message may still be queued): a fetch it already answered must not
+        # start another round that knows nothing of it.
+        reason = self.work.reason
+        if reason is not None and (
+            state.stop is None or (reason is ShutdownReason.LEASE_LOST and state.stop is not reason)
+        ):
+            news.append(StopRequested(reason))
         valid, ends = self.guard.is_valid(), now + self.guard.remaining()
         if valid != state.valid or ends != state.window_ends:
             news.append(ValidityChanged(valid, ends))

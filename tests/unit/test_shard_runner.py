@@ -508,3 +508,19 @@ def test_a_bug_of_ours_ends_its_shard_failed_and_the_others_go_on() -> None:
     rig.settle()
     assert rig.outcomes() == [Outcome.FAILED] and broken.finished
     assert journal.sequences(rig.shards[1]) and not rig.consumers[1].finished
+
+
+def test_a_stop_whose_message_has_not_reached_the_runner_yet_is_seen_by_the_next_step() -> None:
+    """``stop()`` marks the shard stopping at once (its next fetch is answered with nothing) and then posts
+    its message: a step in between sees the stop too, instead of fetching nothing again and again."""
+    journal = Journal()
+    rig = Rig(1, _recording(journal))
+    rig.kinesis.put("s", rig.shards[0], b"a")
+    rig.add()
+    rig.settle()
+    consumer = rig.consumers[0]
+    consumer.work.stopping(ShutdownReason.REQUESTED, fanout=False)  # the first half of stop()
+    for _ in range(3):
+        rig.clock.advance(IDLE)  # type: ignore[attr-defined]
+        rig.settle()
+    assert rig.outcomes() == [Outcome.STOPPED]
