@@ -523,13 +523,13 @@ WAITS = (  # a thread parked on a lock, an event or a socket: not work of this p
 
 
 def profile_summary(path: Path) -> dict[str, Any]:
-    """Shares of the worker's samples (its shard and fetch threads) in what the issue named, and the top
+    """Shares of the worker's samples (its shard runner's scheduler and pool threads) in what the issue named, and the top
     frames by own time, from a py-spy raw (collapsed stacks) profile."""
     stacks: list[tuple[str, int]] = []
     waiting = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if "shard_consumer.py" not in stack and "FetchAhead._run" not in stack:
+        if "shard_runner.py" not in stack and "pools.py" not in stack:
             continue
         if stack.rsplit(";", 1)[-1].startswith(WAITS):
             waiting += int(count)

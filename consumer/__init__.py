@@ -19,6 +19,7 @@ from consumer.config import (
     RetrievalConfig,
     ShutdownConfig,
     StreamSpec,
+    ThreadsConfig,
     WorkerConfig,
 )
 from consumer.embed import create_worker
@@ -42,6 +43,7 @@ from consumer.lifecycle.processor import (
     ShardEndedInput,
     ShutdownReason,
     ShutdownRequestedInput,
+    Timers,
 )
 from consumer.lifecycle.worker import Worker
 from consumer.records import SHARD_END, Position, Record
@@ -74,6 +76,8 @@ __all__ = [
     "ShutdownReason",
     "ShutdownRequestedInput",
     "StreamSpec",
+    "ThreadsConfig",
+    "Timers",
     "UnreachableError",
     "Worker",
     "WorkerConfig",

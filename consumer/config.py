@@ -22,6 +22,7 @@ from consumer.settings.lease import LeaseConfig
 from consumer.settings.processing import CheckpointConfig, HealthConfig, ProcessingConfig, ShutdownConfig
 from consumer.settings.raw_sink import RawSinkConfig, raw_sink_config_from_env
 from consumer.settings.retrieval import InitialPosition, RetrievalConfig
+from consumer.settings.threads import ThreadsConfig
 
 if TYPE_CHECKING:
     from consumer.lifecycle.async_processor import AsyncRecordProcessor
@@ -38,6 +39,7 @@ __all__ = [
     "RetrievalConfig",
     "ShutdownConfig",
     "StreamSpec",
+    "ThreadsConfig",
     "WorkerConfig",
     "default_text",
     "env_float",
@@ -90,6 +92,7 @@ class WorkerConfig:
     processing: ProcessingConfig = field(default_factory=ProcessingConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
+    threads: ThreadsConfig = field(default_factory=ThreadsConfig)
 
     def __post_init__(self) -> None:
         for name in ("application", "lease_table", "checkpoint_table", "worker_id"):
@@ -117,6 +120,7 @@ _SECTIONS: dict[str, type] = {
     "processing": ProcessingConfig,
     "shutdown": ShutdownConfig,
     "health": HealthConfig,
+    "threads": ThreadsConfig,
     "raw_sink": RawSinkConfig,
 }
 # Processor settings the environment sets (a processor declares one as its ``settings_type``).
@@ -292,6 +296,12 @@ def _from_env(
         health=HealthConfig(
             file=env.get("CONSUMER_HEALTH_FILE", "").strip() or None,
             max_age=f("CONSUMER_HEALTH_MAX_AGE_SECONDS", "health.max_age"),
+        ),
+        threads=ThreadsConfig(
+            fetch_threads=env_int(env, "CONSUMER_FETCH_THREADS", _default("threads.fetch_threads")),
+            processor_threads=env_int(
+                env, "CONSUMER_PROCESSOR_THREADS", _default("threads.processor_threads")
+            ),
         ),
     )
 

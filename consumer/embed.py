@@ -99,7 +99,8 @@ def create_worker(
     if unknown:
         raise ConfigError("endpoints", f"unknown service {unknown[0]!r}; known: {', '.join(_SERVICES)}")
     target = AwsTarget(session=session, region=region)
-    clients = _Clients(target, endpoint_url, dict(endpoints or {}))
+    pools = {"kinesis": config.threads.kinesis_connections, "dynamodb": config.threads.dynamodb_connections}
+    clients = _Clients(target, endpoint_url, dict(endpoints or {}), pools)
     if checks:
         try:
             run_preflight(config, Clients(clients.checking), source, target)
@@ -128,7 +129,15 @@ class _Clients:
     """One client per service, made on first use with the caller's session, region and endpoints (and the
     heartbeat lane's own DynamoDB client, with its short timeouts)."""
 
-    def __init__(self, target: AwsTarget, endpoint_url: str | None, endpoints: dict[str, str]) -> None:
+    def __init__(
+        self,
+        target: AwsTarget,
+        endpoint_url: str | None,
+        endpoints: dict[str, str],
+        pools: dict[str, int] | None = None,
+    ) -> None:
+        """``pools``: each worker client's ``max_pool_connections`` (they follow the runner's pools)."""
+        self._pools = pools or {}
         self._target = target
         self._endpoint_url = endpoint_url
         self._endpoints = endpoints
@@ -136,7 +145,10 @@ class _Clients:
 
     def __call__(self, service: str) -> Any:
         if service not in self._made:
-            self._made[service] = self._make(service, WORKER_CALLS if service in _WORKER_CALLS else None)
+            config = WORKER_CALLS if service in _WORKER_CALLS else None
+            if (size := self._pools.get(service)) is not None:  # the pool can never be full
+                config = (config or Config()).merge(Config(max_pool_connections=size))
+            self._made[service] = self._make(service, config)
         return self._made[service]
 
     def checking(self, service: str) -> Any:

@@ -103,6 +103,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "batches fetched ahead while the processor works (0..16; 0: none)",
     ),
     EnvVar(
+        "CONSUMER_FETCH_THREADS",
+        "threads.fetch_threads",
+        "threads that run every shard's GetRecords (the Kinesis connection pool follows)",
+    ),
+    EnvVar(
+        "CONSUMER_PROCESSOR_THREADS",
+        "threads.processor_threads",
+        "threads that run processor calls and checkpoints, one per shard at a time (DynamoDB pool follows)",
+    ),
+    EnvVar(
         "CONSUMER_INITIAL_POSITION",
         "retrieval.initial_position",
         "TRIM_HORIZON, LATEST or AT_TIMESTAMP; only for shards without a checkpoint",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from consumer.checkpoint.store import CheckpointStore
@@ -29,13 +28,17 @@ class OrderedTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
         self._positions: dict[int, Position] = {}
         self._done: set[int] = set()
         self._next_index = 0
         self._head = 0  # lowest index not yet known done
         self._watermark: Position | None = None
         self._closed = False
+        self._listener: Callable[[], None] | None = None
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the thread marking done, outside the lock) when the watermark advances."""
+        self._listener = listener
 
     def track(self, records: Sequence[Record]) -> Sequence[Record]:
         """Give each record its ``done()``: the records themselves, not copies (each is tracked once)."""
@@ -53,11 +56,14 @@ class OrderedTracker:
             if self._closed or index < self._head or index not in self._positions:
                 return
             self._done.add(index)
+            head = self._head
             while self._head in self._done:
                 self._done.discard(self._head)
                 self._watermark = self._positions.pop(self._head)
                 self._head += 1
-            self._changed.notify_all()
+            advanced = self._head != head
+        if advanced and (listener := self._listener) is not None:
+            listener()
 
     @property
     def watermark(self) -> Position | None:
@@ -69,22 +75,10 @@ class OrderedTracker:
         with self._lock:
             return self._next_index - self._head
 
-    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
-        """Wait until every tracked record is done, ``timeout`` passes, or ``keep_waiting()`` turns false
-        (checked at least every 50 ms)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while self._next_index > self._head and keep_waiting():
-                left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
-                if left <= 0:
-                    return
-                self._changed.wait(left)
-
     def close(self) -> None:
         """After a lost lease: later ``done()`` calls are ignored."""
         with self._lock:
             self._closed = True
-            self._changed.notify_all()
 
 
 class CheckpointWriter:

@@ -32,10 +32,6 @@ class CheckpointPolicy(Protocol):
         """Write the checkpoint if it is due (may raise ``TransientError``; the loop retries)."""
         ...
 
-    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
-        """Manual mode: wait for in-flight records to be marked done."""
-        ...
-
     @property
     def pending(self) -> int: ...
 
@@ -73,9 +69,6 @@ class AutoCheckpoints:
             writer.write(self._processed)
             self._last = now
 
-    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
-        return None
-
     @property
     def pending(self) -> int:
         return 0
@@ -110,8 +103,9 @@ class ManualCheckpoints:
             writer.write(mark)
             self._last = now
 
-    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
-        self._tracker.wait_done(timeout, keep_waiting)
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever records marked done advance the watermark (it wakes the shard)."""
+        self._tracker.listen(listener)
 
     @property
     def pending(self) -> int:
@@ -141,9 +135,6 @@ class ExplicitCheckpoints:
         return None
 
     def save_due(self, writer: CheckpointWriter, idle: bool) -> None:
-        return None
-
-    def wait_done(self, timeout: float | None, keep_waiting: Callable[[], bool]) -> None:
         return None
 
     @property

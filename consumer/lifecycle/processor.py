@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +20,7 @@ __all__ = [
     "ShardEndedInput",
     "ShutdownReason",
     "ShutdownRequestedInput",
+    "Timers",
 ]
 
 
@@ -65,9 +66,20 @@ class Checkpointer(Protocol):
         ...
 
 
+class Timers(Protocol):
+    """A processor's own timers, run by the worker on the shard's lane: a callback never runs beside another
+    call of the same processor (``process_records``, ``shutdown_requested``...), so it needs no lock."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, ``delay`` seconds from now (or later, after the call under way). Not called
+        once the shard has ended; an exception it raises is logged."""
+        ...
+
+
 @dataclass(frozen=True)
 class InitializationInput:
-    """A shard's ownership begins: where it starts (the checkpoint, or the initial position without one)."""
+    """A shard's ownership begins: where it starts (the checkpoint, or the initial position without one).
+    ``timers``: callbacks on the shard's lane (``Timers``; None where the engine has none, e.g. a test)."""
 
     stream: str
     shard_id: str
@@ -75,6 +87,7 @@ class InitializationInput:
     starting_position: Position | None  # None: the shard's initial position (no checkpoint yet)
     initial_position: str
     guard: LeaseGuard
+    timers: Timers | None = None
 
 
 @dataclass(frozen=True)

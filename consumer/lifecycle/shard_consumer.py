@@ -1,48 +1,39 @@
-"""One shard's processing loop, on its own thread: the shell of ``ShardMachine``, which decides everything.
+"""One shard's consumption: the shell of ``ShardMachine``, which decides everything, driven by the worker's
+``ShardRunner`` (a few threads for all the shards, not one per shard).
 
-The loop feeds the machine what happened (an action's result, a stop, our window, records marked done,
+The runner feeds the machine what happened (an action's result, a stop, our window, records marked done,
 checkpoints the processor wrote) and carries out what it asks: set up, fetch, deliver, checkpoint, wait,
-finish. It reads the time only from the injected clock and never sleeps: a wait is on a condition that a stop
-ends at once. The coordinator talks to it through one call, ``stop(reason)``; it answers once, with a
+finish. The coordinator talks to a consumer through one call, ``stop(reason)``; it answers once, with a
 ``ShardFinished`` event. A requested stop lets a poll already under way (its pacing wait and GetRecords)
-finish, bounded by one pacing interval and a grace, and delivers what it brings before the final checkpoint.
+finish, bounded by one pacing interval and a grace (a timer of the runner), and delivers what it brings
+before the final checkpoint.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import threading
-from typing import assert_never
 
 from consumer.checkpoint.policy import ManualCheckpoints
 from consumer.config import StreamSpec
 from consumer.leases.model import Lease
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Metric, Outcome, ShardFinished
-from consumer.lifecycle.processor import (
-    ShutdownReason,
-)
+from consumer.lifecycle.pools import GrowingPool
+from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.shard_machine import ShardMachine
 from consumer.lifecycle.shard_messages import (
-    Checkpoint,
-    CloseReader,
-    Deliver,
-    EndShard,
-    Fetch,
     Finish,
-    NotifyShutdown,
-    Setup,
-    ShardAction,
     ShardEvent,
     StopRequested,
-    Tick,
     ValidityChanged,
-    WaitUntil,
     WatermarkAdvanced,
     WriterChanged,
 )
 from consumer.lifecycle.shard_model import Rules
+from consumer.lifecycle.shard_runner import ShardRunner
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.lifecycle.shard_work import ShardWork
 
@@ -50,21 +41,31 @@ __all__ = ["ConsumerContext", "ShardConsumer", "ShardGuard"]  # the first two re
 
 logger = logging.getLogger(__name__)
 
-_FINAL_FETCH_GRACE = 0.5  # seconds a poll under way at a requested stop may take beyond its pacing wait
+_DONE_FALLBACK = 0.5  # a wait for records done looks again this often (done() itself wakes the shard)
+_FINAL_FETCH_GRACE = 0.5
+_SERIAL = itertools.count()  # seconds a poll under way at a requested stop may take beyond its pacing wait
 
 
 class ShardConsumer:
-    """Consumes one lease's shard on its own thread until it finishes in one known way (``Outcome``)."""
+    """Consumes one lease's shard until it finishes in one known way (``Outcome``), on the worker's runner
+    (``ctx.runner``; without one, e.g. in a test outside a worker, on a small runner of its own)."""
 
     def __init__(self, lease: Lease, spec: StreamSpec, ctx: ConsumerContext) -> None:
         self.lease = lease
         self._ctx = ctx
         self.guard = ShardGuard(lease.epoch, ctx.validity)
-        self._work = ShardWork(lease, spec, ctx, self.guard)
-        self._wake = threading.Condition()  # a wait for the machine's time, ended early by a stop
-        self._inbox: list[ShardEvent] = []  # stops, for the next step
-        self._thread = threading.Thread(target=self._main, name=f"shard-{lease.shard_id}", daemon=True)
+        self._key = f"{lease.key}@{lease.epoch}#{next(_SERIAL)}"
+        self._ended = threading.Event()
+        self._started = False
         cfg = ctx.config
+        self._own_runner = ctx.runner is None
+        runner = self._runner = ctx.runner or ShardRunner(
+            ctx.clock, GrowingPool(f"fetch-{lease.shard_id}", 1), GrowingPool(f"lane-{lease.shard_id}", 1)
+        )
+        self._poked = False  # a poke is on its way: more done() calls before the next step need none
+        self.work = ShardWork(lease, spec, ctx, self.guard, self._poke, runner.timers(self._key))
+        self.depth = cfg.retrieval.prefetch_batches
+        self.grace = cfg.retrieval.idle_time_between_reads + _FINAL_FETCH_GRACE
         rules = Rules(
             lease.stream,
             lease.shard_id,
@@ -78,13 +79,20 @@ class ShardConsumer:
             final_timeout=cfg.shutdown.final_checkpoint_timeout,
             window=self.guard.window,
             jitter=random.random,
+            done_wait=_DONE_FALLBACK,
         )
         self.machine = ShardMachine(rules, ctx.clock.monotonic())
 
+    @property
+    def key(self) -> str:
+        """This consumer's own key on the runner (a later ownership of the same lease is another consumer)."""
+        return self._key
+
     # -- control, from the coordinator --------------------------------------------------------
     def start(self) -> None:
-        """Start the loop's thread."""
-        self._thread.start()
+        """Hand the machine to the runner."""
+        self._started = True
+        self._runner.add(self)
 
     def stop(self, reason: ShutdownReason) -> None:
         """REQUESTED: drain (finish the batch in flight and a poll under way, final checkpoint); LEASE_LOST:
@@ -92,74 +100,80 @@ class ShardConsumer:
         if reason is ShutdownReason.LEASE_LOST:
             self.guard.mark_lost()
         fanout = self._ctx.config.retrieval.mode == "fanout"  # a subscription waits for its next event
-        reader, finishing = self._work.stopping(reason, fanout)
-        with self._wake:
-            self._inbox.append(StopRequested(reason))
-            self._wake.notify_all()
-        if reader is None:
-            return
-        if not finishing:
-            reader.interrupt()  # ends the pacing wait, drops what was fetched ahead
-            return
-        # A call that hangs (a slow network) must not hold the hand-off: past one pacing interval and a
-        # grace, the fetch is interrupted as any other.
-        grace = self._ctx.config.retrieval.idle_time_between_reads + _FINAL_FETCH_GRACE
-        timer = threading.Timer(grace, self._work.interrupt_fetch, (reader,))
-        timer.daemon = True
-        timer.start()
+        reader, finishing = self.work.stopping(reason, fanout)
+        if reader is not None and not finishing:
+            reader.interrupt()  # ends the pacing wait; the runner drops what was fetched ahead
+        self._runner.stop(self.key, reason, reader, finishing)
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait up to ``timeout`` for the loop's thread to end."""
-        self._thread.join(timeout)
+        """Wait up to ``timeout`` for the consumer to end."""
+        self._ended.wait(timeout)
 
     @property
     def finished(self) -> bool:
-        """The loop has ended (it was started and its thread is gone)."""
-        return self._thread.ident is not None and not self._thread.is_alive()
+        """The consumer has ended (it was started and has answered the coordinator)."""
+        return self._started and self._ended.is_set()
 
-    # -- the thread ---------------------------------------------------------------------------------
-    def _main(self) -> None:
+    # -- from the runner ----------------------------------------------------------------------------------
+    def ended(self, finish: Finish | None, error: Exception | None) -> None:
+        """The machine finished (or a bug of ours ended it, FAILED): the processor and the coordinator are
+        told, once; on the shard's lane."""
         outcome, halted_at, detail = Outcome.FAILED, None, ""
         try:
-            end = self._run()
-            outcome, halted_at, detail = end.outcome, end.halted_at, end.detail
-            if outcome is Outcome.LOST:
-                self._work.lost()
-        except Exception as exc:  # the shard thread's boundary: whatever ended it, the coordinator hears once
+            if finish is not None:
+                outcome, halted_at, detail = finish.outcome, finish.halted_at, finish.detail
+                if outcome is Outcome.LOST:
+                    self.work.lost()
+            else:
+                logger.error(
+                    "shard loop failed",
+                    exc_info=error,
+                    extra={"event": "shard_failed", "shard": self.lease.shard_id},
+                )
+                detail = repr(error)
+        except Exception as exc:  # the shard's boundary: whatever ended it, the coordinator hears once
             logger.exception(
                 "shard loop failed", extra={"event": "shard_failed", "shard": self.lease.shard_id}
             )
-            detail = repr(exc)
+            outcome, detail = Outcome.FAILED, repr(exc)
         finally:
-            self._work.log("shard_stopped", outcome=outcome.value)
+            self.work.log("shard_stopped", outcome=outcome.value)
             # Report first: the hand-off need not wait for a fetch still in flight (its result is dropped).
             self._ctx.report(ShardFinished(self.lease.key, self.lease.epoch, outcome, halted_at, detail))
-            if (reader := self._work.reader) is not None:
+            if (reader := self.work.reader) is not None:
                 reader.interrupt()
                 reader.close()
+            self._ended.set()
+            if self._own_runner:
+                self._runner.close()
 
-    def _run(self) -> Finish:
-        """Step the machine until it finishes; each action's result is the next step's first event."""
-        events: list[ShardEvent] = []
-        while True:
-            events += self._news()
-            actions = self.machine.step(self._ctx.clock.monotonic(), events)
-            events = []
-            for action in actions:
-                if isinstance(action, Finish):
-                    return action
-                events += self._carry_out(action)
+    def _poke(self) -> None:
+        """Records were marked done, or a checkpoint written (any thread): one poke per step at most."""
+        if not self._poked:
+            self._poked = True
+            self._runner.poke(self._key)
 
-    def _news(self) -> list[ShardEvent]:
-        """What changed outside the machine's actions: stops, our window, records done, the processor's own
+    def metric(self, action: Metric) -> None:
+        """A machine's metric, recorded."""
+        self._ctx.metrics.add(action.name, action.value, action.stream, action.shard)
+
+    def news(self) -> list[ShardEvent]:
+        """What changed outside the machine's actions: a stop, our window, records done, the processor's own
         checkpoints."""
-        with self._wake:
-            news, self._inbox = self._inbox, []
+        self._poked = False  # first: what changes from here on pokes again
+        news: list[ShardEvent] = []
         state, now = self.machine.state, self._ctx.clock.monotonic()
+        # The stop too (its runner message may still be queued): a fetch it already answered must not
+        # start another round that knows nothing of it.
+        reason = self.work.reason
+        if reason is not None and (
+            state.stop is None or (reason is ShutdownReason.LEASE_LOST and state.stop is not reason)
+        ):
+            news.append(StopRequested(reason))
         valid, ends = self.guard.is_valid(), now + self.guard.remaining()
         if valid != state.valid or ends != state.window_ends:
             news.append(ValidityChanged(valid, ends))
-        setting = self._work.setting
+        setting = self.work.setting
         if setting is None:
             return news
         policy, writer = setting.policy, setting.writer
@@ -170,35 +184,3 @@ class ShardConsumer:
         if writer.last != state.written or writer.pending != state.deferred:
             news.append(WriterChanged(writer.last, writer.pending))
         return news
-
-    def _carry_out(self, action: ShardAction) -> list[ShardEvent]:  # noqa: C901, PLR0911 - one case per action
-        work = self._work
-        match action:
-            case Setup():
-                return [work.setup()]
-            case Fetch():
-                return [work.fetch()]
-            case Deliver():
-                return [work.deliver()]
-            case Checkpoint():
-                return [work.checkpoint(action.position)]
-            case NotifyShutdown():
-                return [work.notify()]
-            case EndShard():
-                return [work.end()]
-            case CloseReader():
-                work.close_reader()
-                return []
-            case WaitUntil():
-                work.behind = None  # a new round: a batch kept in hand was fetched in an earlier one
-                with self._wake:
-                    if not self._inbox:  # one wait at most: a fake clock does not move by itself
-                        self._wake.wait(max(0.0, action.at - self._ctx.clock.monotonic()))
-                return [Tick()]
-            case Metric():
-                self._ctx.metrics.add(action.name, action.value, action.stream, action.shard)
-                return []
-            case Finish():
-                return []
-            case _:
-                assert_never(action)

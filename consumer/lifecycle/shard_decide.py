@@ -194,7 +194,7 @@ def _fetch(s: ShardState, now: float, r: Rules) -> _Next:
             note(r, "fetching_paused", logging.WARNING, pending=s.pending, max_pending_records=r.max_pending)
             actions.append(Metric("FetchingPaused", 1, r.stream, r.shard))
             s = replace(s, paused_at=now)
-        return replace(s, stage=Stage.SAVE, wake_at=now + r.recheck), actions
+        return replace(s, stage=Stage.SAVE, wake_at=now + r.done_wait), actions
     if s.paused_at is not None:
         note(r, "fetching_resumed", pending=s.pending, paused_s=round(now - s.paused_at, 3))
         s = replace(s, paused_at=None)
@@ -244,7 +244,7 @@ def _draining(s: ShardState, now: float, r: Rules) -> _Next:
             return replace(s, awaiting=Work.NOTIFY), [NotifyShutdown()]
         case Stage.WAIT_DONE:
             if s.mode is Mode.MANUAL and s.pending > 0 and s.valid and now < s.deadline:
-                return _wait(s, now, min(s.deadline, now + r.recheck))
+                return _wait(s, now, min(s.deadline, now + r.done_wait))
             return replace(s, stage=Stage.FINAL, deadline=now + r.final_timeout, wake_at=AT_ONCE), []
         case Stage.FINAL:
             position = final_position(s)
@@ -270,7 +270,7 @@ def _ending(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: C901, PLR091
             return replace(s, stage=Stage.CHECK if s.ended else Stage.WAIT_DONE), []
         case Stage.WAIT_DONE:  # every delivered record done first (manual), however long it takes
             if s.mode is Mode.MANUAL and s.pending > 0 and s.valid:
-                return _wait(s, now, now + r.recheck)
+                return _wait(s, now, now + r.done_wait)
             return replace(s, stage=Stage.CALL, wake_at=AT_ONCE), []
         case Stage.CALL:
             return replace(s, ended=True, awaiting=Work.END), [EndShard()]

@@ -82,7 +82,10 @@ class Rules:
     final_timeout: float  # a drain's wait for done records, then its final checkpoint's own deadline
     window: float  # the longest our heartbeat window can be
     jitter: Callable[[], float] = field(default=lambda: 1.0, compare=False)  # in [0, 1): 0.5x to 1x
-    recheck: float = 0.05  # paused fetching, a suspension, a drain or an end waiting for done records
+    recheck: float = 0.05  # a suspension waiting for our window
+    # Paused fetching, a drain or an end waiting for records done: the shell is woken by done() itself, so
+    # this is only a fallback look (the runner sets it longer).
+    done_wait: float = 0.05
     room_recheck: float = 0.02  # a batch waiting for room in our window
     final_retry: float = 0.1  # between two tries of the final checkpoint
 

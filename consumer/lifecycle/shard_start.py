@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from consumer.checkpoint.checkpointer import CheckpointWriter
 from consumer.checkpoint.policy import (
@@ -22,7 +23,7 @@ from consumer.leases.model import Lease
 from consumer.lifecycle.async_processor import EventLoopThread, adapt
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
-from consumer.lifecycle.processor import InitializationInput, RecordProcessor
+from consumer.lifecycle.processor import InitializationInput, RecordProcessor, Timers
 from consumer.lifecycle.progress import ShardProgress
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
@@ -30,8 +31,11 @@ from consumer.records import Position
 from consumer.retrieval.fanout import FanOutReader
 from consumer.retrieval.kinesis import FanOutApi, KinesisApi
 from consumer.retrieval.polling import PollingReader
-from consumer.retrieval.reader import FetchAhead, ShardReader
+from consumer.retrieval.reader import ShardReader
 from consumer.sinks.dlq import DeadLetterQueue
+
+if TYPE_CHECKING:
+    from consumer.lifecycle.shard_runner import ShardRunner
 
 __all__ = ["ConsumerContext", "Started", "open_reader", "start_shard"]
 
@@ -54,6 +58,9 @@ class ConsumerContext:
     event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
     # What the shard loops read (each fetch taken); the worker's heartbeats publish it for `status`.
     progress: ShardProgress = field(default_factory=ShardProgress)
+    # The worker's runner, which drives every shard machine on a few threads (None: a consumer built outside
+    # a worker runs on a small runner of its own).
+    runner: ShardRunner | None = None
 
 
 @dataclass(frozen=True)
@@ -78,14 +85,21 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
         )
     else:
         reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock)
-    if cfg.prefetch_batches == 0:
-        return reader
-    return FetchAhead(reader, cfg.prefetch_batches, f"fetch-{lease.shard_id}")
+    return reader  # fetched ahead by the runner (retrieval.prefetch_batches), on its fetch pool
 
 
-def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> Started | Outcome:
+def start_shard(
+    lease: Lease,
+    spec: StreamSpec,
+    ctx: ConsumerContext,
+    guard: ShardGuard,
+    wake: Callable[[], None] = lambda: None,
+    timers: Timers | None = None,
+) -> Started | Outcome:
     """Everything before the first fetch; ``LOST`` if the checkpoint's epoch is not ours, ``SHARD_END`` if
-    the shard was already finished. Raises ``TransientError`` (the caller retries) or the processor's error."""
+    the shard was already finished. Raises ``TransientError`` (the caller retries) or the processor's error.
+    ``wake``: called when records are marked done or a checkpoint is written (the runner steps the shard);
+    ``timers``: the processor's, on the shard's lane."""
     stored = ctx.checkpoints.get(lease.stream, lease.shard_id)
     fields: dict[str, object] = {"stream": lease.stream, "shard": lease.shard_id, "epoch": lease.epoch}
     if stored is None or stored.epoch != lease.epoch:
@@ -101,23 +115,24 @@ def start_shard(lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: Sha
     cp = ctx.config.checkpoint
     policy: CheckpointPolicy
     if mode == "manual":
-        policy = ManualCheckpoints(cp.flush_interval, ctx.clock)
+        manual = ManualCheckpoints(cp.flush_interval, ctx.clock)
+        manual.listen(wake)
+        policy = manual
     elif mode == "explicit":  # only the processor's checkpoint(position) calls write (MultiLang)
         policy = ExplicitCheckpoints()
     else:
         policy = AutoCheckpoints(start, cp.auto_interval, ctx.clock)
+
+    def saved(_: Position) -> None:
+        ctx.metrics.add("Checkpoints", 1, lease.stream, lease.shard_id)
+        wake()  # e.g. the processor's own checkpoint(): the machine learns it without a poll
+
     writer = CheckpointWriter(
-        ctx.checkpoints,
-        lease.stream,
-        lease.shard_id,
-        guard,
-        start,
-        guard.mark_lost,
-        lambda _p: ctx.metrics.add("Checkpoints", 1, lease.stream, lease.shard_id),
+        ctx.checkpoints, lease.stream, lease.shard_id, guard, start, guard.mark_lost, saved
     )
     initial = "TRIM_HORIZON" if lease.parents else ctx.config.retrieval.initial_position
     processor.initialize(
-        InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, guard)
+        InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, guard, timers)
     )
     log_event(
         logger, "shard_started", logging.INFO, starting_position=str(start) if start else initial, **fields

@@ -1,7 +1,7 @@
 """The hands of one shard consumer: each action of ``ShardMachine`` carried out, its result an event.
 
 ``ShardWork`` owns what the actions touch (the reader, the batch in hand, the processor and its checkpoint
-policy and writer); ``ShardConsumer`` runs the loop and takes the coordinator's calls. Every failure becomes
+policy and writer); ``ShardRunner`` calls them on its pools, ``ShardConsumer`` takes the coordinator's calls. Every failure becomes
 an event here, decided by ``retry.verdict``; only a bug of ours escapes (the loop's boundary ends it FAILED).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from consumer.checkpoint.checkpointer import ShardCheckpointer
 from consumer.checkpoint.policy import CheckpointPolicy, ExplicitCheckpoints, ManualCheckpoints
@@ -27,6 +27,7 @@ from consumer.lifecycle.processor import (
     ShardEndedInput,
     ShutdownReason,
     ShutdownRequestedInput,
+    Timers,
 )
 from consumer.lifecycle.shard_messages import (
     CheckpointFailed,
@@ -49,7 +50,7 @@ from consumer.lifecycle.shard_start import ConsumerContext, open_reader, start_s
 from consumer.lifecycle.shard_start import Started as Setting
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
-from consumer.retrieval.reader import ShardReader
+from consumer.retrieval.reader import Fetch, ShardReader
 
 __all__ = ["ShardWork"]
 
@@ -57,10 +58,22 @@ logger = logging.getLogger(__name__)
 
 
 class ShardWork:
-    """What one shard consumer's actions act on, and the actions themselves (called from its thread only,
-    but ``stopping`` and ``interrupt_fetch``, from the coordinator's)."""
+    """What one shard consumer's actions act on, and the actions themselves (called one at a time by the
+    runner, on its scheduler or its pools; ``stopping`` from the coordinator's thread)."""
 
-    def __init__(self, lease: Lease, spec: StreamSpec, ctx: ConsumerContext, guard: ShardGuard) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        spec: StreamSpec,
+        ctx: ConsumerContext,
+        guard: ShardGuard,
+        wake: Callable[[], None] = lambda: None,
+        timers: Timers | None = None,
+    ) -> None:
+        """``wake``: steps the shard's machine soon (records marked done, a checkpoint written); ``timers``:
+        the processor's own, on the shard's lane."""
+        self._wake = wake
+        self._timers = timers
         self.lease = lease
         self._spec = spec
         self._ctx = ctx
@@ -75,7 +88,7 @@ class ShardWork:
         self._batch: Sequence[Record] = ()
         self.behind: int | None = None  # the MillisBehindLatest of the fetch of this round
         self._lock = threading.Lock()  # orders a stop against the loop entering or leaving a fetch
-        self._fetching = False  # the loop waits on a fetch (a requested stop lets it finish)
+        self._fetching = False  # the machine waits on a fetch (a requested stop lets it finish)
 
     def log(self, event: str, level: int = logging.INFO, **fields: object) -> None:
         """Log ``event`` with the lease's identity."""
@@ -102,7 +115,7 @@ class ShardWork:
             self.log("final_fetch_interrupted", logging.WARNING)
             reader.interrupt()
 
-    # -- the actions, on the loop's thread ---------------------------------------------------------------
+    # -- the actions, one at a time ---------------------------------------------------------------
     def close_reader(self) -> None:
         """Hold nothing (e.g. the one fan-out subscription the next owner needs); reopened after the last
         record taken when a fetch comes again."""
@@ -138,7 +151,7 @@ class ShardWork:
     def setup(self) -> ShardEvent:
         """Read the checkpoint, build and initialize the processor (``shard_start.start_shard``)."""
         try:
-            started = start_shard(self.lease, self._spec, self._ctx, self.guard)
+            started = start_shard(self.lease, self._spec, self._ctx, self.guard, self._wake, self._timers)
         except LeaseLostError as exc:
             return self.closed(exc, False)
         except Exception as exc:  # the one verdict decides: retried, or FAILED
@@ -149,36 +162,42 @@ class ShardWork:
         self._taken, self._initial = started.start, started.initial
         return Started(started.start, _mode(started.policy))
 
-    def fetch(self) -> ShardEvent:
-        """The next fetch. A requested stop that comes while we wait on it lets it finish (bounded by one
-        pacing interval and one call); it never starts a new one."""
-        ctx, lease, setting = self._ctx, self.lease, self.setting
-        assert setting is not None
+    def begin_fetch(self) -> ShardEvent | None:
+        """The machine asks for the next fetch: None when it may go ahead (on ``reader``, opened if need
+        be), else the event that answers it at once. A requested stop that comes while the machine waits on
+        it lets it finish (bounded by one pacing interval and one call); it never starts a new one."""
         try:
-            reader = self._open_reader()
-            with self._lock:
-                if self.reason is not None:
-                    return Fetched(0, nothing=True)
-                self._fetching = True
-            try:
-                fetched = reader.fetch()
-            finally:
-                with self._lock:
-                    self._fetching = False
+            self._open_reader()
         except LeaseLostError as exc:
             return self.closed(exc, False)
         except Exception as exc:  # the one verdict decides: retried, or FAILED
             return FetchFailed(*self._decided(exc))
-        if fetched is None:
+        with self._lock:
+            if self.reason is not None:
+                return Fetched(0, nothing=True)
+            self._fetching = True
+        return None
+
+    def fetched(self, item: Fetch | Exception | None) -> ShardEvent:
+        """What the fetch the machine waited on brought (records, nothing yet, or a failure), as its event."""
+        ctx, lease, setting = self._ctx, self.lease, self.setting
+        assert setting is not None
+        with self._lock:
+            self._fetching = False
+        if isinstance(item, LeaseLostError):
+            return self.closed(item, False)
+        if isinstance(item, Exception):  # the one verdict decides: retried, or FAILED
+            return FetchFailed(*self._decided(item))
+        if item is None:
             return Fetched(0, nothing=True)
-        if fetched.records:
-            self._taken = fetched.records[-1].position
-        behind = self.behind = fetched.millis_behind_latest
+        if item.records:
+            self._taken = item.records[-1].position
+        behind = self.behind = item.millis_behind_latest
         ctx.progress.read(lease, behind, self._taken)  # published with the heartbeat, for `status`
         if behind is not None:
             ctx.metrics.add("MillisBehindLatest", behind, lease.stream, lease.shard_id)
-        batch = self._batch = setting.policy.track(fetched.records)  # an idle shard waits in the pacing
-        return Fetched(len(batch), batch[-1].position if batch else None, fetched.shard_end)
+        batch = self._batch = setting.policy.track(item.records)  # an idle shard waits in the pacing
+        return Fetched(len(batch), batch[-1].position if batch else None, item.shard_end)
 
     def _open_reader(self) -> ShardReader:
         """The reader, opened (again, after a suspension) after the last record taken."""

@@ -1,7 +1,8 @@
 """The worker: a thin shell that steps the coordinator and carries out its actions.
 
-One coordinator thread; every shard runs on its own thread and reports back through the one event queue;
-asyncio processors' coroutines run on one event loop shared by the worker's shards.
+One coordinator thread; every shard machine runs on the worker's ``ShardRunner`` (one scheduler thread and two
+bounded pools, ``threads.*``), and each reports back through the one event queue; asyncio processors'
+coroutines run on one event loop shared by the worker's shards.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Unpack, cast
 
 from consumer.checkpoint.store import CheckpointStore
@@ -22,11 +25,22 @@ from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
-from consumer.lifecycle.messages import Deregister, Event, ShardFinished, ShutdownRequested, Stop
+from consumer.lifecycle.messages import (
+    Action,
+    Deregister,
+    Event,
+    LeaseWrite,
+    ShardFinished,
+    ShutdownRequested,
+    Stop,
+    WriteKind,
+)
 from consumer.lifecycle.ownership import Ownership
+from consumer.lifecycle.pools import GrowingPool
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.shard_runner import ShardRunner
 from consumer.lifecycle.shard_start import ConsumerContext
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
@@ -41,6 +55,9 @@ __all__ = ["Worker"]
 logger = logging.getLogger(__name__)
 
 _HEARTBEAT_RETRY = 0.5  # seconds before a failed heartbeat is sent again (less with short windows)
+# A step's hand-off writes (one per lease: releases, transfers) run this many at once, e.g. a shutdown's.
+HANDOFF_WRITERS = 8
+_HANDOFFS = (WriteKind.RELEASE, WriteKind.TRANSFER)
 
 
 class Worker(BackgroundControl):
@@ -91,6 +108,13 @@ class Worker(BackgroundControl):
             fanout = cast(FanOutApi, kinesis)
         # What each shard loop last read (lag, last sequence), published with every heartbeat for `status`.
         self.progress = ShardProgress(self._clock)
+        threads = config.threads
+        self.runner = ShardRunner(
+            self._clock,
+            GrowingPool(f"fetch-{self.id}", threads.fetch_threads),
+            GrowingPool(f"shards-{self.id}", threads.processor_threads),
+            name=f"shard-runner-{self.id}",
+        )
         self._ctx = ConsumerContext(
             config,
             kinesis,
@@ -103,6 +127,7 @@ class Worker(BackgroundControl):
             fanout,
             event_loop=EventLoopThread(f"asyncio-{self.id}"),
             progress=self.progress,
+            runner=self.runner,
         )
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())
@@ -131,6 +156,7 @@ class Worker(BackgroundControl):
             heartbeats=self._heartbeat_lane,
             background=self._background,
         )
+        self._handoffs = ThreadPoolExecutor(HANDOFF_WRITERS, thread_name_prefix=f"handoffs-{self.id}")
         self._metrics_interval = metrics_interval
         self._born = self._clock.monotonic()
         self._init_control()
@@ -184,6 +210,8 @@ class Worker(BackgroundControl):
             self._heartbeat_lane.stop()
             self._background.stop()
             self._join_consumers()
+            self.runner.close()
+            self._handoffs.shutdown(wait=False)
             self._ctx.event_loop.close(self.config.shutdown.final_checkpoint_timeout)
             self.metrics.flush()
             self.stopped.set()
@@ -195,7 +223,7 @@ class Worker(BackgroundControl):
         while True:
             now = self._clock.monotonic()
             actions = self.coordinator.step(now, events)
-            events = [e for a in actions if (e := self._effects.run(a)) is not None]
+            events = self._carry_out(actions)
             if self.coordinator.done:
                 return
             if now >= next_metrics:
@@ -206,6 +234,22 @@ class Worker(BackgroundControl):
             else:
                 wait = min(self.coordinator.next_due(), next_metrics) - self._clock.monotonic()
                 events = self._wait(max(0.0, wait))
+
+    def _carry_out(self, actions: list[Action]) -> list[Event]:
+        """Each action's event, in order. A run of hand-off writes in a row (each its own lease's conditional
+        write) goes out at once on the hand-off pool, so that a shutdown's releases do not queue one behind
+        another; what follows the run waits for all of it."""
+        events: list[Event] = []
+        running: list[Future[Event | None]] = []
+        for action in [*actions, None]:
+            if isinstance(action, LeaseWrite) and action.kind in _HANDOFFS:
+                running.append(self._handoffs.submit(self._effects.run, action))
+                continue
+            events += [e for f in running if (e := f.result()) is not None]
+            running = []
+            if action is not None and (event := self._effects.run(action)) is not None:
+                events.append(event)
+        return events
 
     def _wait(self, timeout: float) -> list[Event]:
         """The events that arrived within ``timeout`` (all of them, once the first is here)."""
@@ -254,8 +298,10 @@ class Worker(BackgroundControl):
         for consumer in self.consumers.values():
             if not consumer.finished:
                 consumer.stop(ShutdownReason.LEASE_LOST)
+        # They end concurrently on the runner's pools: one timeout in all, not one each (real time: a join).
+        deadline = time.monotonic() + self.config.shutdown.final_checkpoint_timeout
         for consumer in self.consumers.values():
-            consumer.join(self.config.shutdown.final_checkpoint_timeout)
+            consumer.join(max(0.0, deadline - time.monotonic()))
 
     # -- the rest ---------------------------------------------------------------------------------
     def _register_fanout(self) -> None:

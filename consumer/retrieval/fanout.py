@@ -74,6 +74,10 @@ class FanOutReader(ReaderBase):
             raise StopIteration
         return iter(sub)
 
+    def ready_at(self) -> float:
+        """When the next fetch may start: the next subscription's slot (the runner waits on a timer)."""
+        return self._next_subscribe if self._events is None else float("-inf")
+
     def fetch(self) -> Fetch | None:
         if self._events is None:
             wait = self._next_subscribe - self._clock.monotonic()

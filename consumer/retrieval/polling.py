@@ -63,6 +63,10 @@ class PollingReader(ReaderBase):
             )
         return self._api.get_shard_iterator(self._stream, self._shard, self._initial)
 
+    def ready_at(self) -> float:
+        """When the next call may start (the runner waits for it on a timer, not on a thread)."""
+        return self.pacer.next_start
+
     def fetch(self) -> Fetch | None:
         wait = self.pacer.next_start - self._clock.monotonic()
         if self._interrupted.is_set() or (wait > 0 and self._interrupted.wait(wait)):

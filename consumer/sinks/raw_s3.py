@@ -12,7 +12,6 @@ import gzip
 import io
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from consumer.lifecycle.processor import (
     ProcessRecordsInput,
     ShardEndedInput,
     ShutdownRequestedInput,
+    Timers,
 )
 from consumer.logs import log_event
 from consumer.records import Record
@@ -67,7 +67,11 @@ class RawS3Sink:
     a subclass made by a factory of its own) has the typed config read them from the process environment.
     Keyword values (``bucket=``, ``max_records=``, ...) override either. A
     :class:`~consumer.errors.ConfigError` names the setting, so a worker that builds one processor at start-up
-    fails before it takes a lease."""
+    fails before it takes a lease.
+
+    It has no thread and no lock: the worker calls it one call at a time per shard, and its age flush is a
+    timer on the shard's lane (``InitializationInput.timers``), serialized with those calls. Given no timers
+    (an engine without them), a buffer past its age is written when the next batch comes."""
 
     checkpoint_mode = "manual"  # records are done only once their object is written
     settings_type = RawSinkConfig  # the loader hands one in, read from the worker's environment
@@ -100,8 +104,8 @@ class RawS3Sink:
         self.max_age = self.settings.max_age
         self._client = client or shared_client("s3")
         self._buffers: dict[tuple[str, str], _Buffer] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._timers: Timers | None = None
+        self._stopped = False  # no age flush after a stop, a shard end or a lost lease
         self._guard: LeaseGuard | None = None
         self._epoch = 0
         self._shard = ""
@@ -115,53 +119,68 @@ class RawS3Sink:
     # -- lifecycle ---------------------------------------------------------------------------------
     def initialize(self, data: InitializationInput) -> None:
         self._guard, self._epoch, self._shard = data.guard, data.epoch, data.shard_id
-        threading.Thread(target=self._age_flusher, daemon=True, name=f"raw-{data.shard_id}").start()
+        self._timers = getattr(data, "timers", None)
+        self._arm()
 
     def process_records(self, data: ProcessRecordsInput) -> None:
-        with self._lock:
-            for r in data.records:
-                buf = self._buffers.setdefault(_hour(r), _Buffer())
-                buf.records.append(r)
-                buf.size += len(r.data) + 200
-                if buf.size >= self.max_bytes or len(buf.records) >= self.max_records:
-                    self._write(_hour(r))
+        for r in data.records:
+            buf = self._buffers.setdefault(_hour(r), _Buffer())
+            buf.records.append(r)
+            buf.size += len(r.data) + 200
+            if buf.size >= self.max_bytes or len(buf.records) >= self.max_records:
+                self._write(_hour(r))
+        if self._timers is None:  # no age timer: the buffers past their age go with this batch
+            try:
+                self._write_old()
+            except LeaseLostError:
+                raise
+            except Exception as exc:  # this batch is buffered: kept, and tried again with the next one
+                self._flush_failed(exc)
 
     def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
-        self._stop.set()
+        self._stopped = True
         self.flush()
         data.checkpointer.checkpoint()
 
     def shard_ended(self, data: ShardEndedInput) -> None:
-        self._stop.set()
+        self._stopped = True
         self.flush()
         data.checkpointer.checkpoint()
 
     def lease_lost(self, data: LeaseLostInput) -> None:
-        self._stop.set()
-        with self._lock:
-            dropped = sum(len(b.records) for b in self._buffers.values())
-            self._buffers.clear()  # not ours to write any more; the next owner re-reads them
+        self._stopped = True
+        dropped = sum(len(b.records) for b in self._buffers.values())
+        self._buffers.clear()  # not ours to write any more; the next owner re-reads them
         log_event(logger, "raw_buffers_dropped", logging.WARNING, shard=data.shard_id, records=dropped)
 
     # -- writing -----------------------------------------------------------------------------------
     def flush(self) -> None:
-        with self._lock:
-            for hour in sorted(self._buffers):
-                self._write(hour)
+        for hour in sorted(self._buffers):
+            self._write(hour)
 
-    def _age_flusher(self) -> None:
-        while not self._stop.wait(min(1.0, self.max_age / 4)):
-            try:
-                with self._lock:
-                    old = [h for h, b in self._buffers.items() if time.monotonic() - b.born >= self.max_age]
-                    for hour in sorted(old):
-                        self._write(hour)
-            except LeaseLostError:
-                return
-            except Exception as exc:
-                # This thread must not die: the buffers stay for the next tick, or for a batch, whose own
-                # write raises to delivery's policy; a bug is logged in full.
-                self._flush_failed(exc)
+    def _arm(self) -> None:
+        if self._timers is not None and not self._stopped:
+            self._timers.call_later(min(1.0, self.max_age / 4), self._age_flush)
+
+    def _age_flush(self) -> None:
+        """The age timer (on the shard's lane, between the worker's calls): write the buffers past their
+        age; a failure keeps them for the next tick, or for a batch, whose own write raises to delivery's
+        policy (a bug is logged in full)."""
+        if self._stopped:
+            return
+        try:
+            self._write_old()
+        except LeaseLostError:
+            self._stopped = True
+            return
+        except Exception as exc:  # the timer goes on: the buffers are tried again next tick
+            self._flush_failed(exc)
+        self._arm()
+
+    def _write_old(self) -> None:
+        old = [h for h, b in self._buffers.items() if time.monotonic() - b.born >= self.max_age]
+        for hour in sorted(old):
+            self._write(hour)
 
     def _flush_failed(self, exc: Exception) -> None:
         """One short line per distinct failure (at most once a minute while it repeats), not a traceback
@@ -182,7 +201,7 @@ class RawS3Sink:
         )
 
     def _write(self, hour: tuple[str, str]) -> None:
-        """Upload one hour's buffer (lock held), then mark its records done."""
+        """Upload one hour's buffer, then mark its records done."""
         buf = self._buffers.get(hour)
         if buf is None or not buf.records:
             return

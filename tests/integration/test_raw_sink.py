@@ -8,6 +8,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -193,20 +194,36 @@ def test_every_case_of_the_issue_lands_as_a_strict_line_holding_the_exact_bytes(
         assert ("data" in lines[r["SequenceNumber"]]) == as_text[data], data
 
 
+class _Timers:
+    """``InitializationInput.timers`` fired by the test: each ``fire`` runs the callbacks due."""
+
+    def __init__(self) -> None:
+        self.due: list[Callable[[], None]] = []
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.due.append(callback)
+
+    def fire(self) -> None:
+        due, self.due = self.due, []
+        for callback in due:
+            callback()
+
+
 def test_missing_bucket_is_one_short_line_naming_it_not_a_traceback_per_flush(s3_client, unique_name, caplog):
     bucket = unique_name("nobucket")  # never created
     sink = RawS3Sink(client=s3_client, bucket=bucket, max_age=0.05)
     guard = SimpleNamespace(ensure_valid=lambda: None)
     caplog.set_level(logging.WARNING, logger="consumer.sinks.raw_s3")
-    sink.initialize(SimpleNamespace(guard=guard, epoch=1, shard_id="shardId-000000000000"))  # type: ignore[arg-type]
+    timers = _Timers()
+    sink.initialize(SimpleNamespace(guard=guard, epoch=1, shard_id="shardId-000000000000", timers=timers))  # type: ignore[arg-type]
     record = Record(
         "orders", "shardId-000000000000", "1", 0, "pk", b"{}", datetime(2026, 11, 21, 1, tzinfo=UTC)
     )
     sink.process_records(SimpleNamespace(records=[record]))  # type: ignore[arg-type]
-    try:
-        time.sleep(2.0)  # the age flusher retries every 12.5 ms: well over a hundred attempts
-    finally:
-        sink._stop.set()
+    for buffer in sink._buffers.values():
+        buffer.born -= 1.0  # past its age
+    for _ in range(150):  # the age timer, as the worker's runner would fire it: well over a hundred attempts
+        timers.fire()
     failures = [r for r in caplog.records if getattr(r, "event", None) == "raw_flush_failed"]
     assert len(failures) == 1, [r.getMessage() for r in failures]
     [failure] = failures

@@ -19,6 +19,7 @@ from consumer.config import (
     RetrievalConfig,
     ShutdownConfig,
     StreamSpec,
+    ThreadsConfig,
     WorkerConfig,
 )
 from consumer.leases.liveness import OwnValidity
@@ -173,6 +174,7 @@ def make_worker(
     wrap_checkpoints: Callable[[InMemoryCheckpointStore], Any] | None = None,
     kind: str = "sync",
     processor: Callable[[], Any] | None = None,
+    threads: ThreadsConfig | None = None,
 ) -> Worker:
     manual = checkpoint is not None and checkpoint.mode == "manual"
     processor_class = {"sync": RecordingProcessor, "async": AsyncRecordingProcessor}[kind]
@@ -189,6 +191,7 @@ def make_worker(
         processing=processing or ProcessingConfig(backoff_base=0.001, backoff_max=0.01),
         checkpoint=checkpoint or CheckpointConfig(),
         shutdown=ShutdownConfig(deadline=5.0, final_checkpoint_timeout=2.0),
+        threads=threads or ThreadsConfig(),
     )
     repo = InMemoryLeaseRepository(tables)
     return Worker(

@@ -1,5 +1,5 @@
 """The per-record path: one ``Record`` per record built from the wire dict, KPL only for aggregates;
-GetRecords pacing; fetch-ahead (bounded, ordered, failures to the loop's retry policy, dropped at a stop)."""
+GetRecords pacing; fetch-ahead end to end (its promises one by one: test_shard_runner.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from aws_kinesis_agg.aggregator import AggRecord
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
 from consumer.config import ConfigError, RetrievalConfig, StreamSpec, WorkerConfig
-from consumer.errors import TransientError
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.lifecycle.processor import ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
@@ -24,7 +23,7 @@ from consumer.records import Position
 from consumer.retrieval.kinesis import WireRecord, to_records
 from consumer.retrieval.memory import InMemoryKinesis
 from consumer.retrieval.polling import PollingReader
-from consumer.retrieval.reader import Fetch, FetchAhead
+from consumer.retrieval.reader import Fetch
 
 from .helpers import FAST_LEASES, Journal, RecordingProcessor, start, wait_until
 
@@ -96,89 +95,8 @@ def test_records_are_immutable_and_compare_by_their_fields() -> None:
         a.done()  # only in manual mode
 
 
-class FakeReader:
-    """Numbered batches of one record; ``fail_on`` calls raise; tracks calls and what the loop has taken."""
-
-    def __init__(self, fail_on: set[int] | None = None, end_after: int | None = None) -> None:
-        self.calls = 0
-        self.taken = 0
-        self.fail_on = fail_on or set()
-        self.end_after = end_after
-        self.interrupted = threading.Event()
-        self.closed = False
-        self.max_ahead = 0
-
-    def fetch(self) -> Fetch | None:
-        self.calls += 1
-        self.max_ahead = max(self.max_ahead, self.calls - self.taken)
-        if self.calls in self.fail_on:
-            raise TransientError(f"call {self.calls} failed")
-        records = to_records("s", SHARD, [wire(self.calls, b"r")])
-        return Fetch(records, self.end_after is not None and self.calls >= self.end_after, 0)
-
-    def interrupt(self) -> None:
-        self.interrupted.set()
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def take(ahead: FetchAhead, reader: FakeReader) -> Fetch | None:
-    got = ahead.fetch()
-    if got is not None:
-        reader.taken += 1
-    return got
-
-
-@pytest.mark.parametrize("depth", [1, 3])
-def test_fetch_ahead_keeps_order_and_never_runs_more_than_depth_ahead(depth: int) -> None:
-    reader = FakeReader()
-    ahead = FetchAhead(reader, depth, "fetch-test")
-    seen = []
-    for _ in range(12):
-        got = take(ahead, reader)
-        assert got is not None
-        seen.append(got.records[0].sequence_number)
-        wait_until(lambda: ahead.buffered == depth, what="the helper to fetch ahead")
-    assert seen == [str(i) for i in range(1, 13)]
-    assert reader.max_ahead == depth  # beyond the batch in hand: never more than depth
-    ahead.close()
-
-
-def test_a_failed_fetch_reaches_the_loop_and_nothing_is_fetched_until_the_loop_asks_again() -> None:
-    reader = FakeReader(fail_on={2})
-    ahead = FetchAhead(reader, 1, "fetch-test")
-    assert take(ahead, reader) is not None
-    wait_until(lambda: ahead.buffered == 1, what="the failure to be fetched ahead")
-    with pytest.raises(TransientError, match="call 2"):
-        ahead.fetch()
-    assert reader.calls == 2  # no retry behind the retry policy's back
-    got = take(ahead, reader)  # the loop's retry, after its backoff
-    assert got is not None and got.records[0].sequence_number == "3"
-    ahead.close()
-
-
-def test_a_stop_drops_what_was_fetched_ahead_and_close_joins_the_helper() -> None:
-    reader = FakeReader()
-    ahead = FetchAhead(reader, 2, "fetch-stop-test")
-    assert take(ahead, reader) is not None
-    wait_until(lambda: ahead.buffered == 2)
-    ahead.interrupt()
-    assert ahead.fetch() is None and ahead.buffered == 0  # nothing fetched ahead is delivered after a stop
-    assert reader.interrupted.is_set()
-    ahead.close()
-    assert reader.closed
-    assert not [t for t in threading.enumerate() if t.name == "fetch-stop-test"]
-
-
-def test_nothing_is_fetched_after_the_shard_end() -> None:
-    reader = FakeReader(end_after=2)
-    ahead = FetchAhead(reader, 3, "fetch-test")
-    assert take(ahead, reader) is not None
-    end = take(ahead, reader)
-    assert end is not None and end.shard_end
-    assert ahead.fetch() is None and reader.calls == 2
-    ahead.close()
+# Fetch-ahead (bounded, ordered, failures to the machine's retry policy, dropped at a stop, nothing after the
+# shard's end) is the shard runner's: tests/unit/test_shard_runner.py.
 
 
 class TimedKinesis:

@@ -7,8 +7,10 @@ import base64
 import gzip
 import json
 import logging
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -214,3 +216,45 @@ def test_missing_bucket_is_one_short_line_however_often_the_flush_retries(env, c
 def test_base64_of_binary_is_standard_padded_base64():
     parsed = _strict_loads(encode_line(_record(b"\xff\xfe\x00"), epoch=1))
     assert parsed["data_base64"] == base64.b64encode(b"\xff\xfe\x00").decode() == "//4A"
+
+
+class _Timers:
+    def __init__(self) -> None:
+        self.due: list[tuple[float, Any]] = []
+
+    def call_later(self, delay: float, callback: Any) -> None:
+        self.due.append((delay, callback))
+
+    def fire(self) -> None:
+        due, self.due = self.due, []
+        for _, callback in due:
+            callback()
+
+
+class _Puts:
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def put_object(self, **kwargs: Any) -> None:
+        self.keys.append(kwargs["Key"])
+
+
+def test_the_age_flush_is_a_timer_on_the_shards_lane_not_a_thread(env):
+    client, timers = _Puts(), _Timers()
+    sink = RawS3Sink(client=client, bucket="bucket-x1", max_age=2.0)
+    threads = threading.active_count()
+    guard = SimpleNamespace(ensure_valid=lambda: None)
+    sink.initialize(SimpleNamespace(guard=guard, epoch=1, shard_id="shardId-0", timers=timers))
+    assert threading.active_count() == threads  # no thread of its own
+    assert [d for d, _ in timers.due] == [0.5]  # a quarter of the age (at most a second)
+    record = _record(b"{}")
+    sink.process_records(SimpleNamespace(records=[record]))
+    timers.fire()  # too young: kept, and the timer armed again
+    assert client.keys == [] and len(timers.due) == 1
+    for buffer in sink._buffers.values():
+        buffer.born -= 2.0
+    timers.fire()
+    assert len(client.keys) == 1 and not sink._buffers and len(timers.due) == 1
+    sink.shutdown_requested(SimpleNamespace(checkpointer=SimpleNamespace(checkpoint=lambda: None)))
+    timers.fire()  # stopped: no more ticks
+    assert timers.due == []

@@ -1,0 +1,47 @@
+"""The thread settings: validated with errors that name them, and the clients' connection pools follow them."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.config import ConfigError, StreamSpec, ThreadsConfig, WorkerConfig, worker_config_from_env
+from consumer.embed import create_worker
+from consumer.examples.logging_processor import LoggingProcessor
+
+
+@pytest.mark.parametrize("field", ["fetch_threads", "processor_threads"])
+def test_pool_sizes_are_checked_and_named(field: str) -> None:
+    with pytest.raises(ConfigError, match=rf"threads\.{field}"):
+        ThreadsConfig(**{field: 0})
+
+
+def test_the_environment_sets_them() -> None:
+    env = {
+        "CONSUMER_APPLICATION": "a",
+        "CONSUMER_STREAMS": "s",
+        "CONSUMER_PROCESSOR": "pkg.mod:Processor",
+        "CONSUMER_LEASE_TABLE": "l",
+        "CONSUMER_CHECKPOINT_TABLE": "c",
+        "CONSUMER_FETCH_THREADS": "8",
+        "CONSUMER_PROCESSOR_THREADS": "20",
+    }
+    config = worker_config_from_env(env, lambda _path, _env: LoggingProcessor, processor=None)
+    assert config.threads == ThreadsConfig(8, 20)
+    with pytest.raises(ConfigError, match="CONSUMER_FETCH_THREADS"):
+        worker_config_from_env({**env, "CONSUMER_FETCH_THREADS": "0"}, lambda _path, _env: LoggingProcessor)
+
+
+def test_the_kinesis_and_dynamodb_connection_pools_fit_the_thread_pools_they_serve() -> None:
+    config = WorkerConfig(
+        application="a",
+        lease_table="l",
+        checkpoint_table="c",
+        streams=(StreamSpec("s", LoggingProcessor),),
+        threads=ThreadsConfig(fetch_threads=100, processor_threads=300),
+    )
+    worker = create_worker(config, endpoint_url="http://127.0.0.1:9", region="us-east-1", checks=False)
+    kinesis = worker._kinesis._c  # type: ignore[attr-defined]
+    dynamodb = worker._repo._c  # type: ignore[attr-defined]
+    assert kinesis.meta.config.max_pool_connections >= 100
+    assert dynamodb.meta.config.max_pool_connections >= 300
+    assert kinesis.meta.config.max_pool_connections == config.threads.kinesis_connections
