@@ -46,8 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="reports/bench")
     p.add_argument("--lease-duration", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=100.0, help="records per second over all shards")
-    p.add_argument("--warmup", type=float, default=12.0)
-    p.add_argument("--settle", type=float, default=12.0)
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=12.0,
+        help="seconds held once the fleet formed (each scenario waits for it)",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=12.0,
+        help="seconds held once a transition finished (waited for first)",
+    )
     p.add_argument("--steady-window", type=float, default=60.0)
     p.add_argument(
         "--handoffs", type=int, default=100, help="planned hand-offs per kind in repeated scenarios"

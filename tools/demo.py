@@ -22,8 +22,9 @@
 
 Everything it starts (emulators, workers, Spark's JVM) is stopped at the end, also on Ctrl-C or SIGTERM.
 Working files (journals, worker logs and metrics, the local copy of the lake) stay in ``<out>/work``.
-``--quick`` shortens every phase and uses a 4 s lease (the dev value, 10 s, is used otherwise), so the
-SIGKILL failover takes seconds; the integration test runs it.
+Each phase waits on its event (the fleet formed, a hand-off finished, the crashed worker's shards taken over),
+then holds a few seconds for a person to watch; ``--quick`` holds none and uses a 4 s lease (the dev value,
+10 s, is used otherwise), so the SIGKILL failover takes seconds; the integration test runs it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ from tools.demo_support import (
 )
 from tools.emulators import Emulators
 from tools.fleet.runner import DEFAULT_IDLE_TIME, DEFAULT_INBOX_POLL, FleetSettings
+from tools.fleet.scenarios import Timing as Waits
+from tools.fleet.scenarios import formed, hold, wait_for
 
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 
@@ -70,7 +73,10 @@ MAX_RECORDS: Final = 25
 
 @dataclass(frozen=True)
 class Timing:
-    """How long each phase lasts and how fast things tick. ``lease_duration`` None = the environment's."""
+    """How long each phase lasts and how fast things tick. ``lease_duration`` None = the environment's.
+
+    Each phase first waits on its event (the fleet formed, a hand-off finished, the survivors took a crashed
+    worker's shards over), bounded; ``warmup`` and ``settle`` are held on after it, for a person to watch."""
 
     warmup: float
     settle: float
@@ -95,8 +101,8 @@ FULL: Final = Timing(
     progress_every=10.0,
 )
 QUICK: Final = Timing(
-    warmup=6.0,
-    settle=4.0,
+    warmup=0.0,
+    settle=0.0,
     rate=40.0,
     lease_duration=4.0,
     scan_interval=0.5,
@@ -128,6 +134,9 @@ class Demo:
         self.work = out / "work"
         self.began = time.time()
         self.emulators: Emulators | None = None
+        #: The bound on each phase's wait for its event, and the waits that timed out (in the summary).
+        self.waits = Waits(warmup=0.0, settle=0.0, step_timeout=60.0, poll=0.2)
+        self.timed_out: list[str] = []
         self.fleet: DemoFleet | None = None
         self.spark: SparkStep | None = None
         self.ticker: ProgressTicker | None = None
@@ -166,7 +175,8 @@ class Demo:
         self.ticker = ProgressTicker(self.timing.progress_every, self._status, self.began).start()
         extra = self._worker_extra(dlq_url)
         fleet.start_worker("w1", extra)
-        time.sleep(self.timing.warmup)
+        self._until_formed(fleet, "w1 delivers every shard")
+        hold(self.timing.warmup)
 
         crash = self._fleet_phases(fleet, extra)
 
@@ -211,6 +221,7 @@ class Demo:
                     "timing": asdict(self.timing),
                 },
                 "exit_codes": codes,
+                "waits_timed_out": self.timed_out,
                 "processor": processor,
                 "dead_lettered": dead_lettered,
             },
@@ -343,14 +354,16 @@ class Demo:
         self.step(f"scale out: 1 -> {target} workers ({n_shards} shards, {standby} standby)")
         for i in range(2, target + 1):
             fleet.start_worker(f"w{i}", extra)
-        time.sleep(t.settle)
+        self._until_formed(fleet, f"{target} workers share the shards")
+        hold(t.settle)
 
         self.step(f"scale in: {target} -> {target - 1} workers (SIGTERM to a lease holder)")
         candidates = [w for w in fleet.live_workers() if w != "w1"]
         leaving = (fleet.lease_holders(candidates) or candidates)[0]
-        fleet.signal(leaving, signal.SIGTERM)
+        left = fleet.signal(leaving, signal.SIGTERM)
         fleet.wait_exit(leaving, timeout=self.env.consumer.shutdown_deadline_seconds + 10)
-        time.sleep(t.settle)
+        self._until_formed(fleet, f"the shards flow again without {leaving}", since=left)
+        hold(t.settle)
 
         self.step("rolling restart: start a new worker, then SIGTERM an old one, one at a time")
         serial = target + 1
@@ -359,11 +372,13 @@ class Demo:
             serial += 1
             fleet.start_worker(new, extra)
             fleet.wait_registered(new)
-            time.sleep(2 * t.scan_interval + 0.5)  # the old worker has seen the new one alive
-            fleet.signal(old, signal.SIGTERM)
+            # One scan of every old worker after the new one registered: they have seen it alive (a worker's
+            # view of the fleet is not visible from outside; with a standby, owning a share is no sign of it).
+            time.sleep(2 * t.scan_interval + 0.5)
+            gone = fleet.signal(old, signal.SIGTERM)
             fleet.wait_exit(old, timeout=self.env.consumer.shutdown_deadline_seconds + 10)
-            time.sleep(1.0)
-        time.sleep(t.settle)
+            self._until_formed(fleet, f"the shards flow again without {old}", since=gone)
+        hold(t.settle)
 
         self.step(f"crash: SIGKILL a lease holder (its leases expire after {self.lease_duration:g}s)")
         live = fleet.live_workers()
@@ -371,8 +386,20 @@ class Demo:
         shards = fleet.last_owners(time.time()).get(victim, [])
         killed_at = fleet.signal(victim, signal.SIGKILL)
         fleet.wait_exit(victim)
-        time.sleep(self.lease_duration + t.settle)
+        self._until_formed(fleet, f"the survivors took {victim}'s shards over", since=killed_at)
+        hold(t.settle)
         return Crash(victim, killed_at, tuple(shards))
+
+    def _until_formed(self, fleet: DemoFleet, what: str, since: float = 0.0) -> None:
+        """Wait (bounded) until every shard delivered after ``since`` by a live worker and the live workers
+        share the shards evenly (:func:`tools.fleet.scenarios.formed`); a time-out is kept for the summary."""
+        live = set(fleet.live_workers())
+
+        def event() -> bool:
+            fresh = {d.shard for d in fleet.deliveries() if d.t > since and d.worker in live}
+            return len(fresh) >= fleet.settings.shards and formed(fleet, live)
+
+        wait_for(fleet, self.waits, what, event, self.timed_out)
 
     def _status(self) -> str:
         fleet = self.fleet

@@ -248,7 +248,11 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
                 _wait(lambda: any(p > healed for p, _ in puts), 5, "a record put after the fault")
                 after = {seq for p, seq in puts if p > healed}
                 _wait(lambda: any(seq in after for _, _, seq, _ in list(rows)), bound + 10, "progress")
-                time.sleep(1.0)  # keep producing past the recovery: later records must flow too
+                # keep producing past the recovery: a record put after it must flow too
+                recovered = time.monotonic()
+                _wait(lambda: any(p > recovered for p, _ in puts), 5, "a record put after the recovery")
+                later = {seq for p, seq in puts if p > recovered}
+                _wait(lambda: any(seq in later for _, _, seq, _ in list(rows)), bound + 10, "records flowing")
                 stop.set()
                 producer.join(5)
                 produced = {seq for _, seq in puts}

@@ -92,6 +92,7 @@ def test_quick_demo_runs_end_to_end_curates_every_record_once_and_keeps_each_key
     assert s["failover"]["max"] <= QUICK_LEASE_S + 2 + QUICK_SCAN_S
     assert all(code == 0 for code in s["exit_codes"].values())
     assert s["dead_lettered"] == 0
+    assert s["waits_timed_out"] == []  # every phase's event came (the fleet formed, each hand-off finished)
     for png in ("ownership.png", "lag.png"):
         assert (out / png).stat().st_size > 10_000
     assert "demo summary" in proc.stdout and "curated rows" in proc.stdout

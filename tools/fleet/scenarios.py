@@ -20,12 +20,17 @@ from consumer.records import Position
 from tools.fleet.analysis import Move, handoff_moves, ownership_runs
 from tools.fleet.runner import Fleet
 
-__all__ = ["SCENARIOS", "Scenario", "Timing", "count_kind"]
+__all__ = ["SCENARIOS", "Scenario", "Timing", "count_kind", "formed", "hold", "wait_for", "wait_formed"]
 
 
 @dataclass(frozen=True)
 class Timing:
+    """How long a scenario holds on beyond the events it waits on (the tests hold 0 s; ``make bench`` holds
+    longer so that its cost figures cover a steady fleet)."""
+
+    #: Held once the fleet has formed (every shard delivering, each worker owning its share).
     warmup: float = 12.0
+    #: Held once a transition has finished (every shard delivering again, from the workers meant to own it).
     settle: float = 12.0
     steady_window: float = 60.0
     #: Planned hand-offs wanted per kind in the repeated scenarios, and a bound on their repetitions.
@@ -33,6 +38,8 @@ class Timing:
     max_cycles: int = 30
     #: How long one step of a repeated scenario may take to settle before it is counted as timed out.
     step_timeout: float = 60.0
+    #: How often a wait looks at the journals again.
+    poll: float = 0.3
 
 
 Scenario = Callable[[Fleet, Timing], dict[str, Any]]
@@ -57,13 +64,36 @@ def _moves(f: Fleet) -> list[Move]:
 
 
 def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
+    """Poll ``cond`` until it holds, for at most ``t.step_timeout``; a time-out is noted in ``timeouts``."""
     deadline = time.monotonic() + t.step_timeout
     while not cond():
         if time.monotonic() > deadline:
             f.mark(f"timed out waiting for {what}")
             timeouts.append(what)
             return
-        time.sleep(0.3)
+        time.sleep(t.poll)
+    f.mark(what)
+
+
+def hold(seconds: float) -> None:
+    """Hold on for a benchmark's extra window (``Timing.warmup``/``settle``); the tests hold 0 s."""
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+def formed(f: Fleet, workers: set[str]) -> bool:
+    """The fleet formed: every shard's latest delivery is by one of ``workers``, and each of them delivers its
+    share (the lease planner's: the shards divided evenly, one more for some)."""
+    owners = f.last_owners(time.time())
+    share, extra = divmod(f.settings.shards, len(workers))
+    counts = [len(owners.get(w, [])) for w in workers]
+    return sum(counts) >= f.settings.shards and all(share <= n <= share + (extra > 0) for n in counts)
+
+
+def wait_formed(f: Fleet, t: Timing, workers: set[str], timeouts: list[str]) -> None:
+    """Wait for :func:`formed`, then hold ``t.warmup``."""
+    wait_for(f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, workers), timeouts)
+    hold(t.warmup)
 
 
 def _all_shards_since(f: Fleet, since: float, workers: set[str]) -> bool:
@@ -83,13 +113,13 @@ def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     base = {"w1", "w2"}
     for w in sorted(base):
         f.start_worker(w)
-    time.sleep(t.warmup)
+    timeouts: list[str] = []
+    wait_formed(f, t, base, timeouts)
     since = time.time()
     added: list[str] = []
     signals: dict[str, float] = {}
     owners: dict[str, list[str]] = {}
     codes: dict[str, int] = {}
-    timeouts: list[str] = []
     share = f.settings.shards // 4
     kinds: dict[str, dict[str, Any]] = {}
     for cycle in range(1, t.max_cycles + 1):
@@ -140,12 +170,12 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     live = ["r0a", "r0b"]
     for w in live:
         f.start_worker(w)
-    time.sleep(t.warmup)
+    timeouts: list[str] = []
+    wait_formed(f, t, set(live), timeouts)
     since = time.time()
     signals: dict[str, float] = {}
     owners: dict[str, list[str]] = {}
     codes: dict[str, int] = {}
-    timeouts: list[str] = []
     kinds = {"rolling_restart": {"since": since}}
     for step in range(1, t.max_cycles + 1):
         new, old = f"r{step}", live[0]
@@ -189,15 +219,19 @@ def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
     for w in sorted(workers):
         f.start_worker(w)
     timeouts: list[str] = []
-    wait_for(f, t, "every worker's first record", lambda: workers <= workers_since(f, 0.0), timeouts)
-    time.sleep(t.warmup)
+    wait_formed(f, t, workers, timeouts)
     victim = f.leader() if leader else "w3"
     if victim not in workers:
         timeouts.append(f"no leader among the workers ({victim})")
         victim = "w3"
     watched = signal_and_watch(f, victim, signal.SIGKILL)
+    killed = time.time()
     f.wait_exit(victim)
-    time.sleep(f.settings.lease_duration + t.settle)
+    survivors = workers - {victim}
+    wait_for(
+        f, t, "the survivors deliver every shard", partial(_all_shards_since, f, killed, survivors), timeouts
+    )
+    hold(t.settle)
     return {"planned": False, "victim": victim, "victim_led": leader, "timeouts": timeouts, **watched}
 
 
@@ -208,17 +242,26 @@ def crash_leader(f: Fleet, t: Timing) -> dict[str, Any]:
 def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("w1")
     f.start_worker("zombie")
-    time.sleep(t.warmup)
-    timeouts: list[str] = []  # a loaded machine: the zombie may need longer than the warm-up to own a shard
-    wait_for(
-        f, t, "the zombie delivering", lambda: any(d.worker == "zombie" for d in f.deliveries()), timeouts
-    )
+    timeouts: list[str] = []
+    wait_formed(f, t, {"w1", "zombie"}, timeouts)
     before = [d for d in f.deliveries() if d.worker == "zombie"]
     old_epochs = {d.shard: d.epoch for d in before}
+    held = {s: old_epochs[s] for s in f.last_owners(time.time()).get("zombie", [])}  # at the pause
     stopped = f.signal("zombie", signal.SIGSTOP)
-    time.sleep(f.settings.lease_duration + 3)
+
+    def taken_over() -> bool:  # w1 delivers every shard the zombie held, under a newer epoch
+        newer = {d.shard for d in f.deliveries() if d.worker == "w1" and d.epoch > held.get(d.shard, 0)}
+        return set(held) <= newer
+
+    wait_for(f, t, "w1 owns the paused zombie's shards", taken_over, timeouts)
     resumed = f.signal("zombie", signal.SIGCONT)
-    time.sleep(t.settle)
+
+    def fenced() -> bool:  # the resumed zombie was told (lease_lost) of every lease it held at the pause
+        lost = {(e["s"], int(e["e"])) for e in f.journal() if e["k"] == "lease_lost" and e["w"] == "zombie"}
+        return set(held.items()) <= lost
+
+    wait_for(f, t, "the zombie lost its old leases", fenced, timeouts)
+    hold(t.settle)
     # Deliveries after SIGCONT (a process keeps running for a moment after kill(SIGSTOP) returns, so records
     # delivered in that moment are from before the pause).
     after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
@@ -245,30 +288,41 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
 def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("w1")
     f.start_worker("w2")
-    time.sleep(t.warmup)
+    timeouts: list[str] = []
+    wait_formed(f, t, {"w1", "w2"}, timeouts)
     shards = f.kinesis.list_shards(StreamName=f.stream)["Shards"]
     parent = shards[0]["ShardId"]
     low, high = (int(shards[0]["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
     f.mark(f"split {parent}")
     f.kinesis.split_shard(StreamName=f.stream, ShardToSplit=parent, NewStartingHashKey=str((low + high) // 2))
     f.wait_active()
-    time.sleep(t.settle)
     kids = [
         s["ShardId"]
         for s in f.kinesis.list_shards(StreamName=f.stream)["Shards"]
         if s.get("ParentShardId") == parent
     ]
+    wait_for(
+        f, t, "both children delivering", lambda: set(kids) <= {d.shard for d in f.deliveries()}, timeouts
+    )
+    hold(t.settle)
     ds = f.deliveries()
     parent_last = max((d.t for d in ds if d.shard == parent), default=0.0)
     kid_first = min((d.t for d in ds if d.shard in kids), default=float("inf"))
-    return {"planned": False, "children": kids, "children_before_parent_end": int(kid_first < parent_last)}
+    return {
+        "planned": False,
+        "children": kids,
+        "children_before_parent_end": int(kid_first < parent_last),
+        "timeouts": timeouts,
+    }
 
 
 def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("w1")
     f.start_worker("w2")
-    time.sleep(t.warmup + t.steady_window)
-    return {"planned": False, "steady_window_s": t.steady_window}
+    timeouts: list[str] = []
+    wait_formed(f, t, {"w1", "w2"}, timeouts)
+    hold(t.steady_window)
+    return {"planned": False, "steady_window_s": t.steady_window, "timeouts": timeouts}
 
 
 #: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the single scale-out,
