@@ -155,14 +155,45 @@ def _readme_resources(emulators) -> tuple[dict[str, str], list[dict]]:
     return env, put
 
 
+def _readme_state(env: dict[str, str], lines: list[str]) -> str:
+    """For a failure message: the orders printed per shard, the tables' items and what each shard holds."""
+    printed: dict[str, int] = {}
+    for line in lines:
+        if line.startswith("order "):
+            shard = line.split()[3]
+            printed[shard] = printed.get(shard, 0) + 1
+    ddb, kinesis = _readme_client(env, "dynamodb"), _readme_client(env, "kinesis")
+    tables = {
+        t: ddb.scan(TableName=t, ConsistentRead=True)["Items"]
+        for t in ("orders-leases", "orders-checkpoints")
+    }
+    held = {}
+    for shard in kinesis.list_shards(StreamName="orders")["Shards"]:
+        it = kinesis.get_shard_iterator(
+            StreamName="orders", ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        held[shard["ShardId"]] = len(kinesis.get_records(ShardIterator=it)["Records"])
+    return f"orders printed per shard {printed}; records per shard {held}; tables {tables}"
+
+
 def test_the_readme_embedding_example_runs_from_the_installed_wheel(clean_venv: Path, emulators) -> None:
     env, put = _readme_resources(emulators)
     script = clean_venv.parent / "embed_example.py"
     script.write_text(readme_example())
+    # The example configures no logging (a library leaves that to its application): a sitecustomize of
+    # our own writes the worker's INFO logs to a file (its stderr stays the example's), so that a failure
+    # says what the worker did.
+    logs = clean_venv.parent / "worker_logs"
+    logs.mkdir(exist_ok=True)
+    log_file = logs / "worker.log"
+    (logs / "sitecustomize.py").write_text(
+        f"import logging\nlogging.basicConfig(filename={str(log_file)!r}, level=logging.INFO)\n"
+    )
     child_env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         **env,
         "CONSUMER_LOG_LEVEL": "INFO",
+        "PYTHONPATH": str(logs),  # nothing but the sitecustomize: the package still comes from the venv
     }
     proc = subprocess.Popen(
         [str(clean_venv / "bin" / "python"), str(script)],
@@ -197,9 +228,10 @@ def test_the_readme_embedding_example_runs_from_the_installed_wheel(clean_venv: 
                 timeout=30,
                 what="checkpoints at the last record of each shard",
             )
-        except AssertionError as e:  # what the example said is what tells why
+        except AssertionError as e:  # what the example said, and what the emulators hold, tell why
             raise AssertionError(
-                f"{e}; printed {lines[-5:]}; its log ends {''.join(stderr)[-4000:]}"
+                f"{e}; {_readme_state(env, lines)}; printed {lines[-5:]}; its stderr ends {''.join(stderr)[-2000:]}; "
+                f"its log ends {log_file.read_text()[-6000:] if log_file.exists() else '(none)'}"
             ) from None
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: Python's own handler, the example's except clause
