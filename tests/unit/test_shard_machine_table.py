@@ -11,6 +11,7 @@ from __future__ import annotations
 import typing
 from dataclasses import replace
 
+from consumer.lifecycle import shard_tables
 from consumer.lifecycle.messages import Outcome
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.retry import Verdict as Decided
@@ -38,31 +39,16 @@ from consumer.lifecycle.shard_messages import (
     WindowClosed,
     WriterChanged,
 )
-from consumer.lifecycle.shard_model import Mode, Phase, ShardState, Stage, Verdict, Work
+from consumer.lifecycle.shard_model import Mode, Phase, ShardState, Verdict, Work
 from consumer.records import SHARD_END, Position
 from tests.unit.test_shard_machine import rules
 
-NOW = 100.0
+NOW = shard_tables.NOW
 RULES = rules()
 P1, P2 = Position("1", 0), Position("2", 0)
-
-_BASE = ShardState(saved_at=NOW - 1, window_ends=NOW + 20, processed=P1, held=2, held_last=P2)
-STATES: list[ShardState] = [
-    ShardState(),
-    ShardState(awaiting=Work.SETUP),
-    replace(_BASE, phase=Phase.READING, held=0),
-    replace(_BASE, phase=Phase.READING, stage=Stage.FETCH, awaiting=Work.FETCH, held=0),
-    replace(_BASE, phase=Phase.READING, stage=Stage.DELIVER, awaiting=Work.DELIVER, mode=Mode.MANUAL),
-    replace(_BASE, phase=Phase.READING, stage=Stage.CLOSE, awaiting=Work.CHECKPOINT, wake_at=NOW + 1),
-    replace(_BASE, phase=Phase.SUSPENDED, resume=Phase.READING, valid=False, wake_at=NOW + 0.05),
-    replace(
-        _BASE, phase=Phase.DRAINING, stage=Stage.NOTIFY, awaiting=Work.NOTIFY, stop=ShutdownReason.REQUESTED
-    ),
-    replace(_BASE, phase=Phase.DRAINING, stage=Stage.FINAL, awaiting=Work.CHECKPOINT, deadline=NOW + 1),
-    replace(_BASE, phase=Phase.ENDING, stage=Stage.CALL, awaiting=Work.END, shard_end=True, held=0),
-    replace(_BASE, phase=Phase.ENDING, stage=Stage.CHECK, awaiting=Work.CHECKPOINT, ended=True, held=0),
-    replace(_BASE, phase=Phase.FINISHED, outcome=Outcome.STOPPED),
-]
+# A representative state of every phase and of every action in flight: the same ones the generated table in
+# docs/protocol.md walks.
+STATES: list[ShardState] = shard_tables.STATES
 EVENTS: list[ShardEvent] = [
     Started(P1, Mode.AUTO),
     NotStarted(Outcome.LOST),
