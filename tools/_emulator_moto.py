@@ -22,6 +22,7 @@ ThrottlingException (:class:`LimitedApp`, docs/emulators.md); the repository roo
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import json
 import logging
@@ -30,7 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from types import FrameType
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
@@ -201,6 +202,36 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     os._exit(0)
 
 
+def one_backup_per_table() -> None:
+    """moto's TransactWriteItems backs up a table once per item it writes: a deep copy of the whole table each
+    time, so 100 items over two tables cost 100 copies, and a transaction grows with the table times its
+    items. Every copy is taken before the first write, so one per table is the same backup. Only with
+    DynamoDB serialized: the backend module's ``copy`` is swapped for the call."""
+    from moto.dynamodb import models
+
+    real = copy
+    original = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        tables = {id(t): t for t in self.tables.values()}
+        copies: dict[int, Any] = {}
+
+        def deepcopy(obj: Any, memo: Any = None) -> Any:
+            if id(obj) not in tables:
+                return real.deepcopy(obj, memo)
+            if id(obj) not in copies:
+                copies[id(obj)] = real.deepcopy(obj, memo)
+            return copies[id(obj)]
+
+        setattr(models, "copy", SimpleNamespace(deepcopy=deepcopy))  # noqa: B010 - moto's own name for it
+        try:
+            original(self, transact_items)
+        finally:
+            setattr(models, "copy", real)  # noqa: B010
+
+    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
 def serve(port: int, services: tuple[str, ...], limits_json: str | None = None) -> None:
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
@@ -212,6 +243,8 @@ def serve(port: int, services: tuple[str, ...], limits_json: str | None = None) 
     os.environ.setdefault("MOTO_PORT", str(port))
     signal.signal(signal.SIGINT, _exit_on_signal)
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    if "dynamodb" in services:
+        one_backup_per_table()
     dispatcher = DomainDispatcherApplication(create_backend_app)
     app: Any = SerializedApp(dispatcher, services) if services else dispatcher
     if limits_json:

@@ -5,6 +5,7 @@ The lease items and their checkpoints are here; the worker and leader items in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +21,7 @@ from consumer.leases.dynamodb_items import (
 )
 from consumer.leases.dynamodb_members import DynamoDBMembers
 from consumer.leases.model import Lease, WorkerItem, lease_key
-from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.leases.repository import OwnerObservation, TableSnapshot, check_release_all
 from consumer.records import Position
 
 __all__ = ["DynamoDBLeaseRepository"]
@@ -109,6 +110,31 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
 
         ``checkpoint`` (operator replay) also sets the checkpoint's position, with no forward-only
         condition: moving back is the point of a replay."""
+        items, new = self._ownership_items(lease, owner, checkpoint, given_up_by)
+        self.calls.add("TransactWriteItems")
+        with translate_errors(self.table, f"ownership change of {lease.key}"):
+            self._c.transact_write_items(TransactItems=[*items, *extra])
+        return new
+
+    def release_all(self, leases: Sequence[Lease]) -> tuple[Lease, ...]:
+        check_release_all(leases)
+        if not leases:
+            return ()
+        items: list[dict[str, Any]] = []
+        released: list[Lease] = []
+        for lease in leases:
+            lease_items, new = self._ownership_items(lease, None, None, None)
+            items += lease_items
+            released.append(new)
+        self.calls.add("TransactWriteItems")
+        with translate_errors(self.table, f"release of {len(leases)} leases"):
+            self._c.transact_write_items(TransactItems=items)
+        return tuple(released)
+
+    def _ownership_items(
+        self, lease: Lease, owner: str | None, checkpoint: Position | None, given_up_by: str | None
+    ) -> tuple[list[dict[str, Any]], Lease]:
+        """The two writes of an ownership change (the lease, its checkpoint's epoch) and the lease after it."""
         cond, values = owned_condition(lease)
         new_epoch = lease.epoch + 1
         values[":new"] = new_epoch
@@ -134,12 +160,8 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
                 }
             },
             self._checkpoint_follows(lease, new_epoch, checkpoint),
-            *extra,
         ]
-        self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"ownership change of {lease.key}"):
-            self._c.transact_write_items(TransactItems=items)
-        return Lease(
+        return items, Lease(
             stream=lease.stream,
             shard_id=lease.shard_id,
             owner=owner,

@@ -8,7 +8,7 @@ tests/integration/test_repository_contract.py runs the same cases against these 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from consumer.checkpoint.memory import InMemoryCheckpointStore
@@ -17,7 +17,7 @@ from consumer.errors import LeaseConflictError, WorkerFencedError
 from consumer.leases.memory_tables import InMemoryTables
 from consumer.leases.model import Leader, Lease, LeaseState, WorkerItem
 from consumer.leases.progress import ShardLag, encode_progress
-from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.leases.repository import OwnerObservation, TableSnapshot, check_release_all
 from consumer.records import Position
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryLeaseRepository", "InMemoryTables"]
@@ -253,6 +253,15 @@ class InMemoryLeaseRepository:
             new = replace(self._move(cur, None), given_up_by=cur.owner if given_up else None)
             self.t.leases[(cur.stream, cur.shard_id)] = new
             return new
+
+    def release_all(self, leases: Sequence[Lease]) -> tuple[Lease, ...]:
+        check_release_all(leases)
+        with self.t.lock:
+            if not leases:
+                return ()
+            self.t.calls["TransactWriteItems"] += 1
+            current = [self._movable(lease) for lease in leases]  # every condition first: all or none
+            return tuple(self._move(cur, None) for cur in current)
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         with self.t.lock:

@@ -6,7 +6,7 @@ role and are held to the same contract tests (tests/integration/test_*_contract.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +15,7 @@ from consumer.leases.progress import ShardLag
 from consumer.records import Position
 
 __all__ = [
+    "RELEASE_ALL_MAX",
     "AdminRepository",
     "LeadershipRepository",
     "LeaseRepository",
@@ -22,7 +23,21 @@ __all__ = [
     "MembershipRepository",
     "OwnerObservation",
     "TableSnapshot",
+    "check_release_all",
 ]
+
+
+# The most leases one ``release_all`` takes: TransactWriteItems holds at most 100 actions, two per lease (the
+# lease and its checkpoint's epoch).
+RELEASE_ALL_MAX = 50
+
+
+def check_release_all(leases: Sequence[Lease]) -> None:
+    """What DynamoDB would refuse of a ``release_all`` (too many, or one lease twice), refused before any write."""
+    if len(leases) > RELEASE_ALL_MAX:
+        raise ValueError(f"release_all takes at most {RELEASE_ALL_MAX} leases, got {len(leases)}")
+    if len({lease.key for lease in leases}) != len(leases):
+        raise ValueError("release_all was given a lease twice")
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,12 @@ class LeaseTableRepository(Protocol):
     def release(self, lease: Lease, given_up: bool = False) -> Lease:
         """Give up an owned lease (owner removed, epoch bumped); ``given_up``: note that its owner failed on it,
         so that the leader offers it to another worker first."""
+        ...
+
+    def release_all(self, leases: Sequence[Lease]) -> tuple[Lease, ...]:
+        """``release`` of up to ``RELEASE_ALL_MAX`` owned leases in one write, all or none: if any has moved
+        on (a ``LeaseConflictError``) nothing is released (a shutdown's releases, one call instead of one
+        each)."""
         ...
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:

@@ -5,7 +5,7 @@ a ``CONFLICT``; anything else is ``FAILED`` and the coordinator retries it on it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import assert_never
 
 from consumer.clock import Clock
@@ -282,6 +282,24 @@ class Effects:
         elif a.kind is WriteKind.RELEASE:
             log_event(logger, "lease_released", worker=self._id, lease=a.lease.key)
         return ActionResult(a.kind, a.lease, Result.OK, new=new, to=a.to)
+
+    def release_all(self, writes: Sequence[LeaseWrite]) -> list[Event] | None:
+        """Plain releases (``given_up`` false, at most ``RELEASE_ALL_MAX``) in one write: each one's event, as
+        ``run`` would give it; ``None`` if the write did not go through (nothing was released: run them one
+        by one, so that each gets its own answer)."""
+        try:
+            released = self._repo.release_all([w.lease for w in writes])
+        except Exception as exc:  # all or none: one lease that moved on, or a throttle, held back the rest
+            conflict = isinstance(exc, LeaseConflictError)
+            self._count_throttle(exc, writes[0].lease.stream)
+            error = str(exc) if conflict else _describe(exc)  # a bug is raised by _describe
+            log_event(logger, "lease_release_all_failed", logging.INFO, leases=len(writes), error=error)
+            return None
+        events: list[Event] = []
+        for write, new in zip(writes, released, strict=True):
+            log_event(logger, "lease_released", worker=self._id, lease=write.lease.key)
+            events.append(ActionResult(write.kind, write.lease, Result.OK, new=new, to=write.to))
+        return events
 
     def _count_throttle(self, exc: Exception, stream: str) -> None:
         """A throttled call is counted per operation (``Throttles.<Operation>``), as the shard loops count theirs."""

@@ -278,6 +278,9 @@ class Start:
 class Stop:
     key: str
     reason: ShutdownReason
+    # REQUESTED: let a poll under way finish and deliver it first (a successor is about to read after it);
+    # false for a release to nobody, which cuts it off: the next owner starts at the checkpoint either way.
+    last_poll: bool = True
 
 
 @dataclass(frozen=True)

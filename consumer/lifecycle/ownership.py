@@ -183,12 +183,15 @@ def _give_up(o: Ownership, now: float, *, asked_too: bool) -> Step:
     match o.phase:
         case Phase.RUNNING:
             new = replace(o, phase=Phase.STOPPING, give_to=None, stop_asked_at=now)
-            return Step(new, [Stop(o.key, ShutdownReason.REQUESTED)], why="drain, then release")
+            return Step(
+                new, [Stop(o.key, ShutdownReason.REQUESTED, last_poll=False)], why="drain, then release"
+            )
         case Phase.HALTED:
             return Step(_moving(replace(o, stop_asked_at=now), None), [], why="nothing to drain")
         case Phase.ASKED if asked_too:
             new = replace(o, phase=Phase.STOPPING, give_to=None, stop_asked_at=now, due_at=NEVER)
-            return Step(new, [Stop(o.key, ShutdownReason.REQUESTED)], why="the plan overrides the request")
+            stop = Stop(o.key, ShutdownReason.REQUESTED, last_poll=False)
+            return Step(new, [stop], why="the plan overrides the request")
         case Phase.HALTED_ASKED if asked_too:
             return Step(
                 _moving(replace(o, stop_asked_at=now), None), [], why="the plan overrides the request"

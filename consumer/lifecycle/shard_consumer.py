@@ -94,13 +94,13 @@ class ShardConsumer:
         self._started = True
         self._runner.add(self)
 
-    def stop(self, reason: ShutdownReason) -> None:
-        """REQUESTED: drain (finish the batch in flight and a poll under way, final checkpoint); LEASE_LOST:
-        stop at once."""
+    def stop(self, reason: ShutdownReason, last_poll: bool = True) -> None:
+        """REQUESTED: drain (finish the batch in flight and, with ``last_poll``, a poll under way; final
+        checkpoint); LEASE_LOST: stop at once."""
         if reason is ShutdownReason.LEASE_LOST:
             self.guard.mark_lost()
         fanout = self._ctx.config.retrieval.mode == "fanout"  # a subscription waits for its next event
-        reader, finishing = self.work.stopping(reason, fanout)
+        reader, finishing = self.work.stopping(reason, fanout or not last_poll)
         if reader is not None and not finishing:
             reader.interrupt()  # ends the pacing wait; the runner drops what was fetched ahead
         self._runner.stop(self.key, reason, reader, finishing)

@@ -98,13 +98,14 @@ class ShardWork:
         )
 
     # -- from the coordinator's thread -----------------------------------------------------------------
-    def stopping(self, reason: ShutdownReason, fanout: bool) -> tuple[ShardReader | None, bool]:
-        """Note the stop; the reader to interrupt, and whether a fetch under way is let finish first."""
+    def stopping(self, reason: ShutdownReason, cut: bool) -> tuple[ShardReader | None, bool]:
+        """Note the stop; the reader to interrupt, and whether a fetch under way is let finish first (never
+        with ``cut``: fan-out, whose subscription waits for its next event, or a release to nobody)."""
         with self._lock:
             if self.reason is None or reason is ShutdownReason.LEASE_LOST:
                 self.reason = reason
             self.signal.set()
-            finishing = self.reason is ShutdownReason.REQUESTED and self._fetching and not fanout
+            finishing = self.reason is ShutdownReason.REQUESTED and self._fetching and not cut
             return self.reader, finishing
 
     def interrupt_fetch(self, reader: ShardReader) -> None:

@@ -188,7 +188,7 @@ def _action(a: Action) -> str:
         case Start():
             return "start its consumer"
         case Stop():
-            return f"stop({a.reason.name})"
+            return f"stop({a.reason.name}{'' if a.last_poll else ', no last poll'})"
         case LeaseWrite():
             to = f" to {a.to}" if a.to else ""
             return f"write {a.kind.name}{to}" + (" (given up)" if a.given_up else "")

@@ -11,7 +11,6 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Unpack, cast
 
 from consumer.checkpoint.store import CheckpointStore
@@ -24,6 +23,7 @@ from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
+from consumer.lifecycle.handoff_writes import HandoffWriter
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import (
     Action,
@@ -56,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 _HEARTBEAT_RETRY = 0.5  # seconds before a failed heartbeat is sent again (less with short windows)
 # A step's hand-off writes (one per lease: releases, transfers) run this many at once, e.g. a shutdown's.
-HANDOFF_WRITERS = 8
 _HANDOFFS = (WriteKind.RELEASE, WriteKind.TRANSFER)
 
 
@@ -156,7 +155,7 @@ class Worker(BackgroundControl):
             heartbeats=self._heartbeat_lane,
             background=self._background,
         )
-        self._handoffs = ThreadPoolExecutor(HANDOFF_WRITERS, thread_name_prefix=f"handoffs-{self.id}")
+        self._handoffs = HandoffWriter(self._effects.run, self._effects.release_all, f"handoffs-{self.id}")
         self._metrics_interval = metrics_interval
         self._born = self._clock.monotonic()
         self._init_control()
@@ -211,7 +210,7 @@ class Worker(BackgroundControl):
             self._background.stop()
             self._join_consumers()
             self.runner.close()
-            self._handoffs.shutdown(wait=False)
+            self._handoffs.close()
             self._ctx.event_loop.close(self.config.shutdown.final_checkpoint_timeout)
             self.metrics.flush()
             self.stopped.set()
@@ -236,17 +235,17 @@ class Worker(BackgroundControl):
                 events = self._wait(max(0.0, wait))
 
     def _carry_out(self, actions: list[Action]) -> list[Event]:
-        """Each action's event, in order. A run of hand-off writes in a row (each its own lease's conditional
-        write) goes out at once on the hand-off pool, so that a shutdown's releases do not queue one behind
-        another; what follows the run waits for all of it."""
+        """Each action's event, in order. A run of hand-off writes in a row goes out at once (``_handoff``), so
+        that a shutdown's releases do not queue one behind another (``HandoffWriter``); what follows the run
+        waits for all of it."""
         events: list[Event] = []
-        running: list[Future[Event | None]] = []
+        run: list[LeaseWrite] = []
         for action in [*actions, None]:
             if isinstance(action, LeaseWrite) and action.kind in _HANDOFFS:
-                running.append(self._handoffs.submit(self._effects.run, action))
+                run.append(action)
                 continue
-            events += [e for f in running if (e := f.result()) is not None]
-            running = []
+            events += self._handoffs.write(run) if run else []
+            run = []
             if action is not None and (event := self._effects.run(action)) is not None:
                 events.append(event)
         return events
@@ -282,7 +281,7 @@ class Worker(BackgroundControl):
     def _stop(self, stop: Stop) -> None:
         consumer = self.consumers.get(stop.key)
         if consumer is not None:
-            consumer.stop(stop.reason)
+            consumer.stop(stop.reason, last_poll=stop.last_poll)
 
     def _release_finished(self) -> None:
         """Drop the shard consumers whose loop has ended (and their processors with them): a worker that

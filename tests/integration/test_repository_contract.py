@@ -14,7 +14,7 @@ import pytest
 from consumer.checkpoint.store import CheckpointItem
 from consumer.errors import CheckpointRejectedError, WorkerFencedError
 from consumer.leases.model import Lease, LeaseState, WorkerItem
-from consumer.leases.repository import OwnerObservation, TableSnapshot
+from consumer.leases.repository import RELEASE_ALL_MAX, OwnerObservation, TableSnapshot
 from consumer.records import SHARD_END, Position
 from tests.integration.contract_support import (
     CONFLICTS,
@@ -275,6 +275,35 @@ def test_release_gives_the_lease_up_and_keeps_the_position(b: Backend) -> None:
     retaken = b.repo.take(released, "w2", None)
     assert retaken == Lease("s", "sh", "w2", 3) == b.stored(retaken)
     assert in_step(b, retaken).position == P1
+
+
+def test_release_all_releases_every_lease_in_one_write(b: Backend) -> None:
+    leases = [b.owned(f"sh{i}", "w1") for i in range(RELEASE_ALL_MAX)]  # as many as one transaction holds
+    b.store.save("s", "sh0", leases[0].epoch, P1)
+    released = b.repo.release_all(leases)
+    assert released == tuple(Lease("s", f"sh{i}", None, 2) for i in range(RELEASE_ALL_MAX))
+    assert [b.stored(lease) for lease in released] == list(released)
+    assert in_step(b, released[0]).position == P1
+    for lease in released[1:]:
+        in_step(b, lease)
+    assert b.repo.release_all([]) == ()
+
+
+def test_release_all_releases_none_if_one_lease_moved_on(b: Backend) -> None:
+    a, c = b.owned("a", "w1"), b.owned("c", "w1")
+    moved = b.repo.take(b.repo.release(b.owned("m", "w1")), "w2", None)
+    stale = replace(moved, owner="w1", epoch=moved.epoch - 1)  # w1's view from before it let go
+    refused(b, lambda: b.repo.release_all([a, stale, c]), a, moved, c)
+
+
+def test_release_all_refuses_what_dynamodb_would_before_writing(b: Backend) -> None:
+    leases = [b.owned(f"sh{i}", "w1") for i in range(RELEASE_ALL_MAX + 1)]
+    before = state(b, *leases)
+    with pytest.raises(ValueError, match="at most 50"):
+        b.repo.release_all(leases)
+    with pytest.raises(ValueError, match="twice"):
+        b.repo.release_all([leases[0], leases[1], leases[0]])
+    assert state(b, *leases) == before
 
 
 # -- hand-off requests ---------------------------------------------------------------------------------

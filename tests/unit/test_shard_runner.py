@@ -519,7 +519,7 @@ def test_a_stop_whose_message_has_not_reached_the_runner_yet_is_seen_by_the_next
     rig.add()
     rig.settle()
     consumer = rig.consumers[0]
-    consumer.work.stopping(ShutdownReason.REQUESTED, fanout=False)  # the first half of stop()
+    consumer.work.stopping(ShutdownReason.REQUESTED, cut=False)  # the first half of stop()
     for _ in range(3):
         rig.clock.advance(IDLE)  # type: ignore[attr-defined]
         rig.settle()

@@ -1,5 +1,6 @@
 """A requested stop (a hand-off) lets the poll under way finish and delivers what it brings before the final
-checkpoint; a poll that hangs is cut off after one pacing interval and a grace; a lost lease stops at once."""
+checkpoint; a poll that hangs is cut off after one pacing interval and a grace. A lost lease stops at once, and
+so does the poll under way at a release to nobody (a shutdown with no successor)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,20 @@ def test_a_lost_lease_does_not_wait_for_the_poll_under_way() -> None:
     consumer.join(5)
     assert done.outcome is Outcome.LOST
     assert len(journal.deliveries) == 1
+
+
+def test_a_release_to_nobody_does_not_wait_for_the_poll_under_way_and_checkpoints_what_it_delivered() -> None:
+    """A shutdown that releases its leases (nobody is about to read after this owner): the held poll is cut
+    off at once, and the final checkpoint is the last record delivered, so the next owner starts right after it."""
+    kinesis, journal = WatchedKinesis(), Journal()
+    consumer, finished, tables = _consumer(kinesis, journal, 1)
+    shard = _start_until_the_third_poll(kinesis, consumer)
+    kinesis.put("s", shard, b"second")
+    consumer.stop(ShutdownReason.REQUESTED, last_poll=False)
+    done = finished.get(timeout=PACING + 0.2)  # not the grace path (PACING + 0.5 s), nor the held call (10 s)
+    kinesis.release.set()
+    consumer.join(5)
+    assert done.outcome is Outcome.STOPPED
+    assert len(journal.deliveries) == 1  # "second" is left for the next owner
+    first = journal.sequences()[0]
+    assert tables.checkpoints[("s", shard)].position.sequence == first  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ ones the fault proxy's meter (``metering.py``) reads off the wire from moto for 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -337,6 +337,12 @@ class MeteredRepository:
         return self._m.write(
             "TransactWriteItems", self._moving(lease), lambda: self._r.release(lease, given_up)
         )
+
+    def release_all(self, leases: Sequence[Lease]) -> tuple[Lease, ...]:
+        if not leases:
+            return self._r.release_all(leases)
+        refs = [ref for lease in leases for ref in self._moving(lease)]
+        return self._m.write("TransactWriteItems", refs, lambda: self._r.release_all(leases))
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         if lease.owner is None:  # refused before any request, as the DynamoDB backend does
