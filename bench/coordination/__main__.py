@@ -1,10 +1,8 @@
 """``python -m bench.coordination`` (``make bench-coordination``): the coordination cost benchmark.
 
-(a) real worker processes against the emulators, every DynamoDB request billed on its way through the
-fault proxy;
+(a) real worker processes against the emulators, every DynamoDB request billed by the fault proxy's meter;
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
-(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes ``reports/bench/coordination.json`` and
-``reports/bench/coordination.md``.
+(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes reports/bench/coordination.{json,md}.
 """
 
 from __future__ import annotations
@@ -28,33 +26,24 @@ SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
 
 
-def _steady_window(shards: int, workers: int) -> float:
-    return 60.0 if shards * workers <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
-
-
-def _units_per_request(row: dict[str, float]) -> float:
-    return (row["read_units_per_hour"] + row["write_units_per_hour"]) / row["requests_per_hour"]
-
-
 def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
     """Units per request of each lease-table operation must agree within ``TOLERANCE`` (the bill of a request);
     request rates can differ: real workers behind a loaded emulator make fewer requests than configured."""
     per_request: dict[str, Any] = {}
-    agree = True
     for op, row in real["steady"]["by_operation"].items():
         other = sim["steady"]["by_operation"].get(op)
-        if not op.startswith("lease_table") or other is None or not row["requests_per_hour"]:
-            continue
-        a, b = _units_per_request(row), _units_per_request(other)
-        ok = abs(a - b) <= TOLERANCE * max(a, b)
-        agree &= ok
-        per_request[op] = {
-            "real_units_per_request": round(a, 3),
-            "sim_units_per_request": round(b, 3),
-            "real_requests_per_hour": row["requests_per_hour"],
-            "sim_requests_per_hour": other["requests_per_hour"],
-            "agree": ok,
-        }
+        if op.startswith("lease_table") and other is not None and row["requests_per_hour"]:
+            a, b = (
+                (x["read_units_per_hour"] + x["write_units_per_hour"]) / x["requests_per_hour"]
+                for x in (row, other)
+            )
+            per_request[op] = {
+                "real_units_per_request": round(a, 3),
+                "sim_units_per_request": round(b, 3),
+                "real_requests_per_hour": row["requests_per_hour"],
+                "sim_requests_per_hour": other["requests_per_hour"],
+                "agree": abs(a - b) <= TOLERANCE * max(a, b),
+            }
     r, s = real["steady"]["coordination_dollars_per_month"], sim["steady"]["coordination_dollars_per_month"]
     return {
         "per_request": per_request,
@@ -62,11 +51,45 @@ def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
         "sim_dollars_per_month": s,
         "relative_difference": round(abs(s - r) / r, 3) if r else None,
         "tolerance": TOLERANCE,
-        "agree": agree,
+        "agree": all(row["agree"] for row in per_request.values()),
     }
 
 
+def _real(args: argparse.Namespace) -> dict[str, Any]:
+    """(a) and (b): the real run and its simulation, compared."""
+    s, w = args.real_shards, args.real_workers
+    print(
+        f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s steady",
+        flush=True,
+    )
+    real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
+    print(f"(b) simulator at {s}/{w}", flush=True)
+    settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
+    sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
+    return {"real": real, "sim": sim, "comparison": _compare(real, sim)}
+
+
+def _shapes(wall_budget: float) -> list[dict[str, Any]]:
+    """(c): every shape simulated, or extrapolated from the last simulated one when over ``wall_budget``."""
+    shapes: list[dict[str, Any]] = []
+    last_simulated: dict[str, Any] | None = None
+    for s, w in SHAPES:
+        window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
+        out = run_shape(ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=wall_budget))
+        if out["status"] == "simulated":
+            last_simulated = out
+        elif last_simulated is not None:
+            out["extrapolated"] = extrapolate(last_simulated, s, w)
+        out["kcl_model"] = kcl_cost(s, w)
+        shapes.append(out)
+        steady = out.get("steady", out.get("extrapolated", {}))
+        dollars = steady.get("coordination_dollars_per_month", "-")
+        print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
+    return shapes
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 1 when an invariant broke or real and simulated bills disagree."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--real-shards", type=int, default=32)
     p.add_argument("--real-workers", type=int, default=8)
@@ -80,55 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("consumer").setLevel(logging.ERROR)
     results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}}
-
     if not args.skip_real:
-        s, w = args.real_shards, args.real_workers
-        print(
-            f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s steady",
-            flush=True,
-        )
-        real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
-        print(f"(b) simulator at {s}/{w}", flush=True)
-        settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
-        sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
-        results["real_vs_sim"] = {"real": real, "sim": sim, "comparison": _compare(real, sim)}
+        results["real_vs_sim"] = _real(args)
         print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
-
-    shapes: list[dict[str, Any]] = []
-    last_simulated: dict[str, Any] | None = None
+    results["shapes"] = []
     if not args.real_only:
         print("(c) simulator, every shape", flush=True)
-    for s, w in () if args.real_only else SHAPES:
-        window = _steady_window(s, w)
-        out = run_shape(
-            ShapeRun(
-                s, w, steady_seconds=window, settle_seconds=max(8.0, window / 5), wall_budget=args.wall_budget
-            )
-        )
-        if out.get("status") != "simulated" and last_simulated is not None:
-            out["extrapolated"] = extrapolate(last_simulated, s, w)
-        elif out.get("status") == "simulated":
-            last_simulated = out
-        out["kcl_model"] = kcl_cost(s, w)
-        shapes.append(out)
-        steady = out.get("steady", out.get("extrapolated", {}))
-        print(
-            f"  {s}/{w}: {out.get('status')}: ${steady.get('coordination_dollars_per_month', '-')}/month, "
-            f"{out.get('wall_seconds')} s wall",
-            flush=True,
-        )
-    results["shapes"] = shapes
-    if not args.real_only:
+        results["shapes"] = _shapes(args.wall_budget)
         results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
         print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
-
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
     table = markdown(results)
     (args.out / "coordination.md").write_text(table)
     print(table)
     agree = results.get("real_vs_sim", {}).get("comparison", {}).get("agree", True)
-    violations = sum(s.get("violation_count", 0) for s in shapes)
+    violations = sum(s.get("violation_count", 0) for s in results["shapes"])
     if violations or not agree:
         print(
             f"FAILED: {violations} invariant violations; real and simulated agree: {agree}", file=sys.stderr

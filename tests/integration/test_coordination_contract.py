@@ -123,7 +123,7 @@ def test_the_metered_repository_bills_what_dynamodb_bills_on_the_wire(
 
     seam = Ledger(time.monotonic)
     tables = MeteredTables(InMemoryTables(), seam, "memory-leases", "memory-cps")
-    mine = _script(tables.repository(), tables.checkpoints())
+    mine = _script(tables, tables)
 
     assert mine == real  # the same calls granted and refused
     roles = {
