@@ -16,7 +16,6 @@ from typing import Any
 
 from bench.coordination.kcl_model import calibration, kcl_cost
 from bench.coordination.real_run import real_run
-from bench.coordination.report import extrapolate, markdown
 from consumer.config import LeaseConfig
 from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
 from tools.coordination.sim import SimSettings
@@ -24,6 +23,42 @@ from tools.coordination.sim import SimSettings
 REPO = Path(__file__).resolve().parents[2]
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
+
+
+def _money(v: float) -> str:
+    return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
+
+
+def _peaks(shape: dict[str, Any], kind: str) -> str:
+    """Start / steady / scale-out peak units per second of ``kind`` (read or write)."""
+    sections = (shape.get("start"), shape.get("steady"), shape.get("scale_out"))
+    return " / ".join(
+        f"{s['peak'][f'lease_table_{kind}_units_per_s']:,.0f}" if s and "peak" in s else "-" for s in sections
+    )
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """One row per shape, next to the KCL 3.x model."""
+    lines = [
+        "| shards / workers | how | read units/h | write units/h | $/month (coordination) | checkpoints $/month "
+        "| peak read u/s (start / steady / 2x scale-out) | peak write u/s (start / steady / 2x scale-out) "
+        "| KCL 3.x $/month (model) | KCL 3.x steady read / write u/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for shape in results["shapes"]:
+        s, w = shape["shards"], shape["workers"]
+        st = shape.get("steady")
+        how = f"{shape['status']} | - | - | - | - | - | -"
+        if st:
+            how = (
+                f"simulated ({st['window_s']:.0f} s steady) | {st['coordination_read_units_per_hour']:,.0f} | "
+                f"{st['coordination_write_units_per_hour']:,.0f} | {_money(st['coordination_dollars_per_month'])} | "
+                f"{_money(st['checkpoint_dollars_per_month'])} | {_peaks(shape, 'read')} | {_peaks(shape, 'write')}"
+            )
+        kcl = kcl_cost(s, w)
+        steady = f"{kcl['steady_read_units_per_second']:,.1f} / {kcl['steady_write_units_per_second']:,.1f}"
+        lines.append(f"| {s:,} / {w:,} | {how} | {_money(kcl['dollars_per_month'])} | {steady} |")
+    return "\n".join(lines) + "\n"
 
 
 def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
@@ -70,20 +105,13 @@ def _real(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _shapes(wall_budget: float) -> list[dict[str, Any]]:
-    """(c): every shape simulated, or extrapolated from the last simulated one when over ``wall_budget``."""
+    """(c): every shape simulated (or said not to be, when over ``wall_budget``)."""
     shapes: list[dict[str, Any]] = []
-    last_simulated: dict[str, Any] | None = None
     for s, w in SHAPES:
         window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
         out = run_shape(ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=wall_budget))
-        if out["status"] == "simulated":
-            last_simulated = out
-        elif last_simulated is not None:
-            out["extrapolated"] = extrapolate(last_simulated, s, w)
-        out["kcl_model"] = kcl_cost(s, w)
-        shapes.append(out)
-        steady = out.get("steady", out.get("extrapolated", {}))
-        dollars = steady.get("coordination_dollars_per_month", "-")
+        shapes.append(out | {"kcl_model": kcl_cost(s, w)})
+        dollars = out.get("steady", {}).get("coordination_dollars_per_month", "-")
         print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
     return shapes
 

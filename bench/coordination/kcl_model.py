@@ -1,17 +1,6 @@
-"""The KCL 3.x coordination cost model, to put next to the simulated figures. Assumptions (on-demand prices):
-
-* Lease renewals: every lease is renewed by its owner with a conditional UpdateItem, 1,088 writes per
-  lease-hour (one every ~3.3 s: a third of the 10 s failover time), 1 write unit each (a lease item is
-  ~300 bytes). The owner GSI (leaseOwner, keys only) is not written by a renewal: the owner does not change.
-* Lease reads: each worker queries its own leases on the owner GSI every 10 s (eventually consistent, one
-  page under 4 KB: 0.5 read units).
-* Worker metrics: each worker writes its metrics item (~500 bytes, 1 write unit) every 30 s.
-* Leader: one worker scans the lease table and the worker-metrics table every 10 s (strongly consistent),
-  ~300 bytes a lease, ~500 bytes a worker-metrics item.
-* Not modelled: the leader's assignment writes and the GSI write amplification of an owner change (a delete
-  and a put on the index): both happen on rebalancing only; shard sync (a Kinesis call); checkpoints.
-
-Calibrated against issue 11's table (``calibration()``: the issue's figure next to this model's).
+"""The KCL 3.x coordination cost model, next to the simulated figures: lease renewals, owner-GSI queries, worker
+metrics writes and the leader's scans, on DynamoDB on-demand (docs/benchmarks.md lists the assumptions and what
+is not modelled); ``calibration()`` puts it next to issue 11's figures.
 """
 
 from __future__ import annotations
@@ -23,9 +12,9 @@ from tools.coordination.billing import dollars_per_month
 __all__ = ["calibration", "kcl_cost"]
 
 ISSUE_FIGURES = {(8, 2): 4.13, (32, 8): 16.5, (64, 4): 32.1, (1000, 250): 520.0, (4000, 1000): 2060.0}
-RENEWALS_PER_LEASE_HOUR = 1088.0
-LEASE_BYTES, METRICS_BYTES = 300, 500
-OWNER_QUERY_S, METRICS_WRITE_S, LEADER_SCAN_S = 10.0, 30.0, 10.0
+RENEWALS_PER_LEASE_HOUR = 1088.0  # one every ~3.3 s: a third of the 10 s failover time
+LEASE_BYTES, METRICS_BYTES = 300, 500  # a lease item, a worker-metrics item
+OWNER_QUERY_S, METRICS_WRITE_S, LEADER_SCAN_S = 10.0, 30.0, 10.0  # each worker's, each worker's, the leader's
 
 
 def kcl_cost(shards: int, workers: int) -> dict[str, float]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from tools.coordination.ledger import Ledger, difference
+from tools.coordination.billing import Ledger, difference
 from tools.coordination.metering import DynamoDBMeter
 from tools.coordination.scenarios import peaks, summarize
 from tools.emulators import AwsEndpoints, Emulators

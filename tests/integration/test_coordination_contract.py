@@ -22,7 +22,7 @@ from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation
 from consumer.records import Position
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger
 from tools.coordination.metered import MeteredTables
 from tools.coordination.metering import DynamoDBMeter
 from tools.emulators import AwsEndpoints

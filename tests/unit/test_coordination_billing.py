@@ -13,6 +13,7 @@ from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation
 from tools.coordination.billing import (
+    Ledger,
     dollars_per_month,
     item_size,
     number_size,
@@ -20,7 +21,6 @@ from tools.coordination.billing import (
     read_units,
     write_units,
 )
-from tools.coordination.ledger import Ledger
 from tools.coordination.metered import MeteredTables, stored_item
 
 

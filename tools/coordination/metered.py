@@ -18,8 +18,7 @@ from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_k
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
-from tools.coordination.billing import item_size, page_read_units, read_units, write_units
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
 
 __all__ = ["MeteredTables", "stored_item"]
 
@@ -30,6 +29,7 @@ _T = TypeVar("_T")
 
 Stored = Lease | WorkerItem | Leader | CheckpointItem | None
 Ref = tuple[str, Callable[[], Stored]]  # (table, the item as it is stored now)
+Progress = Mapping[tuple[str, str], ShardLag] | None
 
 
 def stored_item(value: Stored) -> dict[str, Any] | None:
@@ -143,11 +143,11 @@ class MeteredTables:
     def snapshot(self, consistent: bool = True) -> TableSnapshot:
         """A Scan of the lease table: pages of up to 1 MB read, each summed and rounded once."""
         with self.tables.lock:
-            items: list[Stored] = [*self.tables.leases.values(), *self.tables.workers.values()]
-            items += [self.tables.leader] if self.tables.leader is not None else []
+            items = [(x.key, _size(x)) for x in (*self.tables.leases.values(), *self.tables.workers.values())]
+            items += [(LEADER_KEY, _size(self.tables.leader))] if self.tables.leader is not None else []
             pages: list[list[int]] = [[]]
             total = 0
-            for _key, size in sorted((_scan_key(x), _size(x)) for x in items):
+            for _key, size in sorted(items):  # pages split in key order
                 if total >= PAGE_BYTES:
                     pages.append([])
                     total = 0
@@ -185,12 +185,7 @@ class MeteredTables:
         self._write("PutItem", [self._worker(worker.worker_id)], lambda: self._repo.register_worker(worker))
 
     def heartbeat(
-        self,
-        worker_id: str,
-        generation: int,
-        lease_count: int,
-        draining: bool,
-        progress: Mapping[tuple[str, str], ShardLag] | None = None,
+        self, worker_id: str, generation: int, lease_count: int, draining: bool, progress: Progress = None
     ) -> int:
         return self._write(
             "UpdateItem",
@@ -286,14 +281,3 @@ class MeteredTables:
             if owner:
                 self._charge_writes("UpdateItem", owner, woken)
             return new
-
-
-def _scan_key(x: Stored) -> str:
-    """Where a Scan meets an item of the lease table (pages split in key order)."""
-    match x:
-        case WorkerItem() | Lease():
-            return x.key
-        case Leader():
-            return LEADER_KEY
-        case _:
-            raise TypeError(f"not an item of the lease table: {x!r}")

@@ -12,8 +12,7 @@ from base64 import b64decode
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.coordination.billing import item_size, page_read_units, read_units, write_units
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
 from tools.http_framing import http_message
 
 __all__ = ["DynamoDBMeter"]

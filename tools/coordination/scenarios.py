@@ -8,8 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tools.coordination.billing import dollars_per_month
-from tools.coordination.ledger import Ledger, Totals, difference
+from tools.coordination.billing import Ledger, Totals, difference, dollars_per_month
 from tools.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
 
 __all__ = ["ShapeRun", "rebalance", "run_shape", "summarize"]
@@ -37,17 +36,15 @@ def summarize(totals: Totals, seconds: float, roles: dict[str, str] = SIM_ROLES)
     coord_r = coord_w = cp_w = 0.0
     for (table, op), t in sorted(totals.items()):
         role = roles.get(table, table)
-        row = by_op.setdefault(f"{role}.{op}", {})
-        row["requests_per_hour"] = row.get("requests_per_hour", 0) + t.requests / hours
-        row["read_units_per_hour"] = row.get("read_units_per_hour", 0) + t.read_units / hours
-        row["write_units_per_hour"] = row.get("write_units_per_hour", 0) + t.write_units / hours
+        rates = {"requests": t.requests, "read_units": t.read_units, "write_units": t.write_units}
+        by_op[f"{role}.{op}"] = {f"{name}_per_hour": round(v / hours, 1) for name, v in rates.items()}
         if role == "checkpoint_table" and op == "UpdateItem":  # the application's checkpoints
             cp_w += t.write_units / hours
         else:
             coord_r += t.read_units / hours
             coord_w += t.write_units / hours
     return {
-        "by_operation": {k: {n: round(v, 1) for n, v in row.items()} for k, row in by_op.items()},
+        "by_operation": by_op,
         "coordination_read_units_per_hour": round(coord_r, 1),
         "coordination_write_units_per_hour": round(coord_w, 1),
         "coordination_dollars_per_month": round(dollars_per_month(coord_r, coord_w), 2),

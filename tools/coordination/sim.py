@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.checkpoint.store import CheckpointStore
 from consumer.config import LeaseConfig, StreamSpec, WorkerConfig
 from consumer.errors import CheckpointRejectedError
 from consumer.leases.liveness import OwnValidity
@@ -28,7 +27,7 @@ from consumer.lifecycle.processor import ShutdownReason
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Position
 from consumer.retrieval.memory import InMemoryKinesis
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger
 from tools.coordination.metered import MeteredTables
 
 __all__ = ["FleetSim", "SimSettings"]
@@ -98,26 +97,42 @@ class ConsumptionLog:
                 self.consumed_shards -= 1
 
 
-@dataclass
-class SimShardRunners:
-    """One worker's shard consumers: Start reads the checkpoint and consumes; Stop drains, checkpoints (when
-    asked to stop, not when the lease was lost) and reports ``ShardFinished`` after ``drain`` seconds."""
+def _no_processor() -> Any:
+    raise RuntimeError("the simulator runs no record processor")
 
-    worker: str
-    checkpoints: CheckpointStore
-    validity: OwnValidity
-    sim: FleetSim
-    report: Callable[[Event], None]
-    running: dict[str, Lease] = field(default_factory=dict)
-    position: int = 0
 
-    def start(self, lease: Lease) -> None:
+class SimWorker:
+    """One worker: ``Worker``'s loop around the real coordinator and effects, stepped by the simulator. Its
+    shard consumers are stand-ins: Start reads the checkpoint and consumes; Stop drains, checkpoints (when asked
+    to stop, not when the lease was lost) and reports ``ShardFinished`` after ``drain`` seconds."""
+
+    def __init__(self, sim: FleetSim, worker_id: str) -> None:
+        self.id = worker_id
+        self.sim = sim
+        lease = sim.settings.lease
+        cfg = WorkerConfig(
+            "sim", LEASE_TABLE, CHECKPOINT_TABLE, (StreamSpec(STREAM, _no_processor),), worker_id, lease
+        )
+        self.validity = OwnValidity(sim.clock, lease.owner_validity)
+        self.coordinator = Coordinator(cfg, sim.clock.monotonic())
+        shards = ShardRunners(self.start_shard, self.stop_shard)
+        metrics = InMemoryMetrics()
+        self.effects = Effects(
+            worker_id, sim.tables, sim.kinesis, (STREAM,), shards, self.validity, metrics, sim.clock
+        )
+        self.running: dict[str, Lease] = {}
+        self.position = 0  # of the last checkpoint it wrote
+        self.pending: list[Event] = []
+        self.done = False
+        self.wake_at = float("inf")
+
+    def start_shard(self, lease: Lease) -> None:
         """Resume from the checkpoint (as the real consumer reads it) and consume."""
-        self.checkpoints.get(lease.stream, lease.shard_id)
+        self.sim.tables.get(lease.stream, lease.shard_id)
         self.running[lease.key] = lease
-        self.sim.log.start(lease.key, self.worker, lease.epoch, self.validity)
+        self.sim.log.start(lease.key, self.id, lease.epoch, self.validity)
 
-    def stop(self, stop: Stop) -> None:
+    def stop_shard(self, stop: Stop) -> None:
         """Drain, then report the shard finished."""
         lease = self.running.get(stop.key)
         if lease is not None:
@@ -127,48 +142,13 @@ class SimShardRunners:
         if self.running.pop(lease.key, None) is None:
             return
         requested = reason is ShutdownReason.REQUESTED
-        if (
-            requested
-        ):  # the final checkpoint; refused when the lease moved on (the table tells the coordinator)
+        if requested:  # the final checkpoint; refused if the lease moved on (the table tells the coordinator)
             self.position += 1
             with contextlib.suppress(CheckpointRejectedError):
-                self.checkpoints.save(
-                    lease.stream, lease.shard_id, lease.epoch, Position(f"{self.position:021d}")
-                )
-        self.sim.log.finish(lease.key, self.worker)
-        self.report(ShardFinished(lease.key, lease.epoch, Outcome.STOPPED if requested else Outcome.LOST))
-
-
-def _no_processor() -> Any:
-    raise RuntimeError("the simulator runs no record processor")
-
-
-class SimWorker:
-    """One worker: ``Worker``'s loop around the real coordinator and effects, stepped by the simulator."""
-
-    def __init__(self, sim: FleetSim, worker_id: str) -> None:
-        self.id = worker_id
-        self.sim = sim
-        lease = sim.settings.lease
-        streams = (StreamSpec(STREAM, _no_processor),)
-        cfg = WorkerConfig("sim", LEASE_TABLE, CHECKPOINT_TABLE, streams, worker_id, lease)
-        self.validity = OwnValidity(sim.clock, lease.owner_validity)
-        self.runners = SimShardRunners(worker_id, sim.tables, self.validity, sim, self.hear)
-        self.coordinator = Coordinator(cfg, sim.clock.monotonic())
-        runners = ShardRunners(self.runners.start, self.runners.stop)
-        self.effects = Effects(
-            worker_id,
-            sim.tables,
-            sim.kinesis,
-            (STREAM,),
-            runners,
-            self.validity,
-            InMemoryMetrics(),
-            sim.clock,
-        )
-        self.pending: list[Event] = []
-        self.done = False
-        self.wake_at = float("inf")
+                position = Position(f"{self.position:021d}")
+                self.sim.tables.save(lease.stream, lease.shard_id, lease.epoch, position)
+        self.sim.log.finish(lease.key, self.id)
+        self.hear(ShardFinished(lease.key, lease.epoch, Outcome.STOPPED if requested else Outcome.LOST))
 
     def hear(self, event: Event) -> None:
         """An event for the next step, now."""
