@@ -143,7 +143,8 @@ class MeteredTables:
     def snapshot(self, consistent: bool = True) -> TableSnapshot:
         """A Scan of the lease table: pages of up to 1 MB read, each summed and rounded once."""
         with self.tables.lock:
-            items = [(x.key, _size(x)) for x in (*self.tables.leases.values(), *self.tables.workers.values())]
+            items = [(x.key, _size(x)) for x in self.tables.leases.values()]
+            items += [(x.key, _size(x)) for x in self.tables.workers.values()]
             items += [(LEADER_KEY, _size(self.tables.leader))] if self.tables.leader is not None else []
             pages: list[list[int]] = [[]]
             total = 0
