@@ -1,6 +1,7 @@
 """``python -m bench.coordination`` (``make bench-coordination``): the coordination cost benchmark.
 
-(a) real worker processes against the emulators, every DynamoDB request billed by the fault proxy's meter;
+(a) real worker processes against the emulators, every DynamoDB request billed by the fault proxy's meter
+(``tools.coordination.metering``);
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
 (c) the simulator for every shape from 8/2 to 10,000/2,500. Writes reports/bench/coordination.{json,md}.
 """
@@ -11,18 +12,26 @@ import argparse
 import json
 import logging
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench.coordination.kcl_model import calibration, kcl_cost
-from bench.coordination.real_run import real_run
 from consumer.config import LeaseConfig
-from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from tools.coordination.billing import Ledger, difference
+from tools.coordination.metering import DynamoDBMeter
+from tools.coordination.scenarios import ShapeRun, peaks, rebalance, run_shape, summarize
 from tools.coordination.sim import SimSettings
+from tools.emulators import AwsEndpoints, Emulators
+from tools.fleet.runner import Fleet, FleetSettings
+from tools.tcp_proxy import FaultProxy
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
+RATE = 10.0  # records a second the real run's producer writes
 
 
 def _money(v: float) -> str:
@@ -61,6 +70,62 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _wait_fair(table: DynamoDBLeaseRepository, shards: int, workers: list[str]) -> float | None:
+    """Seconds until every shard is owned and each of ``workers`` owns its fair share (None: not in 120 s)."""
+    began = time.monotonic()
+    low, high = shards // len(workers), -(-shards // len(workers))
+    while time.monotonic() - began < 120:
+        owners = Counter(lease.owner for lease in table.snapshot().leases)
+        if sum(owners[w] for w in workers) == shards and all(low <= owners[w] <= high for w in workers):
+            return round(time.monotonic() - began, 2)
+        time.sleep(0.25)
+    return None
+
+
+def real_run(shards: int, workers: int, added: int, steady_seconds: float, workdir: Path) -> dict[str, Any]:
+    """Start ``workers`` on ``shards``, meter ``steady_seconds`` of steady state, then add ``added`` more."""
+    out: dict[str, Any] = {"shards": shards, "workers": workers, "added": added, "producer_rate": RATE}
+    with Emulators() as emu:
+        ledger = Ledger(time.monotonic)
+        raw = emu.endpoints.client("dynamodb")  # straight to moto: not metered
+        meter = DynamoDBMeter(ledger, raw)
+        host, _, port = emu.endpoints.aws_endpoint.rsplit("/", 1)[-1].partition(":")
+        with FaultProxy((host, int(port)), meter=meter) as proxy:
+            endpoints = AwsEndpoints(emu.endpoints.kinesis_endpoint, proxy.url())
+            fleet = Fleet(endpoints, workdir, FleetSettings(shards=shards, rate=RATE), "coordination")
+            table = DynamoDBLeaseRepository(raw, fleet.lease_table, fleet.checkpoint_table)
+            roles = {fleet.lease_table: "lease_table", fleet.checkpoint_table: "checkpoint_table"}
+            t_start = time.monotonic()
+            fleet.start_producer()
+            try:
+                ids = [f"w{i:03d}" for i in range(workers + added)]
+                for wid in ids[:workers]:
+                    fleet.start_worker(wid)
+                fair = _wait_fair(table, shards, ids[:workers])
+                out["start"] = {
+                    "fair_share_after_s": fair,
+                    "peak": peaks(ledger, fleet.lease_table, t_start, time.monotonic() + 1),
+                }
+                time.sleep(12)  # settle: a heartbeat period and more
+                t0, before = time.monotonic(), ledger.totals()
+                time.sleep(steady_seconds)
+                t1 = time.monotonic()
+                steady = summarize(difference(ledger.totals(), before), t1 - t0, roles)
+                out["steady"] = {"window_s": round(t1 - t0, 1), **steady}
+                for wid in ids[workers:]:
+                    fleet.start_worker(wid)
+                out["scale_out"] = {
+                    "workers_after": workers + added,
+                    "fair_share_after_s": _wait_fair(table, shards, ids),
+                    "peak": peaks(ledger, fleet.lease_table, t1, time.monotonic() + 1),
+                }
+            finally:
+                fleet.stop_producer()
+                fleet.stop_all()
+            out["proxy_errors"] = meter.errors[:5]
+    return out
+
+
 def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
     """Units per request of each lease-table operation must agree within ``TOLERANCE`` (the bill of a request);
     request rates can differ: real workers behind a loaded emulator make fewer requests than configured."""
@@ -94,7 +159,7 @@ def _real(args: argparse.Namespace) -> dict[str, Any]:
     """(a) and (b): the real run and its simulation, compared."""
     s, w = args.real_shards, args.real_workers
     print(
-        f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s steady",
+        f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s",
         flush=True,
     )
     real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")

@@ -25,12 +25,8 @@ _REFUSED = ("ConditionalCheckFailedException", "TransactionCanceledException")  
 @dataclass
 class _Request:
     op: str
-    body: bytes
+    body: dict[str, Any]
     before: list[int] | None = None  # a write's item sizes
-
-    def json(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(self.body or b"{}")
-        return parsed
 
 
 @dataclass
@@ -50,15 +46,17 @@ class DynamoDBMeter:
         target = headers.get("x-amz-target", "")
         if not target.startswith(_TARGET):
             return None
-        req = _Request(target.removeprefix(_TARGET), body)
-        if req.op not in _WRITES:
-            return req
-        self._write_lock.acquire()
+        op = target.removeprefix(_TARGET)
+        write = op in _WRITES
+        if write:
+            self._write_lock.acquire()
         try:
-            req.before = self._sizes(req)
+            req = _Request(op, json.loads(body))
+            req.before = self._sizes(req) if write else None
             return req
-        except Exception as exc:  # unbillable: noted, and the write goes on unmetered
-            self._write_lock.release()
+        except Exception as exc:  # unbillable: noted, and the request goes on unmetered
+            if write:
+                self._write_lock.release()
             self.errors.append(repr(exc))
             return None
 
@@ -87,7 +85,7 @@ class DynamoDBMeter:
 
     def _touched(self, req: _Request) -> list[tuple[str, dict[str, Any]]]:
         """(table, key) of every item a write touches."""
-        body = req.json()
+        body = req.body
         specs = [next(iter(e.values())) for e in body["TransactItems"]] if "TransactItems" in body else [body]
         return [(s["TableName"], self._key(s["TableName"], s.get("Key") or s["Item"])) for s in specs]
 
@@ -115,7 +113,7 @@ class DynamoDBMeter:
             self.ledger.charge(table, req.op, write=factor * write_units(b, a), requests=int(i == 0))
 
     def _bill_read(self, req: _Request, resp: dict[str, Any]) -> None:
-        body, op = req.json(), req.op
+        body, op = req.body, req.op
         consistent = bool(body.get("ConsistentRead"))
         if op == "GetItem":
             self.ledger.charge(

@@ -62,8 +62,8 @@ def peaks(ledger: Ledger, table: str, start: float, end: float) -> dict[str, flo
 def _join(
     sim: FleetSim, ids: list[str], count: int, spread: float, wall_deadline: float
 ) -> tuple[float | None, int]:
-    """Start ``count`` more workers (over ``spread`` seconds) and run until all of them hold their fair share:
-    when (None if not within 300 s or the wall deadline), and how many shard starts came before."""
+    """Start ``count`` more workers over ``spread`` seconds; (when all held their fair share, if within 300 s
+    and the wall deadline; how many shard starts came before)."""
     t1, starts = sim.clock.now, len(sim.log.starts)
     for i in range(len(ids), len(ids) + count):
         ids.append(f"w{i:05d}")
@@ -73,7 +73,6 @@ def _join(
 
 
 def _moves(sim: FleetSim, since: int) -> Counter[str]:
-    """Shard starts per shard after the first ``since``."""
     return Counter(key for _t, key, _w in sim.log.starts[since:])
 
 

@@ -1,9 +1,6 @@
-"""A discrete-event fleet simulator: the project's real ``Coordinator`` and ``Effects`` on simulated time, over
-the in-memory lease repository and checkpoint store shared by the fleet and billed at the repository seam
-(``metered.py``). The worker shell mirrors ``consumer.lifecycle.worker.Worker``; shard consumers are stand-ins
-that only log who consumes what. No threads and no sleeping: a heap of wake-ups, each DynamoDB request taking
-``request_latency`` simulated seconds.
-"""
+"""A discrete-event fleet simulator: the real ``Coordinator`` and ``Effects`` of each worker over the fleet's
+in-memory tables, billed at the repository seam (``metered.py``). No threads and no sleeping: a heap of
+wake-ups, each DynamoDB request taking ``request_latency`` simulated seconds."""
 
 from __future__ import annotations
 
@@ -48,11 +45,11 @@ class SimSettings:
     seed: int = 1
 
 
+@dataclass
 class SimClock:
     """Simulated time: monotonic seconds from 0, and a wall clock that moves with it."""
 
-    def __init__(self) -> None:
-        self.now = 0.0
+    now: float = 0.0
 
     def monotonic(self) -> float:
         return self.now
@@ -70,7 +67,6 @@ class ConsumptionLog:
     per_worker: dict[str, int] = field(default_factory=dict)
     starts: list[tuple[float, str, str]] = field(default_factory=list)  # (t, key, worker)
     violations: list[str] = field(default_factory=list)
-    consumed_shards: int = 0  # shards with at least one consumer
 
     def start(self, key: str, worker: str, epoch: int, validity: OwnValidity) -> None:
         """``worker`` starts consuming ``key``: a breach if another may still deliver (its window is open)."""
@@ -81,8 +77,6 @@ class ConsumptionLog:
                     f"t={self.clock.now:.3f} {key}: {worker} (epoch {epoch}) started while {other} "
                     f"(epoch {other_epoch}) still consumes with {other_validity.remaining():.2f}s of validity"
                 )
-        if not holders:
-            self.consumed_shards += 1
         if worker not in holders:
             self.per_worker[worker] = self.per_worker.get(worker, 0) + 1
         holders[worker] = (epoch, validity)
@@ -93,8 +87,6 @@ class ConsumptionLog:
         holders = self.consumers.get(key, {})
         if holders.pop(worker, None) is not None:
             self.per_worker[worker] -= 1
-            if not holders:
-                self.consumed_shards -= 1
 
 
 def _no_processor() -> Any:
@@ -123,7 +115,6 @@ class SimWorker:
         self.running: dict[str, Lease] = {}
         self.position = 0  # of the last checkpoint it wrote
         self.pending: list[Event] = []
-        self.done = False
         self.wake_at = float("inf")
 
     def start_shard(self, lease: Lease) -> None:
@@ -163,7 +154,6 @@ class SimWorker:
         actions = self.coordinator.step(now, events)
         results = [e for a in actions if (e := self.effects.run(a)) is not None]
         if self.coordinator.done:
-            self.done = True
             return
         spent = (self.sim.tables.requests - before) * self.sim.settings.request_latency
         if results:
@@ -200,12 +190,12 @@ class FleetSim:
 
     def wake(self, worker: SimWorker, at: float) -> None:
         """Step ``worker`` at ``at``, unless it is due earlier."""
-        if worker.done or at >= worker.wake_at:
+        if worker.coordinator.done or at >= worker.wake_at:
             return
         worker.wake_at = at
 
         def fire() -> None:
-            if worker.done or worker.wake_at != at:
+            if worker.coordinator.done or worker.wake_at != at:
                 return  # superseded by an earlier wake-up
             worker.wake_at = float("inf")
             self.steps += 1
@@ -245,6 +235,7 @@ class FleetSim:
         held = [self.log.per_worker.get(w, 0) for w in workers]
         if not workers or any(w not in self.workers for w in workers):
             return False
-        if sum(held) != self.shards or self.log.consumed_shards != self.shards:
+        consumed = (1 for holders in self.log.consumers.values() if holders)
+        if sum(held) != self.shards or sum(consumed) != self.shards:
             return False
         return all(self.shards // len(workers) <= n <= -(-self.shards // len(workers)) for n in held)
