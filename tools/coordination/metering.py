@@ -122,18 +122,13 @@ class DynamoDBMeter:
         elif op in ("Scan", "Query"):
             sizes = [item_size(i) for i in resp.get("Items", [])]
             self.ledger.charge(body["TableName"], op, read=page_read_units(sizes, consistent))
-        elif op == "BatchGetItem":
-            first = 1  # one request, on its first item
+        elif op == "BatchGetItem":  # each item rounded alone, a missing one at the minimum; one request
+            first = 1
             for table, spec in body["RequestItems"].items():
-                found = {
-                    json.dumps(self._key(table, i), sort_keys=True): i
-                    for i in resp["Responses"].get(table, [])
-                }
-                for key in spec["Keys"]:
-                    size = item_size(found.get(json.dumps(key, sort_keys=True)))
-                    self.ledger.charge(
-                        table, op, read=read_units(size, bool(spec.get("ConsistentRead"))), requests=first
-                    )
+                found = [item_size(i) for i in resp["Responses"].get(table, [])]
+                for size in found + [0] * (len(spec["Keys"]) - len(found)):
+                    units = read_units(size, bool(spec.get("ConsistentRead")))
+                    self.ledger.charge(table, op, read=units, requests=first)
                     first = 0
 
 
