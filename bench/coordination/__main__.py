@@ -1,10 +1,9 @@
 """``python -m bench.coordination`` (``make bench-coordination``): the coordination cost benchmark.
 
-(a) real worker processes against the emulators, every DynamoDB request billed on its way through the
-fault proxy;
+(a) real worker processes against the emulators, every DynamoDB request billed by the fault proxy's meter
+(``tools.coordination.metering``);
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
-(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes ``reports/bench/coordination.json`` and
-``reports/bench/coordination.md``.
+(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes reports/bench/coordination.{json,md}.
 """
 
 from __future__ import annotations
@@ -13,48 +12,138 @@ import argparse
 import json
 import logging
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench.coordination.kcl_model import calibration, kcl_cost
-from bench.coordination.real_run import real_run
-from bench.coordination.report import extrapolate, markdown
 from consumer.config import LeaseConfig
-from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from tools.coordination.billing import Ledger, difference
+from tools.coordination.metering import DynamoDBMeter
+from tools.coordination.scenarios import ShapeRun, peaks, rebalance, run_shape, summarize
 from tools.coordination.sim import SimSettings
+from tools.emulators import AwsEndpoints, Emulators
+from tools.fleet.runner import Fleet, FleetSettings
+from tools.tcp_proxy import FaultProxy
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
+RATE = 10.0  # records a second the real run's producer writes
 
 
-def _steady_window(shards: int, workers: int) -> float:
-    return 60.0 if shards * workers <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
+def _money(v: float) -> str:
+    return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
 
 
-def _units_per_request(row: dict[str, float]) -> float:
-    return (row["read_units_per_hour"] + row["write_units_per_hour"]) / row["requests_per_hour"]
+def _peaks(shape: dict[str, Any], kind: str) -> str:
+    """Start / steady / scale-out peak units per second of ``kind`` (read or write)."""
+    sections = (shape.get("start"), shape.get("steady"), shape.get("scale_out"))
+    return " / ".join(
+        f"{s['peak'][f'lease_table_{kind}_units_per_s']:,.0f}" if s and "peak" in s else "-" for s in sections
+    )
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """One row per shape, next to the KCL 3.x model."""
+    lines = [
+        "| shards / workers | how | read units/h | write units/h | $/month (coordination) | checkpoints $/month "
+        "| peak read u/s (start / steady / 2x scale-out) | peak write u/s (start / steady / 2x scale-out) "
+        "| KCL 3.x $/month (model) | KCL 3.x steady read / write u/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for shape in results["shapes"]:
+        s, w = shape["shards"], shape["workers"]
+        st = shape.get("steady")
+        how = f"{shape['status']} | - | - | - | - | - | -"
+        if st:
+            how = (
+                f"simulated ({st['window_s']:.0f} s steady) | {st['coordination_read_units_per_hour']:,.0f} | "
+                f"{st['coordination_write_units_per_hour']:,.0f} | {_money(st['coordination_dollars_per_month'])} | "
+                f"{_money(st['checkpoint_dollars_per_month'])} | {_peaks(shape, 'read')} | {_peaks(shape, 'write')}"
+            )
+        kcl = kcl_cost(s, w)
+        steady = f"{kcl['steady_read_units_per_second']:,.1f} / {kcl['steady_write_units_per_second']:,.1f}"
+        lines.append(f"| {s:,} / {w:,} | {how} | {_money(kcl['dollars_per_month'])} | {steady} |")
+    return "\n".join(lines) + "\n"
+
+
+def _wait_fair(table: DynamoDBLeaseRepository, shards: int, workers: list[str]) -> float | None:
+    """Seconds until every shard is owned and each of ``workers`` owns its fair share (None: not in 120 s)."""
+    began = time.monotonic()
+    low, high = shards // len(workers), -(-shards // len(workers))
+    while time.monotonic() - began < 120:
+        owners = Counter(lease.owner for lease in table.snapshot().leases)
+        if sum(owners[w] for w in workers) == shards and all(low <= owners[w] <= high for w in workers):
+            return round(time.monotonic() - began, 2)
+        time.sleep(0.25)
+    return None
+
+
+def real_run(shards: int, workers: int, added: int, steady_seconds: float, workdir: Path) -> dict[str, Any]:
+    """Start ``workers`` on ``shards``, meter ``steady_seconds`` of steady state, then add ``added`` more."""
+    out: dict[str, Any] = {"shards": shards, "workers": workers, "added": added, "producer_rate": RATE}
+    with Emulators() as emu:
+        ledger = Ledger(time.monotonic)
+        raw = emu.endpoints.client("dynamodb")  # straight to moto: not metered
+        meter = DynamoDBMeter(ledger, raw)
+        host, _, port = emu.endpoints.aws_endpoint.rsplit("/", 1)[-1].partition(":")
+        with FaultProxy((host, int(port)), meter=meter) as proxy:
+            endpoints = AwsEndpoints(emu.endpoints.kinesis_endpoint, proxy.url())
+            fleet = Fleet(endpoints, workdir, FleetSettings(shards=shards, rate=RATE), "coordination")
+            table = DynamoDBLeaseRepository(raw, fleet.lease_table, fleet.checkpoint_table)
+            roles = {fleet.lease_table: "lease_table", fleet.checkpoint_table: "checkpoint_table"}
+            t_start = time.monotonic()
+            fleet.start_producer()
+            try:
+                ids = [f"w{i:03d}" for i in range(workers + added)]
+                for wid in ids[:workers]:
+                    fleet.start_worker(wid)
+                fair = _wait_fair(table, shards, ids[:workers])
+                out["start"] = {
+                    "fair_share_after_s": fair,
+                    "peak": peaks(ledger, fleet.lease_table, t_start, time.monotonic() + 1),
+                }
+                time.sleep(12)  # settle: a heartbeat period and more
+                t0, before = time.monotonic(), ledger.totals()
+                time.sleep(steady_seconds)
+                t1 = time.monotonic()
+                steady = summarize(difference(ledger.totals(), before), t1 - t0, roles)
+                out["steady"] = {"window_s": round(t1 - t0, 1), **steady}
+                for wid in ids[workers:]:
+                    fleet.start_worker(wid)
+                out["scale_out"] = {
+                    "workers_after": workers + added,
+                    "fair_share_after_s": _wait_fair(table, shards, ids),
+                    "peak": peaks(ledger, fleet.lease_table, t1, time.monotonic() + 1),
+                }
+            finally:
+                fleet.stop_producer()
+                fleet.stop_all()
+            out["proxy_errors"] = meter.errors[:5]
+    return out
 
 
 def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
     """Units per request of each lease-table operation must agree within ``TOLERANCE`` (the bill of a request);
     request rates can differ: real workers behind a loaded emulator make fewer requests than configured."""
     per_request: dict[str, Any] = {}
-    agree = True
     for op, row in real["steady"]["by_operation"].items():
         other = sim["steady"]["by_operation"].get(op)
-        if not op.startswith("lease_table") or other is None or not row["requests_per_hour"]:
-            continue
-        a, b = _units_per_request(row), _units_per_request(other)
-        ok = abs(a - b) <= TOLERANCE * max(a, b)
-        agree &= ok
-        per_request[op] = {
-            "real_units_per_request": round(a, 3),
-            "sim_units_per_request": round(b, 3),
-            "real_requests_per_hour": row["requests_per_hour"],
-            "sim_requests_per_hour": other["requests_per_hour"],
-            "agree": ok,
-        }
+        if op.startswith("lease_table") and other is not None and row["requests_per_hour"]:
+            a, b = (
+                (x["read_units_per_hour"] + x["write_units_per_hour"]) / x["requests_per_hour"]
+                for x in (row, other)
+            )
+            per_request[op] = {
+                "real_units_per_request": round(a, 3),
+                "sim_units_per_request": round(b, 3),
+                "real_requests_per_hour": row["requests_per_hour"],
+                "sim_requests_per_hour": other["requests_per_hour"],
+                "agree": abs(a - b) <= TOLERANCE * max(a, b),
+            }
     r, s = real["steady"]["coordination_dollars_per_month"], sim["steady"]["coordination_dollars_per_month"]
     return {
         "per_request": per_request,
@@ -62,11 +151,38 @@ def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
         "sim_dollars_per_month": s,
         "relative_difference": round(abs(s - r) / r, 3) if r else None,
         "tolerance": TOLERANCE,
-        "agree": agree,
+        "agree": all(row["agree"] for row in per_request.values()),
     }
 
 
+def _real(args: argparse.Namespace) -> dict[str, Any]:
+    """(a) and (b): the real run and its simulation, compared."""
+    s, w = args.real_shards, args.real_workers
+    print(
+        f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s",
+        flush=True,
+    )
+    real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
+    print(f"(b) simulator at {s}/{w}", flush=True)
+    settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
+    sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
+    return {"real": real, "sim": sim, "comparison": _compare(real, sim)}
+
+
+def _shapes(wall_budget: float) -> list[dict[str, Any]]:
+    """(c): every shape simulated (or said not to be, when over ``wall_budget``)."""
+    shapes: list[dict[str, Any]] = []
+    for s, w in SHAPES:
+        window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
+        out = run_shape(ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=wall_budget))
+        shapes.append(out | {"kcl_model": kcl_cost(s, w)})
+        dollars = out.get("steady", {}).get("coordination_dollars_per_month", "-")
+        print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
+    return shapes
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 1 when an invariant broke or real and simulated bills disagree."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--real-shards", type=int, default=32)
     p.add_argument("--real-workers", type=int, default=8)
@@ -80,55 +196,22 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("consumer").setLevel(logging.ERROR)
     results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}}
-
     if not args.skip_real:
-        s, w = args.real_shards, args.real_workers
-        print(
-            f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s steady",
-            flush=True,
-        )
-        real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
-        print(f"(b) simulator at {s}/{w}", flush=True)
-        settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
-        sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
-        results["real_vs_sim"] = {"real": real, "sim": sim, "comparison": _compare(real, sim)}
+        results["real_vs_sim"] = _real(args)
         print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
-
-    shapes: list[dict[str, Any]] = []
-    last_simulated: dict[str, Any] | None = None
+    results["shapes"] = []
     if not args.real_only:
         print("(c) simulator, every shape", flush=True)
-    for s, w in () if args.real_only else SHAPES:
-        window = _steady_window(s, w)
-        out = run_shape(
-            ShapeRun(
-                s, w, steady_seconds=window, settle_seconds=max(8.0, window / 5), wall_budget=args.wall_budget
-            )
-        )
-        if out.get("status") != "simulated" and last_simulated is not None:
-            out["extrapolated"] = extrapolate(last_simulated, s, w)
-        elif out.get("status") == "simulated":
-            last_simulated = out
-        out["kcl_model"] = kcl_cost(s, w)
-        shapes.append(out)
-        steady = out.get("steady", out.get("extrapolated", {}))
-        print(
-            f"  {s}/{w}: {out.get('status')}: ${steady.get('coordination_dollars_per_month', '-')}/month, "
-            f"{out.get('wall_seconds')} s wall",
-            flush=True,
-        )
-    results["shapes"] = shapes
-    if not args.real_only:
+        results["shapes"] = _shapes(args.wall_budget)
         results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
         print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
-
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
     table = markdown(results)
     (args.out / "coordination.md").write_text(table)
     print(table)
     agree = results.get("real_vs_sim", {}).get("comparison", {}).get("agree", True)
-    violations = sum(s.get("violation_count", 0) for s in shapes)
+    violations = sum(s.get("violation_count", 0) for s in results["shapes"])
     if violations or not agree:
         print(
             f"FAILED: {violations} invariant violations; real and simulated agree: {agree}", file=sys.stderr

@@ -22,7 +22,7 @@ from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation
 from consumer.records import Position
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger
 from tools.coordination.metered import MeteredTables
 from tools.coordination.metering import DynamoDBMeter
 from tools.emulators import AwsEndpoints
@@ -123,7 +123,7 @@ def test_the_metered_repository_bills_what_dynamodb_bills_on_the_wire(
 
     seam = Ledger(time.monotonic)
     tables = MeteredTables(InMemoryTables(), seam, "memory-leases", "memory-cps")
-    mine = _script(tables.repository(), tables.checkpoints())
+    mine = _script(tables, tables)
 
     assert mine == real  # the same calls granted and refused
     roles = {

@@ -13,6 +13,7 @@ from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation
 from tools.coordination.billing import (
+    Ledger,
     dollars_per_month,
     item_size,
     number_size,
@@ -20,7 +21,6 @@ from tools.coordination.billing import (
     read_units,
     write_units,
 )
-from tools.coordination.ledger import Ledger
 from tools.coordination.metered import MeteredTables, stored_item
 
 
@@ -66,13 +66,12 @@ def _units(ledger: Ledger, op: str, table: str = "leases") -> tuple[int, float, 
 
 
 def test_the_seam_bills_writes_by_the_larger_item_and_refused_conditions_too() -> None:
-    tables, ledger = _tables()
-    repo = tables.repository()
+    repo, ledger = _tables()
     repo.register_worker(WorkerItem("w1", started_ms=1_764_000_000_000))
     assert _units(ledger, "PutItem") == (1, 0, 1)
     progress = {("s", f"shard-{i}"): ShardLag(i, f"{(i + 1) * 10**40 + i * 7919}", 0) for i in range(80)}
     repo.heartbeat("w1", 0, 0, False, progress)
-    size = item_size(stored_item(tables.tables.workers["w1"]))
+    size = item_size(stored_item(repo.tables.workers["w1"]))
     assert size > 1024  # the progress blob makes it a 2 KB (or larger) item
     repo.heartbeat("w1", 0, 0, False, {})  # removes the blob: the item before is the larger
     assert _units(ledger, "UpdateItem") == (2, 0, 2 * math.ceil(size / 1024))
@@ -87,8 +86,7 @@ def test_the_seam_bills_writes_by_the_larger_item_and_refused_conditions_too() -
 
 
 def test_transactions_cost_twice_and_condition_checks_count_as_writes() -> None:
-    tables, ledger = _tables()
-    repo = tables.repository()
+    repo, ledger = _tables()
     lease = Lease("s", "shard-0")
     repo.create_lease(lease)
     # The lease, its (new) checkpoint item and the check that the dead owner's item is still absent.
@@ -99,19 +97,18 @@ def test_transactions_cost_twice_and_condition_checks_count_as_writes() -> None:
         repo.take(lease, "w2", None)  # stale: refused, every item billed all the same
     assert _units(ledger, "TransactWriteItems") == (2, 0, 6)
     assert _units(ledger, "TransactWriteItems", "cps") == (0, 0, 4)
-    assert taken.owner == "w1" and tables.requests == 3
+    assert taken.owner == "w1" and repo.requests == 3
 
 
 def test_a_scan_reads_the_whole_table_in_pages_of_1_mb() -> None:
-    tables, ledger = _tables()
-    repo = tables.repository()
+    repo, ledger = _tables()
     parents = tuple(f"shardId-{i:012d}" for i in range(16))
     for i in range(3000):  # about 400 bytes a lease: 1.2 MB, two pages
         repo.create_lease(Lease("s", f"shardId-{i:012d}", parents=parents))
     repo.register_worker(WorkerItem("w1"))
     sizes = sorted(
         (x.key, item_size(stored_item(x)))
-        for x in (*tables.tables.leases.values(), *tables.tables.workers.values())
+        for x in (*repo.tables.leases.values(), *repo.tables.workers.values())
     )
     first = next(n for n in range(len(sizes)) if sum(s for _k, s in sizes[:n]) >= 1024 * 1024)
     pages = [sum(s for _k, s in sizes[:first]), sum(s for _k, s in sizes[first:])]

@@ -1,3 +1,2 @@
-"""Coordination cost: DynamoDB billing rules, an in-memory DynamoDB, a fleet simulator, and a meter that bills
-real requests on their way through the fault proxy; used by the benchmark (``python -m bench.coordination``)
-and by the tests of the rules themselves."""
+"""Coordination cost: DynamoDB billing rules, the repository seam metered as DynamoDB bills it, the proxy's meter
+of real requests, and a fleet simulator; used by ``python -m bench.coordination``."""

@@ -1,30 +1,28 @@
 """DynamoDB on-demand billing rules, as pure functions of the items a request touches.
 
-Item size: the sum over attributes of the name's UTF-8 bytes plus the value's size: a string its UTF-8
-bytes; a number one byte per two significant digits (leading and trailing zeros trimmed) plus one; a binary
-its raw bytes; a boolean or null one byte; a list or map 3 bytes plus, per element, one byte and the
-element's size (a map element also its name); a set the sum of its members' sizes.
-
-Units: a read is billed in 4 KB units of the item read (strongly consistent: 1 per unit; eventually
-consistent: half), a missing item still costs the minimum; GetItem and every BatchGetItem item are rounded up
-separately, a Query or Scan page sums the sizes of the items it read and rounds once. A write is billed in
-1 KB units of the larger of the item before and after (a delete: the deleted item; a write whose condition
-failed: the same units, it still consumed them). In a transaction every item costs twice its units, and a
-ConditionCheck is billed like a write of the item it checks.
+Item size: attribute names' UTF-8 bytes plus values' sizes (a number one byte per two significant digits plus
+one; a list or map 3 bytes plus one per element; a set its members). Reads are billed in 4 KB units (eventually
+consistent: half; a missing item the minimum), a Query or Scan page summed and rounded once; writes in 1 KB
+units of the larger of the item before and after (a refused condition too); a transaction doubles each item.
+A ``Ledger`` keeps the running bill: units by table and operation, and by second (for peak units per second).
 """
 
 from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 __all__ = [
-    "HOURS_PER_MONTH",
-    "READ_PRICE",
-    "WRITE_PRICE",
+    "Ledger",
+    "Tally",
+    "Totals",
+    "difference",
     "dollars_per_month",
     "item_size",
     "number_size",
@@ -37,27 +35,15 @@ __all__ = [
 READ_PRICE = 0.125 / 1_000_000  # $ per read request unit (on-demand)
 WRITE_PRICE = 0.625 / 1_000_000  # $ per write request unit (on-demand)
 HOURS_PER_MONTH = 730.0
-READ_UNIT_BYTES = 4096
-WRITE_UNIT_BYTES = 1024
 
 
 def number_size(text: str) -> int:
     """One byte per two significant digits, plus one."""
-    try:
-        number = Decimal(text)
-    except InvalidOperation as exc:
-        raise ValueError(f"not a DynamoDB number: {text!r}") from exc
+    number = Decimal(text)
     if number.is_zero():
         return 1
     significant = len(number.normalize().as_tuple().digits)  # normalize() trims the trailing zeros
     return math.ceil(significant / 2) + 1
-
-
-def _binary_len(value: Any) -> int:
-    # boto3 passes raw bytes; the JSON wire format (the proxy) carries base64 text.
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    return len(base64.b64decode(value))
 
 
 def value_size(value: Mapping[str, Any]) -> int:
@@ -67,16 +53,12 @@ def value_size(value: Mapping[str, Any]) -> int:
         return len(v.encode())
     if kind == "N":
         return number_size(v)
-    if kind == "B":
-        return _binary_len(v)
+    if kind == "B":  # boto3 passes raw bytes; the JSON wire form (the proxy) carries base64 text
+        return len(v) if isinstance(v, (bytes, bytearray, memoryview)) else len(base64.b64decode(v))
     if kind in ("BOOL", "NULL"):
         return 1
-    if kind == "SS":
-        return sum(len(s.encode()) for s in v)
-    if kind == "NS":
-        return sum(number_size(n) for n in v)
-    if kind == "BS":
-        return sum(_binary_len(b) for b in v)
+    if kind in ("SS", "NS", "BS"):
+        return sum(value_size({kind[0]: member}) for member in v)
     if kind == "L":
         return 3 + sum(1 + value_size(e) for e in v)
     if kind == "M":
@@ -86,26 +68,77 @@ def value_size(value: Mapping[str, Any]) -> int:
 
 def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
     """Bytes of an item (0 for a missing one)."""
-    if not item:
-        return 0
-    return sum(len(name.encode()) + value_size(v) for name, v in item.items())
+    return sum(len(name.encode()) + value_size(v) for name, v in (item or {}).items())
 
 
 def read_units(size: int, consistent: bool) -> float:
     """Units of reading one item (or one Query/Scan page) of ``size`` bytes; the minimum when it is 0."""
-    units = max(1, math.ceil(size / READ_UNIT_BYTES))
+    units = max(1, math.ceil(size / 4096))
     return float(units) if consistent else units / 2
 
 
-def page_read_units(sizes: list[int] | tuple[int, ...], consistent: bool) -> float:
+def page_read_units(sizes: list[int], consistent: bool) -> float:
     """A Query or Scan page: the sizes of every item read are summed, then rounded up once."""
     return read_units(sum(sizes), consistent)
 
 
 def write_units(before: int, after: int = 0) -> int:
     """Units of a write: 1 KB units of the larger of the item before and after (at least one)."""
-    return max(1, math.ceil(max(before, after) / WRITE_UNIT_BYTES))
+    return max(1, math.ceil(max(before, after) / 1024))
 
 
 def dollars_per_month(read_units_per_hour: float, write_units_per_hour: float) -> float:
+    """The monthly on-demand bill of these hourly units."""
     return (read_units_per_hour * READ_PRICE + write_units_per_hour * WRITE_PRICE) * HOURS_PER_MONTH
+
+
+@dataclass
+class Tally:
+    """Requests and units charged to one (table, operation)."""
+
+    requests: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+
+
+Totals = dict[tuple[str, str], Tally]  # (table, operation) -> tally
+
+
+class Ledger:
+    """Charges are stamped with ``clock()`` (simulated or real seconds) and bucketed by whole second."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()  # the proxy's meter charges from every connection's thread
+        self._totals: Totals = defaultdict(Tally)
+        self._seconds: dict[tuple[str, int], Tally] = defaultdict(Tally)  # (table, second) -> units
+
+    def charge(self, table: str, op: str, read: float = 0.0, write: float = 0.0, requests: int = 1) -> None:
+        """One charge of ``requests`` requests and their units."""
+        with self._lock:
+            for tally in (self._totals[(table, op)], self._seconds[(table, int(self._clock()))]):
+                tally.requests += requests
+                tally.read_units += read
+                tally.write_units += write
+
+    def totals(self) -> Totals:
+        """A copy of the running totals."""
+        with self._lock:
+            return {k: Tally(t.requests, t.read_units, t.write_units) for k, t in self._totals.items()}
+
+    def peak(self, table: str, start: float, end: float) -> tuple[float, float]:
+        """The largest read and write units charged to ``table`` in any whole second of [start, end)."""
+        with self._lock:
+            rows = [t for (name, s), t in self._seconds.items() if name == table and start <= s < end]
+        return max((t.read_units for t in rows), default=0.0), max((t.write_units for t in rows), default=0.0)
+
+
+def difference(after: Totals, before: Totals) -> Totals:
+    """What was charged between two ``totals()`` copies."""
+    out: Totals = {}
+    for key, t in after.items():
+        b = before.get(key, Tally())
+        d = Tally(t.requests - b.requests, t.read_units - b.read_units, t.write_units - b.write_units)
+        if d.requests or d.read_units or d.write_units:
+            out[key] = d
+    return out

@@ -1,17 +1,7 @@
-"""The coordination bill at the repository seam: the in-memory lease repository and checkpoint store, each
-call charged to a ``Ledger`` as DynamoDB bills the requests ``DynamoDBLeaseRepository`` and
-``DynamoDBCheckpointStore`` make for it::
-
-    meter = MeteredTables(InMemoryTables(clock=clock), ledger, "leases", "checkpoints")
-    repo, store = meter.repository(), meter.checkpoints()
-
-Each method names the DynamoDB operation its DynamoDB twin sends and the items that operation touches; the
-units come from ``tools.coordination.billing`` on the sizes of those items as DynamoDB stores them (rendered
-by :func:`stored_item`) before and after the call: a write by the larger of the two (a write refused by its
-condition too), a transaction twice per item, a read by the item read (consistent or not), a Scan by 1 MB
-pages of the whole lease table, leader item included. One request per request (the first item of a
-transaction or a batch carries it). tests/integration/test_coordination_contract.py holds these bills to the
-ones the fault proxy's meter (``metering.py``) reads off the wire from moto for the same calls.
+"""The coordination bill at the repository seam: the in-memory lease repository and checkpoint store, each call
+charged to a ``Ledger`` for the DynamoDB request(s) its DynamoDB twin sends, on the sizes of the items they
+touch as DynamoDB stores them (:func:`stored_item`), before and after. tests/integration/
+test_coordination_contract.py holds these bills to those the proxy's meter (``metering.py``) reads off the wire.
 """
 
 from __future__ import annotations
@@ -24,21 +14,22 @@ from consumer.checkpoint.store import CheckpointItem
 from consumer.dynamo import to_item
 from consumer.errors import CheckpointRejectedError, LeaseConflictError, WorkerFencedError
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
-from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_key, worker_key
+from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_key
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
-from tools.coordination.billing import item_size, page_read_units, read_units, write_units
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
 
-__all__ = ["MeteredCheckpointStore", "MeteredRepository", "MeteredTables", "stored_item"]
+__all__ = ["MeteredTables", "stored_item"]
 
 PAGE_BYTES = 1024 * 1024  # a Scan page stops after reading 1 MB
 _REFUSED = (LeaseConflictError, WorkerFencedError, CheckpointRejectedError)  # a failed condition: billed
+_LATER = ("heartbeat_ms", "progress", "expect", "drain_requested")  # attributes later updates add or remove
 _T = TypeVar("_T")
 
 Stored = Lease | WorkerItem | Leader | CheckpointItem | None
 Ref = tuple[str, Callable[[], Stored]]  # (table, the item as it is stored now)
+Progress = Mapping[tuple[str, str], ShardLag] | None
 
 
 def stored_item(value: Stored) -> dict[str, Any] | None:
@@ -47,93 +38,47 @@ def stored_item(value: Stored) -> dict[str, Any] | None:
         case None:
             return None
         case Lease():
-            return to_item(
-                {
-                    "lease_key": value.key,
-                    "item_type": "lease",
-                    "stream": value.stream,
-                    "shard_id": value.shard_id,
-                    "epoch": value.epoch,
-                    "state": value.state.value,
-                    "parents": list(value.parents),
-                    "owner": value.owner,
-                    "handoff_to": value.handoff_to,
-                    "handoff_requested_ms": value.handoff_requested_ms,
-                    "halted_at": value.halted_at,
-                    "halted_since_ms": value.halted_since_ms,
-                    "given_up_by": value.given_up_by,
-                }
-            )
+            lease = {**vars(value), "state": value.state.value, "parents": list(value.parents)}
+            return to_item({"lease_key": value.key, "item_type": "lease", **lease})
         case WorkerItem():
+            later = {name: getattr(value, name) or None for name in _LATER}
+            worker = {**vars(value), **later, "given": set(value.given) or None, "tags": None}
             return to_item(
-                {
-                    "lease_key": value.key,
-                    "item_type": "worker",
-                    "worker_id": value.worker_id,
-                    "heartbeat": value.heartbeat,
-                    "incarnation": value.incarnation,
-                    "generation": value.generation,
-                    "inbox": value.inbox,
-                    "draining": value.draining,
-                    "lease_count": value.lease_count,
-                    "started_ms": value.started_ms,
-                    "streams": sorted(value.streams),
-                    # Written by later updates only: absent until then (ADD starts ``expect``; an emptied
-                    # set and an empty progress are removed).
-                    "heartbeat_ms": value.heartbeat_ms or None,
-                    "progress": value.progress or None,
-                    "given": set(value.given) or None,
-                    "expect": value.expect or None,
-                    "drain_requested": value.drain_requested or None,
-                }
+                {"lease_key": value.key, "item_type": "worker", **worker, "streams": sorted(value.streams)}
             )
         case Leader():
             return to_item(
                 {"lease_key": LEADER_KEY, "item_type": "leader", "owner": value.owner, "epoch": value.epoch}
             )
-        case CheckpointItem():
-            position = value.position
+        case CheckpointItem(position=p):
+            at = {} if p is None else {"sequence": p.sequence, "sub_sequence": p.sub_sequence}
+            at |= {} if p is None else {"position_key": p.sort_key(), "updated_ms": value.updated_ms}
+            unset = {"position": None, "updated_ms": None}  # no position yet: no updated_ms either
             return to_item(
-                {
-                    "lease_key": lease_key(value.stream, value.shard_id),
-                    "epoch": value.epoch,
-                    "stream": value.stream,
-                    "shard_id": value.shard_id,
-                    "sequence": None if position is None else position.sequence,
-                    "sub_sequence": None if position is None else position.sub_sequence,
-                    "position_key": None if position is None else position.sort_key(),
-                    "updated_ms": None if position is None else value.updated_ms,
-                }
+                {"lease_key": lease_key(value.stream, value.shard_id), **vars(value), **unset, **at}
             )
 
 
-class _Sizes:
-    """Item sizes, each stored version measured once: the in-memory tables replace an item on every write
-    (their values are frozen), so the object names the version; the simulator's leader scans the whole
-    table every second."""
-
-    def __init__(self, limit: int = 500_000) -> None:
-        self._limit = limit
-        self._memo: dict[int, tuple[Stored, int]] = {}
-
-    def __call__(self, value: Stored) -> int:
-        hit = self._memo.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
-        size = item_size(stored_item(value))
-        if len(self._memo) >= self._limit:
-            self._memo.clear()
-        self._memo[id(value)] = (value, size)  # holding the value keeps its id from being reused
-        return size
+_sizes: dict[int, tuple[Stored, int]] = {}  # id -> (the stored version, its size)
 
 
-_size = _Sizes()
+def _size(value: Stored) -> int:
+    """The size of a stored version, measured once: the in-memory tables replace an item (frozen) on every
+    write, and the simulator's leader scans the whole table every second. Holding the value keeps its id."""
+    hit = _sizes.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    if len(_sizes) >= 500_000:
+        _sizes.clear()
+    size = item_size(stored_item(value))
+    _sizes[id(value)] = (value, size)
+    return size
 
 
 @dataclass
 class MeteredTables:
-    """Both in-memory tables and the ledger their calls are billed to; ``requests`` counts the DynamoDB
-    requests made (the simulator charges each one latency)."""
+    """The in-memory lease repository (every role) and checkpoint store over ``tables``, each call billed to
+    ``ledger``; ``requests`` counts the DynamoDB requests made (the simulator charges each one latency)."""
 
     tables: InMemoryTables
     ledger: Ledger
@@ -147,80 +92,63 @@ class MeteredTables:
         self._repo = InMemoryLeaseRepository(self.tables)
         self._store = InMemoryCheckpointStore(self.tables)
 
-    def repository(self) -> MeteredRepository:
-        """A lease repository (every role) over these tables, billed."""
-        return MeteredRepository(self, self._repo)
-
-    def checkpoints(self) -> MeteredCheckpointStore:
-        """A checkpoint store over these tables, billed."""
-        return MeteredCheckpointStore(self, self._store)
-
-    # -- the items a request touches: (table, the stored item as it is when called) -----------------
-    def lease(self, lease: Lease) -> Ref:
+    # -- the items a request touches, and their bills -----------------------------------------------
+    def _lease(self, lease: Lease) -> Ref:
         return self.lease_table, lambda: self.tables.leases.get((lease.stream, lease.shard_id))
 
-    def checkpoint(self, lease: Lease) -> Ref:
-        return self.checkpoint_table, lambda: self.tables.checkpoints.get((lease.stream, lease.shard_id))
+    def _checkpoint(self, stream: str, shard_id: str) -> Ref:
+        return self.checkpoint_table, lambda: self.tables.checkpoints.get((stream, shard_id))
 
-    def worker(self, worker_id: str) -> Ref:
+    def _worker(self, worker_id: str) -> Ref:
         return self.lease_table, lambda: self.tables.workers.get(worker_id)
 
-    def leader(self) -> Ref:
+    def _leader(self) -> Ref:
         return self.lease_table, lambda: self.tables.leader
 
-    # -- billing ------------------------------------------------------------------------------------
-    def write(self, op: str, refs: list[Ref], call: Callable[[], _T]) -> _T:
+    def _moving(self, lease: Lease, *extra: Ref) -> list[Ref]:
+        """An ownership change's transaction: the lease, its checkpoint item, then ``extra``."""
+        return [self._lease(lease), self._checkpoint(lease.stream, lease.shard_id), *extra]
+
+    def _fence(self, dead: OwnerObservation | None) -> list[Ref]:
+        return [] if dead is None else [self._worker(dead.worker_id)]
+
+    def _write(self, op: str, refs: list[Ref], call: Callable[[], _T]) -> _T:
         """``call`` is one ``op`` request writing ``refs``: billed if it ran or its condition refused it."""
         with self.tables.lock:
             before = [_size(get()) for _table, get in refs]
-            billed = True
             try:
-                return call()
+                result = call()
             except _REFUSED:  # the condition was evaluated: the units were consumed
+                self._charge_writes(op, refs, before)
                 raise
-            except BaseException:
-                billed = False
-                raise
-            finally:
-                if billed:
-                    self.charge_writes(op, refs, before)
+            self._charge_writes(op, refs, before)
+            return result
 
-    def charge_writes(self, op: str, refs: list[Ref], before: list[int]) -> None:
-        """One ``op`` request that wrote ``refs``, whose sizes were ``before``."""
+    def _charge_writes(self, op: str, refs: list[Ref], before: list[int]) -> None:
         self.requests += 1
         factor = 2 if op == "TransactWriteItems" else 1
         for i, ((table, get), b) in enumerate(zip(refs, before, strict=True)):
             units = factor * write_units(b, _size(get()))
-            self.ledger.charge(table, op, write=units, requests=1 if i == 0 else 0)
+            self.ledger.charge(table, op, write=units, requests=int(i == 0))
 
-    def read(self, ref: Ref, consistent: bool) -> None:
+    def _get(self, ref: Ref, consistent: bool, call: Callable[[], _T]) -> _T:
         """A GetItem of ``ref``: its size in 4 KB units (the minimum when absent), halved if eventual."""
         table, get = ref
         with self.tables.lock:
             self.requests += 1
             self.ledger.charge(table, "GetItem", read=read_units(_size(get()), consistent))
+            return call()
 
-    def batch_read(self, keys: tuple[str, ...]) -> None:
-        """BatchGetItem of ``keys`` (up to 100 a request, strongly consistent): each item rounded alone."""
-        wanted = list(dict.fromkeys(keys))
-        with self.tables.lock:
-            stored = {x.key: x for x in self.tables.leases.values()}
-            for i, key in enumerate(wanted):
-                first = i % 100 == 0
-                self.requests += first
-                units = read_units(_size(stored.get(key)), True)
-                self.ledger.charge(self.lease_table, "BatchGetItem", read=units, requests=int(first))
-
-    def scan(self, consistent: bool) -> None:
+    # -- reads ----------------------------------------------------------------------------------------
+    def snapshot(self, consistent: bool = True) -> TableSnapshot:
         """A Scan of the lease table: pages of up to 1 MB read, each summed and rounded once."""
         with self.tables.lock:
-            items: list[Stored] = [*self.tables.leases.values(), *self.tables.workers.values()]
-            if self.tables.leader is not None:
-                items.append(self.tables.leader)
-            sizes = [s for _k, s in sorted((_key(x), _size(x)) for x in items)]
+            items = [(x.key, _size(x)) for x in self.tables.leases.values()]
+            items += [(x.key, _size(x)) for x in self.tables.workers.values()]
+            items += [(LEADER_KEY, _size(self.tables.leader))] if self.tables.leader is not None else []
             pages: list[list[int]] = [[]]
             total = 0
-            for size in sizes:
+            for _key, size in sorted(items):  # pages split in key order
                 if total >= PAGE_BYTES:
                     pages.append([])
                     total = 0
@@ -229,178 +157,134 @@ class MeteredTables:
             for page in pages:
                 self.requests += 1
                 self.ledger.charge(self.lease_table, "Scan", read=page_read_units(page, consistent))
-
-
-def _key(x: Stored) -> str:
-    match x:
-        case WorkerItem():
-            return worker_key(x.worker_id)
-        case Leader():
-            return LEADER_KEY
-        case Lease():
-            return x.key
-        case _:
-            raise TypeError(f"not an item of the lease table: {x!r}")
-
-
-class MeteredRepository:
-    """Every ``LeaseRepository`` role (and ``take``) of the in-memory repository, each call billed."""
-
-    def __init__(self, meter: MeteredTables, inner: InMemoryLeaseRepository) -> None:
-        self._m = meter
-        self._r = inner
-
-    # -- reads --------------------------------------------------------------------------------------
-    def snapshot(self, consistent: bool = True) -> TableSnapshot:
-        with self._m.tables.lock:
-            self._m.scan(consistent)
-            return self._r.snapshot(consistent)
-
-    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
-        with self._m.tables.lock:
-            self._m.read(self._m.worker(worker_id), consistent)
-            return self._r.get_worker(worker_id, consistent)
+            return self._repo.snapshot(consistent)
 
     def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
-        with self._m.tables.lock:
-            self._m.batch_read(keys)
-            return self._r.get_leases(keys)
+        """BatchGetItem of ``keys`` (up to 100 a request, strongly consistent): each item rounded alone."""
+        with self.tables.lock:
+            stored = {x.key: x for x in self.tables.leases.values()}
+            for i, key in enumerate(dict.fromkeys(keys)):
+                first = int(i % 100 == 0)
+                self.requests += first
+                units = read_units(_size(stored.get(key)), True)
+                self.ledger.charge(self.lease_table, "BatchGetItem", read=units, requests=first)
+            return self._repo.get_leases(keys)
+
+    def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
+        return self._get(
+            self._worker(worker_id), consistent, lambda: self._repo.get_worker(worker_id, consistent)
+        )
 
     def get_leader(self) -> Leader | None:
-        with self._m.tables.lock:
-            self._m.read(self._m.leader(), False)  # eventually consistent, as the DynamoDB backend reads it
-            return self._r.get_leader()
+        return self._get(self._leader(), False, self._repo.get_leader)  # eventually consistent, as DynamoDB's
+
+    def get(self, stream: str, shard_id: str) -> CheckpointItem | None:
+        return self._get(self._checkpoint(stream, shard_id), True, lambda: self._store.get(stream, shard_id))
 
     # -- membership ---------------------------------------------------------------------------------
     def register_worker(self, worker: WorkerItem) -> None:
-        self._m.write("PutItem", [self._m.worker(worker.worker_id)], lambda: self._r.register_worker(worker))
+        self._write("PutItem", [self._worker(worker.worker_id)], lambda: self._repo.register_worker(worker))
 
     def heartbeat(
-        self,
-        worker_id: str,
-        generation: int,
-        lease_count: int,
-        draining: bool,
-        progress: Mapping[tuple[str, str], ShardLag] | None = None,
+        self, worker_id: str, generation: int, lease_count: int, draining: bool, progress: Progress = None
     ) -> int:
-        return self._m.write(
+        return self._write(
             "UpdateItem",
-            [self._m.worker(worker_id)],
-            lambda: self._r.heartbeat(worker_id, generation, lease_count, draining, progress),
+            [self._worker(worker_id)],
+            lambda: self._repo.heartbeat(worker_id, generation, lease_count, draining, progress),
         )
 
     def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
-        self._m.write("UpdateItem", [self._m.worker(worker_id)], lambda: self._r.ack_given(worker_id, keys))
+        self._write("UpdateItem", [self._worker(worker_id)], lambda: self._repo.ack_given(worker_id, keys))
 
     def deregister_worker(self, worker_id: str) -> None:
-        self._m.write("DeleteItem", [self._m.worker(worker_id)], lambda: self._r.deregister_worker(worker_id))
+        self._write("DeleteItem", [self._worker(worker_id)], lambda: self._repo.deregister_worker(worker_id))
 
     def wake(self, worker_id: str) -> None:
-        self._m.write("UpdateItem", [self._m.worker(worker_id)], lambda: self._r.wake(worker_id))
+        self._write("UpdateItem", [self._worker(worker_id)], lambda: self._repo.wake(worker_id))
 
     def forget_worker(self, worker: WorkerItem) -> None:
-        self._m.write("DeleteItem", [self._m.worker(worker.worker_id)], lambda: self._r.forget_worker(worker))
+        self._write("DeleteItem", [self._worker(worker.worker_id)], lambda: self._repo.forget_worker(worker))
 
     # -- leadership ---------------------------------------------------------------------------------
     def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
-        refs = [self._m.leader(), *self._fence(dead)]
-        return self._m.write("TransactWriteItems", refs, lambda: self._r.claim_leader(seen, me, dead))
+        refs = [self._leader(), *self._fence(dead)]
+        return self._write("TransactWriteItems", refs, lambda: self._repo.claim_leader(seen, me, dead))
 
     def resign_leader(self, leader: Leader) -> None:
-        self._m.write("UpdateItem", [self._m.leader()], lambda: self._r.resign_leader(leader))
+        self._write("UpdateItem", [self._leader()], lambda: self._repo.resign_leader(leader))
 
     # -- the lease table ----------------------------------------------------------------------------
-    def _fence(self, dead: OwnerObservation | None) -> list[Ref]:
-        return [] if dead is None else [self._m.worker(dead.worker_id)]
-
-    def _moving(self, lease: Lease, *extra: Ref) -> list[Ref]:
-        """An ownership change's transaction: the lease, its checkpoint item, then ``extra``."""
-        return [self._m.lease(lease), self._m.checkpoint(lease), *extra]
-
     def create_lease(self, lease: Lease) -> bool:
-        return self._m.write("PutItem", [self._m.lease(lease)], lambda: self._r.create_lease(lease))
+        return self._write("PutItem", [self._lease(lease)], lambda: self._repo.create_lease(lease))
 
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
         """Own an unowned or dead owner's lease (the contract tests stage ownership with it)."""
         refs = self._moving(lease, *self._fence(dead_owner))
-        return self._m.write("TransactWriteItems", refs, lambda: self._r.take(lease, new_owner, dead_owner))
+        return self._write("TransactWriteItems", refs, lambda: self._repo.take(lease, new_owner, dead_owner))
 
     def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
-        refs = self._moving(lease, *self._fence(dead_owner), self._m.worker(to_worker))
-        return self._m.write("TransactWriteItems", refs, lambda: self._r.assign(lease, to_worker, dead_owner))
+        refs = self._moving(lease, *self._fence(dead_owner), self._worker(to_worker))
+        return self._write(
+            "TransactWriteItems", refs, lambda: self._repo.assign(lease, to_worker, dead_owner)
+        )
 
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
-        refs = self._moving(lease, self._m.worker(to_worker))
-        return self._m.write("TransactWriteItems", refs, lambda: self._r.transfer(lease, to_worker))
+        refs = self._moving(lease, self._worker(to_worker))
+        return self._write("TransactWriteItems", refs, lambda: self._repo.transfer(lease, to_worker))
 
     def release(self, lease: Lease, given_up: bool = False) -> Lease:
-        return self._m.write(
-            "TransactWriteItems", self._moving(lease), lambda: self._r.release(lease, given_up)
+        return self._write(
+            "TransactWriteItems", self._moving(lease), lambda: self._repo.release(lease, given_up)
         )
 
     def release_all(self, leases: Sequence[Lease]) -> tuple[Lease, ...]:
         if not leases:
-            return self._r.release_all(leases)
+            return self._repo.release_all(leases)
         refs = [ref for lease in leases for ref in self._moving(lease)]
-        return self._m.write("TransactWriteItems", refs, lambda: self._r.release_all(leases))
+        return self._write("TransactWriteItems", refs, lambda: self._repo.release_all(leases))
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         if lease.owner is None:  # refused before any request, as the DynamoDB backend does
-            return self._r.request_handoff(lease, requester, now_ms)
-        refs = [self._m.lease(lease), self._m.worker(lease.owner), self._m.worker(requester)]
-        return self._m.write(
-            "TransactWriteItems", refs, lambda: self._r.request_handoff(lease, requester, now_ms)
+            return self._repo.request_handoff(lease, requester, now_ms)
+        refs = [self._lease(lease), self._worker(lease.owner), self._worker(requester)]
+        return self._write(
+            "TransactWriteItems", refs, lambda: self._repo.request_handoff(lease, requester, now_ms)
         )
 
     def clear_handoff(self, lease: Lease) -> Lease:
-        return self._m.write("UpdateItem", [self._m.lease(lease)], lambda: self._r.clear_handoff(lease))
+        return self._write("UpdateItem", [self._lease(lease)], lambda: self._repo.clear_handoff(lease))
 
     def mark_ended(self, lease: Lease) -> Lease:
-        return self._m.write("UpdateItem", [self._m.lease(lease)], lambda: self._r.mark_ended(lease))
+        return self._write("UpdateItem", [self._lease(lease)], lambda: self._repo.mark_ended(lease))
 
     def mark_halted(self, lease: Lease, position: str, now_ms: int) -> Lease:
-        return self._m.write(
-            "UpdateItem", [self._m.lease(lease)], lambda: self._r.mark_halted(lease, position, now_ms)
+        return self._write(
+            "UpdateItem", [self._lease(lease)], lambda: self._repo.mark_halted(lease, position, now_ms)
         )
 
     def delete_lease(self, lease: Lease) -> None:
-        self._m.write("TransactWriteItems", self._moving(lease), lambda: self._r.delete_lease(lease))
+        self._write("TransactWriteItems", self._moving(lease), lambda: self._repo.delete_lease(lease))
+
+    def save(self, stream: str, shard_id: str, epoch: int, position: Position) -> None:
+        ref = self._checkpoint(stream, shard_id)
+        self._write("UpdateItem", [ref], lambda: self._store.save(stream, shard_id, epoch, position))
 
     # -- admin --------------------------------------------------------------------------------------
     def request_drain(self, worker_id: str) -> None:
-        self._m.write("UpdateItem", [self._m.worker(worker_id)], lambda: self._r.request_drain(worker_id))
+        self._write("UpdateItem", [self._worker(worker_id)], lambda: self._repo.request_drain(worker_id))
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         """The transaction, then (when the lease had an owner) an update waking it, billed even when the
-        owner is gone (its condition refuses it)."""
-        if lease.owner is None:
-            return self._m.write(
-                "TransactWriteItems", self._moving(lease), lambda: self._r.reset_checkpoint(lease, position)
+        owner is gone (its condition refuses it): DynamoDB's backend sends the two apart."""
+        with self.tables.lock:
+            owner = [] if lease.owner is None else [self._worker(lease.owner)]
+            woken = [_size(get()) for _table, get in owner]
+            new = self._write(
+                "TransactWriteItems",
+                self._moving(lease),
+                lambda: self._repo.reset_checkpoint(lease, position),
             )
-        owner = self._m.worker(lease.owner)
-        with self._m.tables.lock:
-            woken = _size(owner[1]())
-            # The in-memory call moves the lease and wakes the owner; DynamoDB's backend sends the two apart.
-            new = self._m.write(
-                "TransactWriteItems", self._moving(lease), lambda: self._r.reset_checkpoint(lease, position)
-            )
-            self._m.charge_writes("UpdateItem", [owner], [woken])
+            if owner:
+                self._charge_writes("UpdateItem", owner, woken)
             return new
-
-
-class MeteredCheckpointStore:
-    """The in-memory checkpoint store, each call billed like ``DynamoDBCheckpointStore``'s request."""
-
-    def __init__(self, meter: MeteredTables, inner: InMemoryCheckpointStore) -> None:
-        self._m = meter
-        self._s = inner
-
-    def get(self, stream: str, shard_id: str) -> CheckpointItem | None:
-        with self._m.tables.lock:
-            ref = self._m.checkpoint(Lease(stream, shard_id))
-            self._m.read(ref, True)
-            return self._s.get(stream, shard_id)
-
-    def save(self, stream: str, shard_id: str, epoch: int, position: Position) -> None:
-        ref = self._m.checkpoint(Lease(stream, shard_id))
-        self._m.write("UpdateItem", [ref], lambda: self._s.save(stream, shard_id, epoch, position))

@@ -1,16 +1,7 @@
-"""Bills every DynamoDB request of real runs exactly: a :class:`tools.tcp_proxy.Meter` for the fault proxy,
-which forwards the requests to moto unchanged::
-
-    meter = DynamoDBMeter(ledger, raw_client)
-    with FaultProxy(("127.0.0.1", moto_port), meter=meter) as proxy:
-        ...  # clients at proxy.url(); meter.errors lists what could not be billed
-
-DynamoDB requests (``X-Amz-Target: DynamoDB_20120810.<Operation>``) are charged to a ``Ledger`` with
-``tools.coordination.billing``: reads by the items the response returns (a missing item at the minimum);
-writes by the sizes of the item before and after, read from moto around the forwarded write through
-``raw_client`` (uncounted), under one lock so that no other metered write lands in between. Limits: a Scan or
-Query with a FilterExpression is billed by the items returned (the meter cannot see those filtered out), and a
-read with a ProjectionExpression by the projected attributes; the project uses neither.
+"""Bills every DynamoDB request of a real run: a :class:`tools.tcp_proxy.Meter` for the fault proxy, which
+forwards the requests to moto unchanged. Reads are billed by the items the response returns; writes by the
+sizes of the items before and after, read from moto around the write (uncounted) under one lock so that no
+other metered write lands in between. A filter or projection (the project uses neither) would not be seen.
 """
 
 from __future__ import annotations
@@ -21,27 +12,27 @@ from base64 import b64decode
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.coordination.billing import item_size, page_read_units, read_units, write_units
-from tools.coordination.ledger import Ledger
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
 from tools.http_framing import http_message
 
 __all__ = ["DynamoDBMeter"]
 
 _TARGET = "DynamoDB_20120810."
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
+_REFUSED = ("ConditionalCheckFailedException", "TransactionCanceledException")  # they consumed units
 
 
 @dataclass
-class _Write:
+class _Request:
     op: str
-    request: dict[str, Any]
-    before: list[int]
+    body: dict[str, Any]
+    before: list[int] | None = None  # a write's item sizes
 
 
 @dataclass
 class DynamoDBMeter:
     """Charges ``ledger`` for every DynamoDB request it sees; ``raw_client`` is a boto3 DynamoDB client straight
-    to moto (its reads are not counted)."""
+    to moto (its reads are not counted); ``errors`` lists what could not be billed."""
 
     ledger: Ledger
     raw_client: Any
@@ -53,109 +44,94 @@ class DynamoDBMeter:
         """A write takes the lock (until :meth:`end`) and notes the sizes of the items it touches."""
         _, headers, body = http_message(request)
         target = headers.get("x-amz-target", "")
-        op = target[len(_TARGET) :] if target.startswith(_TARGET) else ""
-        if op not in _WRITES:
-            return (op, body)
-        self._write_lock.acquire()
+        if not target.startswith(_TARGET):
+            return None
+        op = target.removeprefix(_TARGET)
+        write = op in _WRITES
+        if write:
+            self._write_lock.acquire()
         try:
-            req = json.loads(body)
-            return _Write(op, req, self._items(op, req))
-        except Exception as exc:  # unbillable: noted, and the write goes on unmetered
-            self._write_lock.release()
+            req = _Request(op, json.loads(body))
+            req.before = self._sizes(req) if write else None
+            return req
+        except Exception as exc:  # unbillable: noted, and the request goes on unmetered
+            if write:
+                self._write_lock.release()
             self.errors.append(repr(exc))
             return None
 
     def end(self, token: object, response: bytes | None) -> None:
+        """Bills the request of ``token`` by its ``response`` (a write releases the lock)."""
+        if not isinstance(token, _Request):
+            return
         try:
-            if isinstance(token, _Write):
+            if token.before is not None:
                 try:
-                    after = self._items(token.op, token.request)
+                    after = self._sizes(token)
                 finally:
                     self._write_lock.release()
                 if response is not None:
-                    status, body = self._status(response)
-                    self._bill_write(token.op, token.request, status, body, token.before, after)
-            elif isinstance(token, tuple) and token[0] and response is not None:
-                op, request = token
-                status, body = self._status(response)
-                if status == 200:
-                    self._bill_read(op, json.loads(request), json.loads(body or b"{}"))
+                    self._bill_write(token, token.before, after, *_status(response))
+            elif response is not None and _status(response)[0] == 200:
+                self._bill_read(token, json.loads(_status(response)[1]))
         except Exception as exc:  # unbillable: noted, the response goes on to the client unchanged
             self.errors.append(repr(exc))
 
-    @staticmethod
-    def _status(response: bytes) -> tuple[int, bytes]:
-        start, _, body = http_message(response)
-        return int(start.split(" ", 2)[1]), body
-
-    # -- billing -----------------------------------------------------------------------------------
-    def _key_items(self, op: str, req: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
-        """(table, key, kind) of every item a write touches."""
-        if op == "TransactWriteItems":
-            out = []
-            for entry in req["TransactItems"]:
-                ((kind, spec),) = entry.items()
-                out.append(
-                    (spec["TableName"], self._key(spec["TableName"], spec.get("Key") or spec["Item"]), kind)
-                )
-            return out
-        return [(req["TableName"], self._key(req["TableName"], req.get("Key") or req["Item"]), op)]
-
     def _key(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
-        names = self._key_names(table)
-        return {k: item[k] for k in names if k in item}
-
-    def _key_names(self, table: str) -> list[str]:
-        cache = self._schemas
-        if table not in cache:
+        if table not in self._schemas:
             desc = self.raw_client.describe_table(TableName=table)["Table"]
-            cache[table] = [k["AttributeName"] for k in desc["KeySchema"]]
-        names: list[str] = cache[table]
-        return names
+            self._schemas[table] = [k["AttributeName"] for k in desc["KeySchema"]]
+        return {k: item[k] for k in self._schemas[table] if k in item}
 
-    def _items(self, op: str, req: dict[str, Any]) -> list[int]:
-        return [item_size(self._raw_get(table, key)) for table, key, _kind in self._key_items(op, req)]
+    def _touched(self, req: _Request) -> list[tuple[str, dict[str, Any]]]:
+        """(table, key) of every item a write touches."""
+        body = req.body
+        specs = [next(iter(e.values())) for e in body["TransactItems"]] if "TransactItems" in body else [body]
+        return [(s["TableName"], self._key(s["TableName"], s.get("Key") or s["Item"])) for s in specs]
 
-    def _raw_get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        # The wire form of the key, through the raw client's serializer: B values are base64 text here.
+    def _sizes(self, req: _Request) -> list[int]:
+        # The key in the raw client's input form: B values arrive as base64 text on the wire.
         def plain(v: dict[str, Any]) -> dict[str, Any]:
             return {"B": b64decode(v["B"])} if "B" in v else v
 
-        item = self.raw_client.get_item(
-            TableName=table, Key={k: plain(v) for k, v in key.items()}, ConsistentRead=True
-        )
-        found: dict[str, Any] | None = item.get("Item")
-        return found
+        sizes = []
+        for table, key in self._touched(req):
+            got = self.raw_client.get_item(
+                TableName=table, Key={k: plain(v) for k, v in key.items()}, ConsistentRead=True
+            )
+            sizes.append(item_size(got.get("Item")))
+        return sizes
 
     def _bill_write(
-        self, op: str, req: dict[str, Any], status: int, data: bytes, before: list[int], after: list[int]
+        self, req: _Request, before: list[int], after: list[int], status: int, data: bytes
     ) -> None:
-        if status != 200:  # only a write refused by its condition consumed units; a malformed one did not
-            kind = str(json.loads(data or b"{}").get("__type", ""))
-            if not kind.endswith(("ConditionalCheckFailedException", "TransactionCanceledException")):
-                return
-        factor = 2 if op == "TransactWriteItems" else 1
-        touched = zip(self._key_items(op, req), before, after, strict=True)
-        for i, ((table, _key, _kind), b, a) in enumerate(touched):  # one request, on its first item
-            self.ledger.charge(table, op, write=factor * write_units(b, a), requests=int(i == 0))
+        if status != 200 and not str(json.loads(data or b"{}").get("__type", "")).endswith(_REFUSED):
+            return  # a malformed write consumed nothing
+        factor = 2 if req.op == "TransactWriteItems" else 1
+        touched = zip(self._touched(req), before, after, strict=True)
+        for i, ((table, _key), b, a) in enumerate(touched):  # one request, on its first item
+            self.ledger.charge(table, req.op, write=factor * write_units(b, a), requests=int(i == 0))
 
-    def _bill_read(self, op: str, req: dict[str, Any], resp: dict[str, Any]) -> None:
-        consistent = bool(req.get("ConsistentRead"))
+    def _bill_read(self, req: _Request, resp: dict[str, Any]) -> None:
+        body, op = req.body, req.op
+        consistent = bool(body.get("ConsistentRead"))
         if op == "GetItem":
-            self.ledger.charge(req["TableName"], op, read=read_units(item_size(resp.get("Item")), consistent))
+            self.ledger.charge(
+                body["TableName"], op, read=read_units(item_size(resp.get("Item")), consistent)
+            )
         elif op in ("Scan", "Query"):
-            label = req["TableName"] + (f":{req['IndexName']}" if req.get("IndexName") else "")
             sizes = [item_size(i) for i in resp.get("Items", [])]
-            self.ledger.charge(label, op, read=page_read_units(sizes, consistent))
-        elif op == "BatchGetItem":
-            first = 1  # one request, on its first item
-            for table, spec in req["RequestItems"].items():
-                found = {
-                    json.dumps(self._key(table, i), sort_keys=True): i
-                    for i in resp["Responses"].get(table, [])
-                }
-                for key in spec["Keys"]:
-                    size = item_size(found.get(json.dumps(key, sort_keys=True)))
+            self.ledger.charge(body["TableName"], op, read=page_read_units(sizes, consistent))
+        elif op == "BatchGetItem":  # each item rounded alone, a missing one at the minimum; one request
+            first = 1
+            for table, spec in body["RequestItems"].items():
+                found = [item_size(i) for i in resp["Responses"].get(table, [])]
+                for size in found + [0] * (len(spec["Keys"]) - len(found)):
                     units = read_units(size, bool(spec.get("ConsistentRead")))
                     self.ledger.charge(table, op, read=units, requests=first)
                     first = 0
+
+
+def _status(response: bytes) -> tuple[int, bytes]:
+    start, _, body = http_message(response)
+    return int(start.split(" ", 2)[1]), body

@@ -3,25 +3,24 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tools.coordination.billing import dollars_per_month
-from tools.coordination.ledger import Totals, difference, peak_per_second
+from tools.coordination.billing import Ledger, Totals, difference, dollars_per_month
 from tools.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
 
 __all__ = ["ShapeRun", "rebalance", "run_shape", "summarize"]
 
-logger = logging.getLogger(__name__)
-
 START_SPREAD = 2.0  # workers of a fleet (or of a scale-out) start spread over this many seconds
+SIM_ROLES = {LEASE_TABLE: "lease_table", CHECKPOINT_TABLE: "checkpoint_table"}
 
 
 @dataclass(frozen=True)
 class ShapeRun:
+    """One shape's run: its steady window, and whether a 2x scale-out follows."""
+
     shards: int
     workers: int
     steady_seconds: float = 60.0
@@ -30,33 +29,22 @@ class ShapeRun:
     wall_budget: float = 240.0  # give up (and say so) when the simulation takes longer than this
 
 
-SIM_ROLES = {LEASE_TABLE: "lease_table", CHECKPOINT_TABLE: "checkpoint_table"}
-
-
-def summarize(totals: Totals, seconds: float, roles: dict[str, str] | None = None) -> dict[str, Any]:
+def summarize(totals: Totals, seconds: float, roles: dict[str, str] = SIM_ROLES) -> dict[str, Any]:
     """Units per hour by table role and operation; $ per month for coordination and for checkpoints."""
-    names = roles or SIM_ROLES
-
-    def _role(table: str) -> str:
-        base = table.split(":", 1)[0]
-        return names.get(base, base or "batch")
-
     hours = seconds / 3600
     by_op: dict[str, dict[str, float]] = {}
     coord_r = coord_w = cp_w = 0.0
     for (table, op), t in sorted(totals.items()):
-        role = _role(table)
-        row = by_op.setdefault(f"{role}.{op}" + (f"[{table.split(':', 1)[1]}]" if ":" in table else ""), {})
-        row["requests_per_hour"] = row.get("requests_per_hour", 0) + t.requests / hours
-        row["read_units_per_hour"] = row.get("read_units_per_hour", 0) + t.read_units / hours
-        row["write_units_per_hour"] = row.get("write_units_per_hour", 0) + t.write_units / hours
+        role = roles.get(table, table)
+        rates = {"requests": t.requests, "read_units": t.read_units, "write_units": t.write_units}
+        by_op[f"{role}.{op}"] = {f"{name}_per_hour": round(v / hours, 1) for name, v in rates.items()}
         if role == "checkpoint_table" and op == "UpdateItem":  # the application's checkpoints
             cp_w += t.write_units / hours
         else:
             coord_r += t.read_units / hours
             coord_w += t.write_units / hours
     return {
-        "by_operation": {k: {n: round(v, 1) for n, v in row.items()} for k, row in by_op.items()},
+        "by_operation": by_op,
         "coordination_read_units_per_hour": round(coord_r, 1),
         "coordination_write_units_per_hour": round(coord_w, 1),
         "coordination_dollars_per_month": round(dollars_per_month(coord_r, coord_w), 2),
@@ -65,90 +53,85 @@ def summarize(totals: Totals, seconds: float, roles: dict[str, str] | None = Non
     }
 
 
-def _peaks(sim: FleetSim, start: float, end: float) -> dict[str, float]:
-    r, w = peak_per_second(sim.ledger, LEASE_TABLE, start, end)
+def peaks(ledger: Ledger, table: str, start: float, end: float) -> dict[str, float]:
+    """The lease table's peak read and write units in any second of [start, end)."""
+    r, w = ledger.peak(table, start, end)
     return {"lease_table_read_units_per_s": r, "lease_table_write_units_per_s": w}
 
 
-def _grow(sim: FleetSim, first: int, count: int, at: float) -> list[str]:
-    ids = [f"w{i:05d}" for i in range(first, first + count)]
-    for wid in ids:
-        sim.add_worker(wid, at + sim.rng.uniform(0, START_SPREAD))
-    return ids
+def _join(
+    sim: FleetSim, ids: list[str], count: int, spread: float, wall_deadline: float
+) -> tuple[float | None, int]:
+    """Start ``count`` more workers over ``spread`` seconds; (when all held their fair share, if within 300 s
+    and the wall deadline; how many shard starts came before)."""
+    t1, starts = sim.clock.now, len(sim.log.starts)
+    for i in range(len(ids), len(ids) + count):
+        ids.append(f"w{i:05d}")
+        sim.add_worker(ids[-1], t1 + sim.rng.uniform(0, spread))
+    ok = sim.run_until(t1 + 300.0, stop=lambda: sim.fair(ids) or time.monotonic() > wall_deadline)
+    return (sim.clock.now if ok and sim.fair(ids) else None), starts
 
 
-def _until_fair(sim: FleetSim, ids: list[str], limit: float, wall_deadline: float) -> float | None:
-    ok = sim.run_until(limit, stop=lambda: sim.fair(ids) or time.monotonic() > wall_deadline)
-    return sim.clock.now if ok and sim.fair(ids) else None
+def _moves(sim: FleetSim, since: int) -> Counter[str]:
+    return Counter(key for _t, key, _w in sim.log.starts[since:])
 
 
 def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, Any]:
+    """Fleet start, steady state and (``run.scale_out``) doubling the fleet, on one simulated fleet."""
     began = time.monotonic()
     deadline = began + run.wall_budget
     out: dict[str, Any] = {"shards": run.shards, "workers": run.workers}
     sim = FleetSim(run.shards, settings)
-    ids = _grow(sim, 0, run.workers, 0.0)
-    fair_at = _until_fair(sim, ids, 300.0, deadline)
+    ids: list[str] = []
+    fair_at, _ = _join(sim, ids, run.workers, START_SPREAD, deadline)
     if fair_at is None:
         out["status"] = (
             f"not simulated: the fleet start did not finish within {run.wall_budget:.0f} s of wall time"
         )
-        out["simulated_seconds"] = round(sim.clock.now, 1)
-        out["wall_seconds"] = round(time.monotonic() - began, 1)
-        return out
-    out["start"] = {"fair_share_after_s": round(fair_at, 2), "peak": _peaks(sim, 0, fair_at + 2)}
+        return out | _ran(sim, began)
+    out["start"] = {
+        "fair_share_after_s": round(fair_at, 2),
+        "peak": peaks(sim.ledger, LEASE_TABLE, 0, fair_at + 2),
+    }
     sim.run_until(fair_at + run.settle_seconds)
     t0, before = sim.clock.now, sim.ledger.totals()
-    sim.run_until(t0 + run.steady_seconds)
-    out["steady"] = {
-        "window_s": run.steady_seconds,
-        **summarize(difference(sim.ledger.totals(), before), run.steady_seconds),
-        "peak": _peaks(sim, t0, t0 + run.steady_seconds),
-    }
+    t1 = t0 + run.steady_seconds
+    sim.run_until(t1)
+    steady = summarize(difference(sim.ledger.totals(), before), run.steady_seconds)
+    out["steady"] = {"window_s": run.steady_seconds, **steady, "peak": peaks(sim.ledger, LEASE_TABLE, t0, t1)}
     if run.scale_out:
-        t1 = sim.clock.now
-        starts_before = len(sim.log.starts)
-        all_ids = ids + _grow(sim, run.workers, run.workers, t1)
-        fair2 = _until_fair(sim, all_ids, t1 + 300.0, deadline)
-        if fair2 is None:
-            out["scale_out"] = {"status": "did not reach fair share within the wall budget or 300 s"}
-        else:
+        fair2, starts = _join(sim, ids, run.workers, START_SPREAD, deadline)
+        out["scale_out"] = {"status": "did not reach fair share within the wall budget or 300 s"}
+        if fair2 is not None:
             sim.run_until(fair2 + 2)
-            moves = Counter(key for _t, key, _w in sim.log.starts[starts_before:])
+            moves = _moves(sim, starts)
             out["scale_out"] = {
                 "workers_after": 2 * run.workers,
                 "fair_share_after_s": round(fair2 - t1, 2),
-                "peak": _peaks(sim, t1, fair2 + 2),
+                "peak": peaks(sim.ledger, LEASE_TABLE, t1, fair2 + 2),
                 "moved_shards": len(moves),
                 "max_moves_per_moved_shard": max(moves.values(), default=0),
             }
-    out["violations"] = sim.log.violations[:10]
-    out["violation_count"] = len(sim.log.violations)
-    out["status"] = "simulated"
-    out["simulated_seconds"] = round(sim.clock.now, 1)
-    out["wall_seconds"] = round(time.monotonic() - began, 1)
-    out["worker_steps"] = sim.steps
-    return out
+    out |= {"violations": sim.log.violations[:10], "violation_count": len(sim.log.violations)}
+    return out | {"status": "simulated", **_ran(sim, began), "worker_steps": sim.steps}
 
 
-def rebalance(
-    shards: int = 64, workers: int = 8, added: int = 4, settings: SimSettings | None = None
-) -> dict[str, Any]:
+def _ran(sim: FleetSim, began: float) -> dict[str, float]:
+    return {"simulated_seconds": round(sim.clock.now, 1), "wall_seconds": round(time.monotonic() - began, 1)}
+
+
+def rebalance(shards: int = 64, workers: int = 8, added: int = 4) -> dict[str, Any]:
     """``workers`` run to fair share; ``added`` start at once: how long until fair share, how often each
     moved shard moved."""
-    sim = FleetSim(shards, settings)
-    ids = _grow(sim, 0, workers, 0.0)
-    fair_at = _until_fair(sim, ids, 300.0, time.monotonic() + 600)
+    sim = FleetSim(shards)
+    ids: list[str] = []
+    fair_at, _ = _join(sim, ids, workers, START_SPREAD, time.monotonic() + 600)
     assert fair_at is not None, "the first workers never reached fair share"
     sim.run_until(fair_at + 12.0)
     t1 = sim.clock.now
-    new = [f"w{i:05d}" for i in range(workers, workers + added)]
-    for wid in new:
-        sim.add_worker(wid, t1)
-    starts_before = len(sim.log.starts)
-    fair2 = _until_fair(sim, ids + new, t1 + 300.0, time.monotonic() + 600)
+    fair2, starts = _join(sim, ids, added, 0.0, time.monotonic() + 600)
     sim.run_until(sim.clock.now + 15.0)  # any later churn counts as a move too
-    moves = Counter(key for _t, key, _w in sim.log.starts[starts_before:])
+    moves = _moves(sim, starts)
     return {
         "shape": f"{shards}/{workers} then +{added}",
         "fair_share_after_s": None if fair2 is None else round(fair2 - t1, 2),
