@@ -3,10 +3,8 @@
     python -m bench.pipeline                      # N = 1M, 4M, 16M; 3 runs each; ~25-40 min on 2 cores
     python -m bench.pipeline --sizes 100000 400000 --repeats 1   # a quick look
 
-Per N: raw records from ``tools.pipeline_data``; ``spark_jobs.compact`` and ``aggregate`` on one session
-(after two untimed runs that warm up the JIT) alternating with the DuckDB reference, so that outside load
-falls on both; wall and CPU time (the JVM's, DuckDB's process's); a row-for-row check that both agree.
-Medians on stdout and in reports/bench/pipeline.json.
+Spark (after two untimed runs that warm up the JIT) and the DuckDB reference alternate, so that outside load
+falls on both; wall and CPU time, a row-for-row check. Medians; JSON in reports/bench/pipeline.json.
 """
 
 from __future__ import annotations
@@ -51,10 +49,9 @@ def _spark(local_dir: Path) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder
-    for key, value in {**SPARK_SETTINGS, "spark.local.dir": str(local_dir)}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = SparkSession.builder.config(
+        map={**SPARK_SETTINGS, "spark.local.dir": str(local_dir)}
+    ).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
