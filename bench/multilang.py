@@ -1,11 +1,8 @@
 """The MultiLang benchmark (``make bench-multilang``): a KCL MultiLang app next to the native API.
 
-One backlog on kinesis-local, read from TRIM_HORIZON by a fresh application per trial, in turn (native,
-multilang, multilang, native, ...): ``python -m consumer run`` with ``Counter``, and ``python -m consumer
-multilang`` running ``KCLPY_APP`` (amazon-kclpy 3.2.0, v3); both count and checkpoint after each batch, at
-settings AWS allows. From the first batch to the last record: records/s, and CPU seconds per 100k records of
-the daemon (every thread; its children's apart: they are the user's). Medians; JSON on stdout and in
-``reports/bench/multilang.json``.
+Fresh applications in turn read one backlog on kinesis-local: ``python -m consumer run`` with ``Counter`` and
+``python -m consumer multilang`` running ``KCLPY_APP`` (amazon-kclpy 3.2.0, v3), both counting and checkpointing
+after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md). JSON in reports/bench.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 _SHARDS = 4
 _IDLE = 0.2  # seconds between GetRecords per shard: AWS allows 5 a second
 _MAX_RECORDS = 1000
+_FIGURES = ("records_per_s", "daemon_cpu_s_per_100k", "child_cpu_s_per_100k")
 
 
 class Counter(BaseProcessor):
@@ -102,30 +100,20 @@ def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path
     env = {
         **env,
         "BENCH_PROGRESS": str(progress),
+        "CONSUMER_APPLICATION": app,
         "CONSUMER_LEASE_TABLE": f"{app}-leases",
         "CONSUMER_CHECKPOINT_TABLE": f"{app}-cps",
     }
-    if kind == "native":
-        env |= {
-            "CONSUMER_APPLICATION": app,
-            "CONSUMER_STREAMS": stream,
-            "CONSUMER_PROCESSOR": "bench.multilang:Counter",
-        }
-        command = ["run"]
-    else:
+    command = ["run"]  # with CONSUMER_PROCESSOR; multilang takes the rest from the properties
+    if kind == "multilang":
         props = work / f"{app}.properties"
         props.write_text(
             f"executableName = {sys.executable} app.py\nstreamName = {stream}\napplicationName = {app}\n"
             f"initialPositionInStream = TRIM_HORIZON\nregionName = {env['AWS_REGION']}\n"
         )
         command = ["multilang", str(props)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "consumer", *command],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    cmd = [sys.executable, "-m", "consumer", *command]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     samples: list[tuple[float, float, float]] = []  # (time, daemon CPU, children's CPU)
     children: dict[int, float] = {}
     deadline = time.monotonic() + 300
@@ -190,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             "CONSUMER_IDLE_TIME_SECONDS": str(_IDLE),
             "CONSUMER_MAX_RECORDS": str(_MAX_RECORDS),
             "CONSUMER_INITIAL_POSITION": "TRIM_HORIZON",
+            "CONSUMER_STREAMS": stream,
+            "CONSUMER_PROCESSOR": "bench.multilang:Counter",
             "CONSUMER_LOG_LEVEL": "WARNING",
             "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
         }
@@ -198,14 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             for kind in ("native", "multilang") if i % 2 == 0 else ("multilang", "native"):
                 trials.append(_trial(kind, stream, args.records, env, work, emulators.client("dynamodb")))
                 print(json.dumps(trials[-1]), file=sys.stderr, flush=True)
-    median = {
-        kind: {
-            key: statistics.median(t[key] for t in trials if t["kind"] == kind)
-            for key in ("records_per_s", "daemon_cpu_s_per_100k", "child_cpu_s_per_100k")
-            if kind == "multilang" or key != "child_cpu_s_per_100k"
-        }
-        for kind in ("native", "multilang")
-    }
+    median: dict[str, Any] = {}
+    for kind in ("native", "multilang"):
+        mine = [t for t in trials if t["kind"] == kind]
+        median[kind] = {k: statistics.median(t[k] for t in mine) for k in _FIGURES if mine[0][k] is not None}
     median["multilang_vs_native"] = {
         "records_per_s": median["multilang"]["records_per_s"] / median["native"]["records_per_s"],
         "daemon_cpu": median["multilang"]["daemon_cpu_s_per_100k"]

@@ -120,13 +120,8 @@ def _one_size(spark: Any, con: Any, workdir: Path, n: int, repeats: int) -> dict
     shutil.rmtree(raw)
     check = compare(con, workdir / f"spark-{n}", workdir / f"duck-{n}")
     counts = spark_runs[-1]["counts"]
-    passed = (
-        check["curated_rows_spark"] == check["curated_rows_duckdb"] == generated.distinct_records
-        and check["curated_differences"] == check["duplicate_keys_spark"] == 0
-        and check["per_minute_differences"] == check["per_hour_differences"] == 0
-        and counts["malformed"] == generated.malformed
-        and not counts["corrupt_objects"]
-    )
+    want = {**dict.fromkeys(check, 0), "curated_rows_spark": n, "curated_rows_duckdb": n}  # no differences
+    passed = check == want and counts["malformed"] == generated.malformed and not counts["corrupt_objects"]
     sides = {"spark": _medians(spark_runs, n), "duckdb": _medians(duck_runs, n)}
     ratios = {"": "total_s", "_compact": "compact_s", "_cpu": "cpu_s"}
     return {

@@ -123,9 +123,8 @@ def _data_field(rng: random.Random, spec: RawSpec, event: int, amount: int) -> t
     """The line's payload member, and whether the payload is a JSON text (with an event id to read)."""
     roll = rng.random()
     if roll < spec.base64_rate:
-        return _base64_field(
-            b"\x00\xff" + f'{{"event_id": "ev-{event}", "amount": {amount}}}'.encode()
-        ), False
+        blob = b"\x00\xff" + f'{{"event_id": "ev-{event}", "amount": {amount}}}'.encode()
+        return _base64_field(blob), False
     if roll < spec.base64_rate + spec.exotic_rate:
         raw, is_json = _EXOTIC[rng.randrange(len(_EXOTIC))]
         raw = raw.replace(b"{n}", str(event).encode())
