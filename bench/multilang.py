@@ -1,13 +1,8 @@
 """The MultiLang benchmark (``make bench-multilang``): a KCL MultiLang app next to the native API.
 
-One backlog on kinesis-local, read in the same run (native, multilang, multilang, native, ...), each trial a
-fresh application (its own tables) from TRIM_HORIZON: ``python -m consumer run`` with a counting processor
-(auto checkpoints after each batch), and ``python -m consumer multilang`` running an amazon-kclpy 3.2.0 v3
-app (``tools.kclpy``) that counts and checkpoints after each batch. Both at settings AWS allows: at least
-0.2 s between GetRecords per shard. Measured from the first batch delivered to the last record: records/s,
-CPU seconds per 100k records of the daemon process (every thread, ``/proc/<pid>/stat``; the children's own
-CPU counted apart: it is the user's). Medians of the repeats; JSON on stdout and in
-``reports/bench/multilang.json``.
+Fresh applications in turn read one backlog on kinesis-local: ``python -m consumer run`` with ``Counter`` and
+``python -m consumer multilang`` running ``KCLPY_APP`` (amazon-kclpy 3.2.0, v3), both counting and checkpointing
+after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md). JSON in reports/bench.
 """
 
 from __future__ import annotations
@@ -26,111 +21,148 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.multilang_apps import KCLPY_APP
+from bench.pipeline import process_cpu
 from consumer.dynamo import create_tables
+from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 
-__all__ = ["main"]
+__all__ = ["KCLPY_APP", "Counter", "main"]
 
 REPO = Path(__file__).resolve().parents[1]
-_TICK = os.sysconf("SC_CLK_TCK")
+_SHARDS = 4
+_IDLE = 0.2  # seconds between GetRecords per shard: AWS allows 5 a second
+_MAX_RECORDS = 1000
+_FIGURES = ("records_per_s", "daemon_cpu_s_per_100k", "child_cpu_s_per_100k")
 
 
-def _cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) of ``pid`` itself, not of its children."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+class Counter(BaseProcessor):
+    """Counts records (native API, auto checkpoints): a ``<time> <records>`` line per batch."""
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        """Count the batch."""
+        with open(os.environ["BENCH_PROGRESS"], "a") as f:  # one short O_APPEND write
+            f.write(f"{time.time():.6f} {len(data.records)}\n")
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
+KCLPY_APP = '''#!/usr/bin/env python
+"""An amazon-kclpy v3 processor that counts records and checkpoints every batch."""
+import os
+import time
+
+from amazon_kclpy import kcl
+from amazon_kclpy.v3 import processor
+
+
+class App(processor.RecordProcessorBase):
+    def initialize(self, initialize_input):
+        pass
+
+    def process_records(self, process_records_input):
+        records = process_records_input.records
+        for r in records:
+            r.binary_data
+        with open(os.environ["BENCH_PROGRESS"], "a") as f:
+            f.write("%.6f %d\\n" % (time.time(), len(records)))
+        process_records_input.checkpointer.checkpoint()
+
+    def lease_lost(self, lease_lost_input):
+        pass
+
+    def shard_ended(self, shard_ended_input):
+        shard_ended_input.checkpointer.checkpoint()
+
+    def shutdown_requested(self, shutdown_requested_input):
+        shutdown_requested_input.checkpointer.checkpoint()
+
+
+if __name__ == "__main__":
+    kcl.KCLProcess(App()).run()
+'''
+
+
+def _children_cpu(pid: int, seen: dict[int, float]) -> float:
+    """CPU seconds of ``pid``'s children so far: the live ones read now, those gone at their last reading."""
     for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
+        with contextlib.suppress(OSError):  # a thread or a child that just ended
+            for child in map(int, (task / "children").read_text().split()):
+                seen[child] = process_cpu(child)
+    return sum(seen.values())
 
 
 def _progress(path: Path) -> list[tuple[float, int]]:
-    if not path.exists():
-        return []
-    return [(float(t), int(n)) for t, n in (line.split() for line in path.read_text().splitlines() if line)]
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(float(t), int(n)) for t, n in map(str.split, lines)]
 
 
 def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path, ddb: Any) -> dict[str, Any]:
     app = f"ml-{kind}-{uuid.uuid4().hex[:6]}"
-    leases, cps = f"{app}-leases", f"{app}-cps"
-    create_tables(ddb, leases, cps)
+    create_tables(ddb, f"{app}-leases", f"{app}-cps")
     progress = work / f"{app}.progress"
-    run_env = {
+    env = {
         **env,
         "BENCH_PROGRESS": str(progress),
-        "CONSUMER_LEASE_TABLE": leases,
-        "CONSUMER_CHECKPOINT_TABLE": cps,
-        "CONSUMER_LOG_LEVEL": "WARNING",
-        "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
+        "CONSUMER_APPLICATION": app,
+        "CONSUMER_LEASE_TABLE": f"{app}-leases",
+        "CONSUMER_CHECKPOINT_TABLE": f"{app}-cps",
     }
-    if kind == "native":
-        run_env |= {"CONSUMER_APPLICATION": app, "CONSUMER_STREAMS": stream}
-        run_env["CONSUMER_PROCESSOR"] = "bench.multilang_apps:Counter"
-        cmd = [sys.executable, "-m", "consumer", "run"]
-    else:
+    command = ["run"]  # with CONSUMER_PROCESSOR; multilang takes the rest from the properties
+    if kind == "multilang":
         props = work / f"{app}.properties"
         props.write_text(
             f"executableName = {sys.executable} app.py\nstreamName = {stream}\napplicationName = {app}\n"
             f"initialPositionInStream = TRIM_HORIZON\nregionName = {env['AWS_REGION']}\n"
         )
-        cmd = [sys.executable, "-m", "consumer", "multilang", str(props)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    samples: list[tuple[float, float, float]] = []  # (time, daemon CPU, children CPU)
-    child_cpu: dict[int, float] = {}
+        command = ["multilang", str(props)]
+    cmd = [sys.executable, "-m", "consumer", *command]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    samples: list[tuple[float, float, float]] = []  # (time, daemon CPU, children's CPU)
+    children: dict[int, float] = {}
     deadline = time.monotonic() + 300
     try:
         while True:
-            now = time.time()
-            for c in _children(proc.pid):
-                with contextlib.suppress(OSError):
-                    child_cpu[c] = _cpu(c)
-            samples.append((now, _cpu(proc.pid), sum(child_cpu.values())))
+            samples.append((time.time(), process_cpu(proc.pid), _children_cpu(proc.pid, children)))
             done = _progress(progress)
             if sum(n for _, n in done) >= records:
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"{kind} trial ended early: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
-                )
+                stderr = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+                raise RuntimeError(f"{kind} trial ended early: {stderr}")
             time.sleep(0.02)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    t0, n0 = done[0]
-    t1 = done[-1][0]
+    (t0, n0), t1 = done[0], done[-1][0]
     counted = records - n0
-
-    def at(t: float) -> tuple[float, float, float]:  # the CPU sample nearest a time
-        return min(samples, key=lambda s: abs(s[0] - t))
-
+    first, last = (min(samples, key=lambda s: abs(s[0] - t)) for t in (t0, t1))  # the samples nearest
     return {
         "kind": kind,
         "records_per_s": counted / (t1 - t0),
-        "daemon_cpu_s_per_100k": (at(t1)[1] - at(t0)[1]) / counted * 1e5,
-        "child_cpu_s_per_100k": (at(t1)[2] - at(t0)[2]) / counted * 1e5 if kind == "multilang" else None,
+        "daemon_cpu_s_per_100k": (last[1] - first[1]) / counted * 1e5,
+        "child_cpu_s_per_100k": (last[2] - first[2]) / counted * 1e5 if kind == "multilang" else None,
         "seconds": t1 - t0,
         "records": counted,
     }
 
 
+def _backlog(kinesis: Any, records: int) -> str:
+    """A new stream holding ``records`` plain records (~240 bytes each)."""
+    stream = f"ml-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=_SHARDS)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1})
+    body = b'{"id": %d, "payload": "' + b"x" * 200 + b'"}'
+    for start in range(0, records, 500):
+        entries = [
+            {"Data": body % i, "PartitionKey": f"k{i}"} for i in range(start, min(start + 500, records))
+        ]
+        assert kinesis.put_records(StreamName=stream, Records=entries).get("FailedRecordCount", 0) == 0
+    return stream
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints the JSON result."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p = argparse.ArgumentParser(description="a KCL MultiLang app next to the native API")
     p.add_argument("--records", type=int, default=12000)
-    p.add_argument("--shards", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2, help="pairs of trials (native + multilang)")
-    p.add_argument("--idle", type=float, default=0.2, help="seconds between GetRecords per shard (>= 0.2)")
-    p.add_argument("--max-records", type=int, default=1000)
     args = p.parse_args(argv)
-    if args.idle < 0.2:
-        p.error("--idle below 0.2 s would read a shard more than 5 times a second (AWS throttles it)")
     from tools.emulators import Emulators
     from tools.kclpy import fetch_kclpy
 
@@ -138,64 +170,42 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         kclpy = fetch_kclpy(work)
         (work / "app.py").write_text(KCLPY_APP)
-        kinesis, ddb = emulators.client("kinesis"), emulators.client("dynamodb")
-        stream = f"ml-{uuid.uuid4().hex[:8]}"
-        kinesis.create_stream(StreamName=stream, ShardCount=args.shards)
-        while (
-            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
-            != "ACTIVE"
-        ):
-            time.sleep(0.05)
-        body = b'{"id": %d, "payload": "' + b"x" * 200 + b'"}'
-        for start in range(0, args.records, 500):
-            entries = [
-                {"Data": body % i, "PartitionKey": f"k{i}"}
-                for i in range(start, min(start + 500, args.records))
-            ]
-            assert kinesis.put_records(StreamName=stream, Records=entries).get("FailedRecordCount", 0) == 0
+        stream = _backlog(emulators.client("kinesis"), args.records)
         env = {
             **os.environ,
             **emulators.endpoints.env(),
             "PYTHONPATH": os.pathsep.join([str(kclpy), str(REPO)]),
-            "CONSUMER_IDLE_TIME_SECONDS": str(args.idle),
-            "CONSUMER_MAX_RECORDS": str(args.max_records),
+            "CONSUMER_IDLE_TIME_SECONDS": str(_IDLE),
+            "CONSUMER_MAX_RECORDS": str(_MAX_RECORDS),
             "CONSUMER_INITIAL_POSITION": "TRIM_HORIZON",
+            "CONSUMER_STREAMS": stream,
+            "CONSUMER_PROCESSOR": "bench.multilang:Counter",
+            "CONSUMER_LOG_LEVEL": "WARNING",
+            "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
         }
-        order = [
-            k
-            for i in range(args.repeats)
-            for k in (("native", "multilang") if i % 2 == 0 else ("multilang", "native"))
-        ]
         trials = []
-        for kind in order:
-            trial = _trial(kind, stream, args.records, env, work, ddb)
-            print(json.dumps(trial), file=sys.stderr, flush=True)
-            trials.append(trial)
-    summary: dict[str, Any] = {}
+        for i in range(args.repeats):
+            for kind in ("native", "multilang") if i % 2 == 0 else ("multilang", "native"):
+                trials.append(_trial(kind, stream, args.records, env, work, emulators.client("dynamodb")))
+                print(json.dumps(trials[-1]), file=sys.stderr, flush=True)
+    median: dict[str, Any] = {}
     for kind in ("native", "multilang"):
         mine = [t for t in trials if t["kind"] == kind]
-        summary[kind] = {
-            key: statistics.median(t[key] for t in mine)
-            for key in ("records_per_s", "daemon_cpu_s_per_100k", "child_cpu_s_per_100k")
-            if mine[0][key] is not None
-        }
-    summary["multilang_vs_native"] = {
-        "records_per_s": summary["multilang"]["records_per_s"] / summary["native"]["records_per_s"],
-        "daemon_cpu": summary["multilang"]["daemon_cpu_s_per_100k"]
-        / summary["native"]["daemon_cpu_s_per_100k"],
+        median[kind] = {k: statistics.median(t[k] for t in mine) for k in _FIGURES if mine[0][k] is not None}
+    median["multilang_vs_native"] = {
+        "records_per_s": median["multilang"]["records_per_s"] / median["native"]["records_per_s"],
+        "daemon_cpu": median["multilang"]["daemon_cpu_s_per_100k"]
+        / median["native"]["daemon_cpu_s_per_100k"],
     }
-    result = {
-        "settings": {
-            "records": args.records,
-            "shards": args.shards,
-            "idle_time_between_reads_s": args.idle,
-            "max_records": args.max_records,
-            "repeats": args.repeats,
-            "kclpy": "3.2.0 (v3 interface)",
-        },
-        "trials": trials,
-        "median": summary,
+    settings = {
+        "records": args.records,
+        "shards": _SHARDS,
+        "idle_time_between_reads_s": _IDLE,
+        "max_records": _MAX_RECORDS,
+        "repeats": args.repeats,
+        "kclpy": "3.2.0 (v3 interface)",
     }
+    result = {"settings": settings, "trials": trials, "median": median}
     out = REPO / "reports" / "bench" / "multilang.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -1,9 +1,8 @@
-"""The DuckDB reference: the same compaction and metrics computed independently from the raw objects.
+"""The DuckDB reference: docs/data-format.md's compaction and metrics, in SQL, from the raw objects.
 
-It implements the rules of docs/data-format.md for format-2 lines in SQL (not by calling spark_jobs), so
-agreement between the two is evidence that both are right. DuckDB is also the local speed reference for the
-Spark jobs. Where DuckDB's JSON functions are laxer than RFC 8259 (they accept ``NaN`` and trailing commas),
-the reference is laxer too; the sink never writes either, so the benchmark's data does not depend on it.
+Independent of spark_jobs, so the two agreeing is evidence that both are right; also Spark's local speed
+reference. Where DuckDB's JSON is laxer than RFC 8259 (``NaN``, trailing commas) so is this reference; the
+sink writes neither.
 """
 
 from __future__ import annotations
@@ -14,20 +13,9 @@ from typing import Any
 
 __all__ = ["compare", "duckdb_pipeline"]
 
-_FIELDS = (
-    "v",
-    "stream",
-    "shard_id",
-    "sequence_number",
-    "sub_sequence_number",
-    "partition_key",
-    "arrival_time",
-    "epoch",
-    "data",
-    "data_base64",
-)
 _STRINGS = ("stream", "shard_id", "sequence_number", "partition_key", "arrival_time")
 _INTEGERS = ("v", "sub_sequence_number", "epoch")
+_FIELDS = (*_STRINGS, *_INTEGERS, "data", "data_base64")
 
 # One row per line that is a JSON object: its keys, and per field its JSON type and its value as text (NULL
 # when absent). MATERIALIZED: each line is parsed once (inlined, every condition would parse it again).
@@ -39,9 +27,9 @@ _LINES = """
                        columns = {{j: 'JSON'}}, filename = true, hive_partitioning = false)
         WHERE json_type(j) = 'OBJECT')
     SELECT filename, keys, {fields},
-           try_cast(s[7] AS TIMESTAMPTZ) AS arrival,
-           CASE WHEN ends_with(s[7], 'Z') THEN left(s[7], 13)  -- already UTC: YYYY-MM-DDTHH
-                ELSE strftime(try_cast(s[7] AS TIMESTAMPTZ) AT TIME ZONE 'UTC', '%Y-%m-%dT%H') END AS utc_hour,
+           try_cast({arrival} AS TIMESTAMPTZ) AS arrival,
+           CASE WHEN ends_with({arrival}, 'Z') THEN left({arrival}, 13)  -- already UTC: YYYY-MM-DDTHH
+                ELSE strftime(try_cast({arrival} AS TIMESTAMPTZ) AT TIME ZONE 'UTC', '%Y-%m-%dT%H') END AS utc_hour,
            regexp_extract(filename, '/stream=([^/]*)/date=([^/]*)/hour=([^/]*)/[^/]*$', ['s', 'd', 'h']) AS part
     FROM parsed
 """
@@ -68,7 +56,8 @@ _VALID = """
 def _lines_query(glob: str) -> str:
     fields = ", ".join(f"t[{i + 1}] AS {name}_type, s[{i + 1}] AS {name}" for i, name in enumerate(_FIELDS))
     paths = ", ".join(f"'$.{name}'" for name in _FIELDS)
-    return _LINES.format(fields=fields, paths=paths, glob=glob)
+    arrival = f"s[{_FIELDS.index('arrival_time') + 1}]"
+    return _LINES.format(fields=fields, paths=paths, glob=glob, arrival=arrival)
 
 
 def _valid_condition() -> str:
@@ -81,15 +70,33 @@ _METRICS = """
     SELECT stream, {bucket} AS {name}, count(*) AS records, count(DISTINCT shard_id) AS shards,
            count(DISTINCT partition_key) AS partition_keys, count(payload_base64) AS binary_records,
            min(arrival_time) AS first_arrival, max(arrival_time) AS last_arrival, date, hour
-    FROM read_parquet('{curated}/*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)
+    FROM {curated}
     GROUP BY ALL
 """
+#: table: (its time bucket's column, how it is computed)
+_METRIC_TABLES = {
+    "per_minute": ("minute", "date_trunc('minute', arrival_time)"),
+    "per_hour": ("hour_start", "date_trunc('hour', arrival_time)"),
+}
+_CURATED_COLUMNS = (
+    "stream, shard_id, sequence_number, sub_sequence_number, partition_key, epoch, payload, payload_base64,"
+    " epoch_us(arrival_time) AS arrival_us, date, hour"
+)
+_METRIC_COLUMNS = (
+    "stream, epoch_us({bucket}) AS bucket, records, shards, partition_keys, binary_records,"
+    " epoch_us(first_arrival) AS first_us, epoch_us(last_arrival) AS last_us, date, hour"
+)
+
+
+def _parquet(path: Path) -> str:
+    return f"read_parquet('{path}/*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)"
 
 
 def duckdb_pipeline(con: Any, raw_root: Path, out: Path) -> dict[str, float]:
     """Dedup ``raw_root`` into ``out/curated`` and build ``out/per_minute``/``out/per_hour``; returns timings."""
     glob = f"{raw_root}/stream=*/date=*/hour=*/*.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)
+    partitioned = "(FORMAT parquet, PARTITION_BY (date, hour), OVERWRITE_OR_IGNORE true)"
     started = time.perf_counter()
     con.execute(f"""
         COPY (
@@ -103,18 +110,12 @@ def duckdb_pipeline(con: Any, raw_root: Path, out: Path) -> dict[str, float]:
             QUALIFY row_number() OVER (
                 PARTITION BY stream, shard_id, sequence_number, sub_sequence_number::BIGINT
                 ORDER BY epoch::BIGINT) = 1
-        ) TO '{out}/curated' (FORMAT parquet, PARTITION_BY (date, hour), OVERWRITE_OR_IGNORE true)
+        ) TO '{out}/curated' {partitioned}
     """)
     compacted = time.perf_counter()
-    for name, bucket in (
-        ("minute", "date_trunc('minute', arrival_time)"),
-        ("hour_start", "date_trunc('hour', arrival_time)"),
-    ):
-        table = "per_minute" if name == "minute" else "per_hour"
-        query = _METRICS.format(bucket=bucket, name=name, curated=f"{out}/curated")
-        con.execute(
-            f"COPY ({query}) TO '{out}/{table}' (FORMAT parquet, PARTITION_BY (date, hour), OVERWRITE_OR_IGNORE true)"
-        )
+    for table, (name, bucket) in _METRIC_TABLES.items():
+        query = _METRICS.format(bucket=bucket, name=name, curated=_parquet(out / "curated"))
+        con.execute(f"COPY ({query}) TO '{out}/{table}' {partitioned}")
     finished = time.perf_counter()
     return {
         "compact_s": compacted - started,
@@ -123,49 +124,26 @@ def duckdb_pipeline(con: Any, raw_root: Path, out: Path) -> dict[str, float]:
     }
 
 
-def _differences(con: Any, left: str, right: str) -> int:
-    both_ways = f"SELECT count(*) FROM (({left}) EXCEPT ALL ({right})) UNION ALL SELECT count(*) FROM (({right}) EXCEPT ALL ({left}))"
-    return int(sum(row[0] for row in con.execute(both_ways).fetchall()))
-
-
 def compare(con: Any, spark_out: Path, duck_out: Path) -> dict[str, int]:
     """Row-level differences between Spark's and DuckDB's curated table and metrics tables (all must be 0)."""
 
-    def parquet(path: Path) -> str:
-        return f"read_parquet('{path}/*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)"
+    def count(query: str) -> int:
+        return int(con.execute(f"SELECT count(*) FROM ({query})").fetchone()[0])
 
-    curated_cols = (
-        "stream, shard_id, sequence_number, sub_sequence_number, partition_key, epoch, payload, payload_base64,"
-        " epoch_us(arrival_time) AS arrival_us, date, hour"
-    )
-    metric_cols = (
-        "stream, epoch_us({bucket}) AS bucket, records, shards, partition_keys, binary_records,"
-        " epoch_us(first_arrival) AS first_us, epoch_us(last_arrival) AS last_us, date, hour"
-    )
+    def differences(table: str, columns: str) -> int:
+        spark, duck = (f"SELECT {columns} FROM {_parquet(out / table)}" for out in (spark_out, duck_out))
+        return count(f"({spark}) EXCEPT ALL ({duck})") + count(f"({duck}) EXCEPT ALL ({spark})")
+
+    spark_curated = _parquet(spark_out / "curated")
     result = {
-        "curated_rows_spark": int(
-            con.execute(f"SELECT count(*) FROM {parquet(spark_out / 'curated')}").fetchone()[0]
-        ),
-        "curated_rows_duckdb": int(
-            con.execute(f"SELECT count(*) FROM {parquet(duck_out / 'curated')}").fetchone()[0]
-        ),
-        "curated_differences": _differences(
-            con,
-            f"SELECT {curated_cols} FROM {parquet(spark_out / 'curated')}",
-            f"SELECT {curated_cols} FROM {parquet(duck_out / 'curated')}",
-        ),
-        "duplicate_keys_spark": int(
-            con.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {parquet(spark_out / 'curated')}"
-                " GROUP BY stream, shard_id, sequence_number, sub_sequence_number HAVING count(*) > 1)"
-            ).fetchone()[0]
+        "curated_rows_spark": count(f"FROM {spark_curated}"),
+        "curated_rows_duckdb": count(f"FROM {_parquet(duck_out / 'curated')}"),
+        "curated_differences": differences("curated", _CURATED_COLUMNS),
+        "duplicate_keys_spark": count(
+            f"SELECT 1 FROM {spark_curated}"
+            " GROUP BY stream, shard_id, sequence_number, sub_sequence_number HAVING count(*) > 1"
         ),
     }
-    for table, bucket in (("per_minute", "minute"), ("per_hour", "hour_start")):
-        cols = metric_cols.format(bucket=bucket)
-        result[f"{table}_differences"] = _differences(
-            con,
-            f"SELECT {cols} FROM {parquet(spark_out / table)}",
-            f"SELECT {cols} FROM {parquet(duck_out / table)}",
-        )
+    for table, (name, _) in _METRIC_TABLES.items():
+        result[f"{table}_differences"] = differences(table, _METRIC_COLUMNS.format(bucket=name))
     return result
