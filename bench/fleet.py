@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleet_report import markdown
-from tools.fleet.run import run_scenario
 from tools.fleet.runner import FleetSettings
-from tools.fleet.scenarios import SCENARIOS, Timing
+from tools.fleet.scenarios import SCENARIOS, Timing, run_scenario
 
 __all__ = ["main"]
 
@@ -30,13 +29,9 @@ OUT = Path("reports/bench")
 
 def _print_result(r: dict[str, Any]) -> None:
     gaps = r.get("handoff_gap_by_kind_s") or {"all moves": r["handoff_gap_s"]}
-    figures = "; ".join(
-        f"{kind} n={g['n']} p50/p95/p99/max {g['p50']}/{g['p95']}/{g['p99']}/{g['max']}"
-        for kind, g in gaps.items()
-    )
     print(
         f"  -> lost {r['lost']}, twice {r['delivered_more_than_once']}, overlaps {r['concurrent_owner_overlaps']}, "
-        f"gap {figures}, takeover {r['signal_to_new_owner_first_record_s']}, {r['duration_s']}s",
+        f"gaps {gaps}, takeover {r['signal_to_new_owner_first_record_s']}, {r['duration_s']}s",
         flush=True,
     )
 

@@ -19,15 +19,7 @@ from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.records import Position
 from tools.demo_report import plot_ownership
-from tools.fleet.analysis import (
-    Kind,
-    analyze,
-    dynamodb_cost,
-    handoff_figures,
-    handoff_moves,
-    ownership_runs,
-    producer_spacing,
-)
+from tools.fleet import analysis
 from tools.fleet.runner import Fleet, FleetSettings, poll
 
 __all__ = [
@@ -127,12 +119,12 @@ def every_shard_since(f: Fleet, since: float, workers: set[str]) -> bool:
 
 
 def _repeat(
-    f: Fleet, t: Timing, log: Log, kinds: dict[str, Kind], step: Callable[[int], None]
+    f: Fleet, t: Timing, log: Log, kinds: dict[str, analysis.Kind], step: Callable[[int], None]
 ) -> dict[str, Any]:
     """Run ``step`` until every kind counts ``t.handoffs`` moves, at most ``t.max_cycles`` times."""
     for cycle in range(1, t.max_cycles + 1):
         step(cycle)
-        moves = handoff_moves(ownership_runs(f.deliveries()))
+        moves = analysis.handoff_moves(analysis.ownership_runs(f.deliveries()))
         if all(len(kind.of(moves)) >= t.handoffs for kind in kinds.values()):
             break
     return {**asdict(log), "planned": True, "cycles": cycle, "handoff_kinds": kinds}
@@ -144,7 +136,10 @@ def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     form(f, t, base, log.timeouts)
     added: list[str] = []  # every worker started by a cycle, so far: the kinds count moves to and from them
     since = time.time()
-    kinds = {"scale_out": Kind(since, sources=base, targets=added), "scale_in": Kind(since, sources=added)}
+    kinds = {
+        "scale_out": analysis.Kind(since, sources=base, targets=added),
+        "scale_in": analysis.Kind(since, sources=added),
+    }
     share = f.settings.shards // 4
 
     def cycle(n: int) -> None:
@@ -180,7 +175,7 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
         flows = partial(every_shard_since, f, stopped, set(live))
         wait_for(f, t, f"step {n}: every shard flows", flows, log.timeouts)
 
-    return _repeat(f, t, log, {"rolling_restart": Kind(time.time())}, step)
+    return _repeat(f, t, log, {"rolling_restart": analysis.Kind(time.time())}, step)
 
 
 def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
@@ -324,24 +319,17 @@ def run_scenario(
         fleet.stop_all()
     deliveries = fleet.deliveries()
     produced = [(s, q) for s, q, _ in fleet.produced]
-    result = analyze(produced, deliveries, extra.pop("signals", None), extra.pop("owners", None))
+    result = analysis.analyze(produced, deliveries, extra.pop("signals", None), extra.pop("owners", None))
     if kinds := extra.pop("handoff_kinds", None):
-        gaps, parts = handoff_figures(deliveries, kinds, fleet.milestones())
+        gaps, parts = analysis.handoff_figures(deliveries, kinds, fleet.milestones())
         result["handoff_gap_by_kind_s"], result["handoff_phases_by_kind_s"] = gaps, parts
-    put_times = [t for _, _, t in fleet.produced]
-    span = max(put_times) - min(put_times) if put_times else 0.0
-    result |= extra | {
-        "shards": settings.shards,
-        "rate": settings.rate,
-        "producer_record_interval_per_shard_s": producer_spacing(fleet.produced),
-        "producer_records_per_s": round(len(put_times) / span, 1) if span > 0 else None,
-        "drained": drained,
-    }
-    result.update(
-        dynamodb_cost(fleet.worker_stats(), settings.shards, timing.warmup if name == "steady_state" else 0.0)
+    since = timing.warmup if name == "steady_state" else 0.0
+    result |= extra | {"shards": settings.shards, "rate": settings.rate, "drained": drained}
+    result |= analysis.producer_figures(fleet.produced) | analysis.dynamodb_cost(
+        fleet.worker_stats(), settings.shards, since
     )
     result["duration_s"] = round(time.time() - began, 1)
     png = workdir / f"{name}.png"
-    plot_ownership(ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", png)
+    plot_ownership(analysis.ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", png)
     result["timeline_png"] = str(png)
     return result
