@@ -89,8 +89,7 @@ def handoff_moves(runs: Mapping[str, list[Run]]) -> list[Move]:
 
 @dataclass(frozen=True)
 class Kind:
-    """Which moves count as one kind of hand-off: after ``since``, from ``sources`` and to ``targets`` (any
-    worker when None)."""
+    """The moves of one kind of hand-off: after ``since``, from ``sources``, to ``targets`` (None: any)."""
 
     since: float
     sources: Collection[str] | None = None
@@ -107,9 +106,8 @@ class Kind:
         ]
 
 
-#: The steps of a planned hand-off, each from one milestone to the next: the old owner's last delivery, its
-#: shard loop's end (final checkpoint written), the transfer committed, the successor reading the lease it was
-#: given, its processor's ``initialize`` (checkpoint read), its first delivery (GetShardIterator, GetRecords).
+#: A planned hand-off's steps, between its milestones: the old owner's last delivery, its final checkpoint, the
+#: transfer, the successor reading its lease, its processor's ``initialize``, its first delivery.
 PHASES = ("final checkpoint", "transfer", "successor hears", "successor starts", "first read")
 
 #: (milestone, shard, epoch) -> when (epoch time): ``drained`` (the old owner's epoch), ``handed_over``,
@@ -212,11 +210,8 @@ def analyze(
     signals: Mapping[str, float] | None = None,
     owners_at_signal: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """Figures for one scenario.
-
-    ``produced``: (shard, sequence) of every record the producer wrote. ``signals``: worker -> time it was
-    sent SIGTERM or SIGKILL; ``owners_at_signal``: worker -> shards it delivered last before that signal.
-    """
+    """Figures for one scenario: ``produced`` (shard, sequence) records, ``signals`` (worker -> when it was sent
+    SIGTERM or SIGKILL), ``owners_at_signal`` (worker -> the shards it delivered last before that)."""
     produced_set = set(produced)
     counts = Counter((d.shard, d.sequence) for d in deliveries)
     twice = [k for k, c in counts.items() if c > 1]
