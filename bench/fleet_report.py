@@ -29,72 +29,61 @@ _OTHER_ROWS = (
 )
 
 
-def _s(value: Any) -> str:
-    return "—" if value is None else f"{value:.2f}"
+def _s(stats: dict[str, Any], *keys: str) -> str:
+    """``stats``' seconds at ``keys``, joined by " / " ("—" where there are none)."""
+    return " / ".join("—" if stats.get(k) is None else f"{stats[k]:.2f}" for k in keys)
 
 
-def _n(value: Any) -> str:
-    return "—" if value is None else f"{value:,}"
+def _head(columns: str) -> list[str]:
+    """A table's header row (``columns`` joined by " | ") and its rule."""
+    return [f"| {columns} |", "|" + "---|" * (columns.count(" | ") + 1)]
+
+
+def _counts(r: dict[str, Any]) -> str:
+    return f"{r['produced']:,} | {r['lost']} | {r['delivered_more_than_once']} | {r['concurrent_owner_overlaps']}"
 
 
 def _planned(scenarios: dict[str, Any]) -> list[str]:
-    lines = [
-        "| transition | runs | hand-offs | gap p50 / p95 / p99 / max (s) | zero-cost floor p50 / p99 (s) | "
+    lines = _head(
+        "transition | runs | hand-offs | gap p50 / p95 / p99 / max (s) | zero-cost floor p50 / p99 (s) | "
         "SIGTERM → new owner's first record p50 / max (s) | producer: records/s, per-shard interval mean / "
-        "p95 (s) | produced | lost | delivered twice | concurrent owners |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        "p95 (s) | produced | lost | delivered twice | concurrent owners"
+    )
     for scenario, kind, label in _PLANNED_ROWS:
-        r = scenarios.get(scenario)
-        if r is None:
+        if (r := scenarios.get(scenario)) is None:
             continue
         g = r.get("handoff_gap_by_kind_s", {}).get(kind, {})
         takeover = r["signal_to_new_owner_first_record_s"] if kind != "scale_out" else {}
-        spacing = r.get("producer_record_interval_per_shard_s", {})
-        floor = r.get("zero_cost_gap_s", {})
         lines.append(
-            f"| {label} | {r.get('cycles', 1)} | {g.get('n', 0)} | "
-            f"{_s(g.get('p50'))} / {_s(g.get('p95'))} / {_s(g.get('p99'))} / {_s(g.get('max'))} | "
-            f"{_s(floor.get('p50'))} / {_s(floor.get('p99'))} | "
-            f"{_s(takeover.get('p50'))} / {_s(takeover.get('max'))} | "
-            f"{r.get('producer_records_per_s', '—')}, {_s(spacing.get('mean'))} / {_s(spacing.get('p95'))} | "
-            f"{_n(r['produced'])} | {r['lost']} | "
-            f"{r['delivered_more_than_once']} | {r['concurrent_owner_overlaps']} |"
+            f"| {label} | {r.get('cycles', 1)} | {g.get('n', 0)} | {_s(g, 'p50', 'p95', 'p99', 'max')} | "
+            f"{_s(r.get('zero_cost_gap_s', {}), 'p50', 'p99')} | {_s(takeover, 'p50', 'max')} | "
+            f"{r.get('producer_records_per_s', '—')}, "
+            f"{_s(r.get('producer_record_interval_per_shard_s', {}), 'mean', 'p95')} | {_counts(r)} |"
         )
     return lines
 
 
 def _phases(scenarios: dict[str, Any]) -> list[str]:
     """Where each kind's gap goes: every phase's p50 / p99 (they do not add up at the p99)."""
-    lines = [
-        "| transition | hand-offs timed | " + " | ".join(f"{p} p50 / p99 (s)" for p in PHASES) + " |",
-        "|---|---|" + "---|" * len(PHASES),
-    ]
+    lines = _head("transition | hand-offs timed | " + " | ".join(f"{p} p50 / p99 (s)" for p in PHASES))
     for scenario, kind, label in _PLANNED_ROWS:
-        parts = (scenarios.get(scenario) or {}).get("handoff_phases_by_kind_s", {}).get(kind)
-        if not parts:
-            continue
-        cells = " | ".join(f"{_s(parts[p].get('p50'))} / {_s(parts[p].get('p99'))}" for p in PHASES)
-        lines.append(f"| {label} | {parts[PHASES[0]].get('n', 0)} | {cells} |")
-    return lines if len(lines) > 2 else []
+        if parts := (scenarios.get(scenario) or {}).get("handoff_phases_by_kind_s", {}).get(kind):
+            cells = " | ".join(_s(parts[p], "p50", "p99") for p in PHASES)
+            lines.append(f"| {label} | {parts[PHASES[0]].get('n', 0)} | {cells} |")
+    return [*lines, ""] if len(lines) > 2 else []
 
 
 def _others(scenarios: dict[str, Any]) -> list[str]:
-    lines = [
-        "| scenario | produced | lost | delivered twice | concurrent owners | moved shards | "
-        "gap p50 / p99 / max (s) | signal → new owner's first record p50 / max (s) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    lines = _head(
+        "scenario | produced | lost | delivered twice | concurrent owners | moved shards | "
+        "gap p50 / p99 / max (s) | signal → new owner's first record p50 / max (s)"
+    )
     for scenario, label in _OTHER_ROWS:
-        r = scenarios.get(scenario)
-        if r is None:
-            continue
-        g, t = r["handoff_gap_s"], r["signal_to_new_owner_first_record_s"]
-        lines.append(
-            f"| {label} | {_n(r['produced'])} | {r['lost']} | {r['delivered_more_than_once']} | "
-            f"{r['concurrent_owner_overlaps']} | {r['moved_shards']} | "
-            f"{_s(g.get('p50'))} / {_s(g.get('p99'))} / {_s(g.get('max'))} | {_s(t.get('p50'))} / {_s(t.get('max'))} |"
-        )
+        if (r := scenarios.get(scenario)) is not None:
+            lines.append(
+                f"| {label} | {_counts(r)} | {r['moved_shards']} | {_s(r['handoff_gap_s'], 'p50', 'p99', 'max')} | "
+                f"{_s(r['signal_to_new_owner_first_record_s'], 'p50', 'max')} |"
+            )
     return lines
 
 
@@ -118,37 +107,26 @@ def _settings_line(summary: dict[str, Any]) -> str:
 
 
 def markdown(summary: dict[str, Any]) -> str:
+    """The settings line and the tables of docs/benchmarks.md, with the zombie's and steady state's figures."""
     scenarios = summary["scenarios"]
-    phases = _phases(scenarios)
-    parts = [_settings_line(summary), "", *_planned(scenarios), "", *([*phases, ""] if phases else [])]
-    parts += _others(scenarios)
-    zombie = scenarios.get("zombie_sigstop")
-    if zombie:
+    parts = [_settings_line(summary), "", *_planned(scenarios), "", *_phases(scenarios), *_others(scenarios)]
+    if zombie := scenarios.get("zombie_sigstop"):
         parts += [
             "",
             f"Zombie: {zombie['zombie_deliveries_under_old_epochs_after_pause']} deliveries under its old epochs "
             f"after SIGCONT; late checkpoint rejected: {zombie['zombie_late_checkpoint_rejected']}.",
         ]
-    steady = scenarios.get("steady_state")
-    if steady and "lease_table_writes_per_shard_hour" in steady:
-        parts += [
-            "",
-            f"Lease-table writes per shard-hour (steady state): {steady['lease_table_writes_per_shard_hour']}.",
-        ]
+    if "lease_table_writes_per_shard_hour" in (steady := scenarios.get("steady_state") or {}):
+        writes = steady["lease_table_writes_per_shard_hour"]
+        parts += ["", f"Lease-table writes per shard-hour (steady state): {writes}."]
     return "\n".join(parts) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the tables of a fleet benchmark's JSON."""
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("json", nargs="?", default="reports/bench/fleet.json")
-    args = p.parse_args(argv)
-    path = Path(args.json)
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"error: cannot read {path}: {exc}", file=sys.stderr)
-        return 1
-    print(markdown(summary), end="")
+    p.add_argument("json", nargs="?", type=Path, default=Path("reports/bench/fleet.json"))
+    print(markdown(json.loads(p.parse_args(argv).json.read_text())), end="")
     return 0
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fleet_scenarios import rolling_restart, scale_in, scale_out
-from tools.fleet.run import run_scenario
 from tools.fleet.runner import DEFAULT_IDLE_TIME, FleetSettings
-from tools.fleet.scenarios import Timing
+from tools.fleet.scenarios import Timing, run_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -7,27 +7,32 @@ import itertools
 import random
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = [
     "PHASES",
     "Delivery",
+    "Kind",
     "Move",
     "Run",
     "analyze",
+    "dynamodb_cost",
+    "handoff_figures",
     "handoff_moves",
     "handoff_phases",
     "ownership_runs",
     "percentiles",
-    "producer_spacing",
+    "producer_figures",
     "zero_cost_gaps",
 ]
 
 
 @dataclass(frozen=True)
 class Delivery:
+    """One record delivered, from a worker's journal (``t``: epoch seconds)."""
+
     worker: str
     shard: str
     sequence: str
@@ -48,21 +53,15 @@ class Run:
 
 
 def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
-    by_shard: dict[str, list[Delivery]] = defaultdict(list)
-    for d in deliveries:
-        by_shard[d.shard].append(d)
-    out: dict[str, list[Run]] = {}
-    for shard, ds in by_shard.items():
-        ds.sort(key=lambda d: d.t)
-        runs: list[Run] = []
-        for d in ds:
-            if runs and runs[-1].worker == d.worker and runs[-1].epoch == d.epoch:
-                r = runs[-1]
-                runs[-1] = Run(shard, r.worker, r.epoch, r.first, d.t, r.count + 1)
-            else:
-                runs.append(Run(shard, d.worker, d.epoch, d.t, d.t, 1))
-        out[shard] = runs
-    return out
+    """shard -> its runs, in time order."""
+    out: dict[str, list[Run]] = defaultdict(list)
+    for d in sorted(deliveries, key=lambda d: (d.shard, d.t)):
+        runs = out[d.shard]
+        if runs and (runs[-1].worker, runs[-1].epoch) == (d.worker, d.epoch):
+            runs[-1] = replace(runs[-1], last=d.t, count=runs[-1].count + 1)
+        else:
+            runs.append(Run(d.shard, d.worker, d.epoch, d.t, d.t, 1))
+    return dict(out)
 
 
 @dataclass(frozen=True)
@@ -88,37 +87,51 @@ def handoff_moves(runs: Mapping[str, list[Run]]) -> list[Move]:
     return sorted(out, key=lambda m: m.at)
 
 
-#: The steps of a planned hand-off, in order, each from one milestone to the next (``Milestones`` keys): from the
-#: old owner's last delivery to its shard loop's end (the final checkpoint written), to the transfer committed,
-#: to the successor reading the lease it was given, to its processor's ``initialize`` (the checkpoint read),
-#: to its first delivery (GetShardIterator, GetRecords, and a paced wait if that first read came back empty).
+@dataclass(frozen=True)
+class Kind:
+    """The moves of one kind of hand-off: after ``since``, from ``sources``, to ``targets`` (None: any)."""
+
+    since: float
+    sources: Collection[str] | None = None
+    targets: Collection[str] | None = None
+
+    def of(self, moves: Iterable[Move]) -> list[Move]:
+        """The moves of this kind."""
+        return [
+            m
+            for m in moves
+            if m.at >= self.since
+            and (self.sources is None or m.source in self.sources)
+            and (self.targets is None or m.target in self.targets)
+        ]
+
+
+#: A planned hand-off's steps, between its milestones: the old owner's last delivery, its final checkpoint, the
+#: transfer, the successor reading its lease, its processor's ``initialize``, its first delivery.
 PHASES = ("final checkpoint", "transfer", "successor hears", "successor starts", "first read")
 
-#: (milestone, shard, epoch) -> when it happened (epoch time): ``drained`` (old owner, its epoch),
-#: ``handed_over`` and ``received`` (the new epoch), ``init`` (the successor's processor, the new epoch).
+#: (milestone, shard, epoch) -> when (epoch time): ``drained`` (the old owner's epoch), ``handed_over``,
+#: ``received`` and ``init`` (the new epoch).
 Milestones = Mapping[tuple[str, str, int], float]
 
 
 def handoff_phases(
     runs: Mapping[str, list[Run]], milestones: Milestones
 ) -> dict[tuple[str, int], dict[str, float]]:
-    """(shard, new epoch) -> seconds spent in each of ``PHASES``, for every change of owner whose milestones
-    were all logged; they add up to the move's gap. Only planned hand-offs log ``handed_over``: a take after a
-    crash has no such step and is left out."""
+    """(shard, new epoch) -> seconds spent in each of ``PHASES`` (they add up to the gap), for every change of
+    owner whose milestones were all logged: a take after a crash logs no ``handed_over`` and is left out."""
     out: dict[tuple[str, int], dict[str, float]] = {}
     for shard, rs in runs.items():
         for a, b in itertools.pairwise(rs):
-            if a.worker == b.worker:
-                continue
-            marks = [milestones.get(("drained", shard, a.epoch))] + [
-                milestones.get((m, shard, b.epoch)) for m in ("handed_over", "received", "init")
+            keys = [("drained", shard, a.epoch)] + [
+                (m, shard, b.epoch) for m in ("handed_over", "received", "init")
             ]
-            if any(m is None for m in marks):
-                continue
-            points = [a.last, *(m for m in marks if m is not None), b.first]
-            out[(shard, b.epoch)] = {
-                p: round(t1 - t0, 3) for p, (t0, t1) in zip(PHASES, itertools.pairwise(points), strict=True)
-            }
+            if a.worker != b.worker and all(k in milestones for k in keys):
+                points = [a.last, *(milestones[k] for k in keys), b.first]
+                out[(shard, b.epoch)] = {
+                    p: round(t1 - t0, 3)
+                    for p, (t0, t1) in zip(PHASES, itertools.pairwise(points), strict=True)
+                }
     return out
 
 
@@ -128,6 +141,7 @@ def _rank(s: list[float], q: float) -> float:
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
+    """n, p50, p95, p99 and max of ``values`` (None when there are none)."""
     if not values:
         return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
     s = sorted(values)
@@ -140,43 +154,53 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     }
 
 
-def producer_spacing(produced: Iterable[tuple[str, str, float]]) -> dict[str, float | None]:
-    """Seconds between consecutive puts that reached the same shard (one PutRecords call is one put).
-
-    Every hand-off gap includes the wait for the shard's next record: on average half of this interval.
-    """
+def producer_figures(produced: list[tuple[str, str, float]]) -> dict[str, Any]:
+    """The producer's records a second, and the seconds between consecutive puts that reached the same shard
+    (one PutRecords call is one put): every hand-off gap includes the wait for the shard's next record."""
     times: dict[str, set[float]] = defaultdict(set)
     for shard, _, t in produced:
         times[shard].add(t)
     intervals = [b - a for ts in times.values() for a, b in itertools.pairwise(sorted(ts))]
-    out = percentiles(intervals)
-    out["mean"] = round(statistics.fmean(intervals), 3) if intervals else None
-    return out
+    spacing = percentiles(intervals) | {"mean": round(statistics.fmean(intervals), 3) if intervals else None}
+    span = max(t for *_, t in produced) - min(t for *_, t in produced) if produced else 0.0
+    return {
+        "producer_record_interval_per_shard_s": spacing,
+        "producer_records_per_s": round(len(produced) / span, 1) if span > 0 else None,
+    }
 
 
 def zero_cost_gaps(deliveries: Iterable[Delivery], samples: int = 2000, seed: int = 0) -> list[float]:
-    """The gaps a hand-off that took no time at all would show, under the same producer and pacing.
-
-    Such a hand-off, at instant ``tau``, would leave the shard silent from the last delivery before ``tau`` to
-    the next delivery after it, exactly as if nobody had moved. So: instants drawn uniformly over the time
-    each shard spent with one owner (the old owner's run, hand-off boundaries excluded), and for each the
-    silence around it. Every measured gap contains this floor: the wait for the shard's next record and for
-    the next paced GetRecords.
-    """
+    """The gaps a hand-off that took no time would show under the same producer and pacing: the silence around
+    instants drawn uniformly over the time each shard spent with one owner (hand-off boundaries excluded)."""
     times: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     for d in deliveries:
         times[(d.shard, d.worker, d.epoch)].append(d.t)
-    spans = [sorted(ts) for ts in times.values() if len(ts) > 1]
-    spans = [ts for ts in spans if ts[-1] > ts[0]]
+    spans = [ts for ts in map(sorted, times.values()) if ts[-1] > ts[0]]
     if not spans:
         return []
     rng = random.Random(seed)
-    weights = [ts[-1] - ts[0] for ts in spans]
     out = []
-    for ts in rng.choices(spans, weights, k=samples):
-        tau = rng.uniform(ts[0], ts[-1])
-        i = bisect.bisect_right(ts, tau)  # ts[i - 1] <= tau < ts[i]
+    for ts in rng.choices(spans, [ts[-1] - ts[0] for ts in spans], k=samples):
+        i = bisect.bisect_right(ts, rng.uniform(ts[0], ts[-1]))  # ts[i - 1] <= the instant < ts[i]
         out.append(ts[min(i, len(ts) - 1)] - ts[max(i - 1, 0)])
+    return out
+
+
+def _takeovers(
+    runs: Mapping[str, list[Run]], signals: Mapping[str, float], owners: Mapping[str, list[str]]
+) -> list[float]:
+    """Per (signalled worker, shard it delivered last): from the signal to another worker's first delivery."""
+    out = []
+    for worker, t0 in signals.items():
+        for shard in owners.get(worker, []):
+            rs = runs.get(shard, [])
+            mine = [i for i, r in enumerate(rs) if r.worker == worker and r.first < t0]
+            later = rs[mine[-1] + 1 :] if mine else []
+            # A shard another worker delivered before the signal had moved before it: the signal did not move
+            # it (counting it would time the next move, a cycle later).
+            after = [r.first for r in later if r.worker != worker]
+            if after and later[0].first >= t0:
+                out.append(round(min(after) - t0, 3))
     return out
 
 
@@ -186,19 +210,13 @@ def analyze(
     signals: Mapping[str, float] | None = None,
     owners_at_signal: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """Figures for one scenario.
-
-    ``produced``: (shard, sequence) of every record the producer wrote. ``signals``: worker -> time it was
-    sent SIGTERM or SIGKILL; ``owners_at_signal``: worker -> shards it delivered last before that signal.
-    """
+    """Figures for one scenario: ``produced`` (shard, sequence) records, ``signals`` (worker -> when it was sent
+    SIGTERM or SIGKILL), ``owners_at_signal`` (worker -> the shards it delivered last before that)."""
     produced_set = set(produced)
     counts = Counter((d.shard, d.sequence) for d in deliveries)
-    lost = produced_set - set(counts)
     twice = [k for k, c in counts.items() if c > 1]
     runs = ownership_runs(deliveries)
     changes = handoff_moves(runs)
-    gaps = [m.gap for m in changes]
-    overlaps = sum(1 for m in changes if m.gap < 0)  # two workers delivered this shard at the same time
     moves = [
         {
             "shard": m.shard,
@@ -210,32 +228,67 @@ def analyze(
         }
         for m in changes
     ]
-    takeover: dict[tuple[str, str], float] = {}  # (signalled worker, shard): one per shard it owned
-    for worker, t0 in (signals or {}).items():
-        for shard in (owners_at_signal or {}).get(worker, []):
-            rs = runs.get(shard, [])
-            mine = [i for i, r in enumerate(rs) if r.worker == worker and r.first < t0]
-            if not mine:
-                continue
-            later = rs[mine[-1] + 1 :]
-            # A shard that another worker already delivered before the signal had moved before it: the
-            # signal did not move it (counting it would time the next move, a cycle later).
-            if later and later[0].first < t0:
-                continue
-            after = [r.first for r in later if r.worker != worker]
-            if after:
-                takeover[(worker, shard)] = round(min(after) - t0, 3)
     return {
         "produced": len(produced_set),
         "delivered": sum(counts.values()),
         "distinct_delivered": len(counts),
-        "lost": len(lost),
+        "lost": len(produced_set - set(counts)),
         "delivered_more_than_once": len(twice),
         "extra_deliveries": sum(counts[k] - 1 for k in twice),
-        "concurrent_owner_overlaps": overlaps,
+        "concurrent_owner_overlaps": sum(1 for m in changes if m.gap < 0),  # two owners delivered at once
         "moved_shards": len(moves),
-        "handoff_gap_s": percentiles(gaps),
+        "handoff_gap_s": percentiles([m.gap for m in changes]),
         "zero_cost_gap_s": percentiles(zero_cost_gaps(deliveries)),
-        "signal_to_new_owner_first_record_s": percentiles(list(takeover.values())),
+        "signal_to_new_owner_first_record_s": percentiles(
+            _takeovers(runs, signals or {}, owners_at_signal or {})
+        ),
         "moves": moves,
+    }
+
+
+def handoff_figures(
+    deliveries: list[Delivery], kinds: Mapping[str, Kind], milestones: Milestones
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per kind of hand-off: the gaps' percentiles, and each of ``PHASES``'."""
+    runs = ownership_runs(deliveries)
+    moves, phases = handoff_moves(runs), handoff_phases(runs, milestones)
+    gaps, parts = {}, {}
+    for name, kind in kinds.items():
+        chosen = kind.of(moves)
+        gaps[name] = percentiles([m.gap for m in chosen])
+        timed = [phases[(m.shard, m.epoch)] for m in chosen if (m.shard, m.epoch) in phases]
+        parts[name] = {p: percentiles([t[p] for t in timed]) for p in PHASES}
+    return gaps, parts
+
+
+def _calls(entry: Mapping[str, Any] | None) -> Counter[str]:
+    """``table role.operation`` -> DynamoDB calls so far, of one ``worker_stats`` log entry (None: none)."""
+    calls = entry["calls"] if entry else {}
+    roles = ("lease_table", "checkpoint_table")
+    return Counter({f"{role}.{op}": n for role in roles for op, n in calls.get(role, {}).items()})
+
+
+def dynamodb_cost(
+    stats: Mapping[str, list[dict[str, Any]]], shards: int, since_uptime: float = 0.0
+) -> dict[str, Any]:
+    """DynamoDB calls by type per worker-hour and lease-table writes per shard-hour, from each worker's
+    ``worker_stats`` log entries (from its first entry at ``since_uptime`` or later)."""
+    calls: Counter[str] = Counter()
+    hours = 0.0
+    for entries in stats.values():
+        base = next((e for e in entries if e["uptime_s"] >= since_uptime), None) if since_uptime else None
+        span = entries[-1]["uptime_s"] - (base["uptime_s"] if base else 0.0)
+        if span > 0:
+            hours += span / 3600
+            calls.update(_calls(entries[-1]))
+            calls.subtract(_calls(base))
+    if hours == 0:
+        return {}
+    writes = sum(
+        calls[f"lease_table.{op}"] for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems")
+    )
+    return {
+        "dynamodb_calls_per_worker_hour": {k: round(v / hours) for k, v in sorted(calls.items())},
+        "lease_table_writes_per_shard_hour": round(writes / (hours / len(stats)) / shards, 1),
+        "measured_worker_hours": round(hours, 4),
     }

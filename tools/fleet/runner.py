@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -21,10 +21,9 @@ from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
 from tools.fleet.analysis import Delivery
 
-__all__ = ["DEFAULT_IDLE_TIME", "Fleet", "FleetSettings", "worker_env"]
+__all__ = ["DEFAULT_IDLE_TIME", "DEFAULT_INBOX_POLL", "Fleet", "FleetSettings", "poll"]
 
 REPO = Path(__file__).resolve().parents[2]
-
 
 # Workers get SIGTERM when the benchmark or demo that started them dies, even by SIGKILL (Linux
 # PR_SET_PDEATHSIG, set in the child and kept across exec; no preexec_fn, which is unsafe with threads).
@@ -35,27 +34,35 @@ _WORKER_COMMAND = [
     "os.execv(sys.executable, [sys.executable, '-m', 'consumer', 'run'])",
 ]
 
-
-#: The consumer's default wait between GetRecords calls on an idle shard (0.25 s: at most 4 calls a second
-#: per shard, within Kinesis's limit of 5 per shard per second shared by every reader). Published figures
-#: use it.
+#: The consumer's default wait between GetRecords calls on an idle shard (0.25 s: 4 calls a second, within
+#: Kinesis's 5 per shard shared by every reader) and fast poll of its own item; published figures use them.
 DEFAULT_IDLE_TIME = RetrievalConfig().idle_time_between_reads
-DEFAULT_INBOX_POLL = LeaseConfig().inbox_poll_interval  # the consumer's default fast poll of its own item
+DEFAULT_INBOX_POLL = LeaseConfig().inbox_poll_interval
 
-
-HASH_KEYS = 2**128  # Kinesis hash keys: 0 .. 2**128 - 1, split evenly between a new stream's shards
+_HASH_KEYS = 2**128  # Kinesis hash keys: 0 .. 2**128 - 1, split evenly between a new stream's shards
 
 
 def _spread(i: int, n: int) -> int:
-    """The hash key of the ``i``-th of ``n`` records of one PutRecords call: the middle of the ``i``-th of ``n``
-    equal slices of the key space. A call of at least as many records as the stream has (evenly split) shards
-    puts a record into every shard, so each shard gets one every producer tick (0.1 s) rather than at random:
-    the wait for a shard's next record, part of every hand-off gap, is the tick and not a chance draw."""
-    return (2 * i + 1) * HASH_KEYS // (2 * n)
+    """The hash key of the ``i``-th of ``n`` records of one PutRecords call, the middle of the ``i``-th of ``n``
+    equal slices of the key space: with at least as many records a call as shards, each shard gets one every
+    producer tick (0.1 s), so the wait for a shard's next record (part of every hand-off gap) is not random."""
+    return (2 * i + 1) * _HASH_KEYS // (2 * n)
+
+
+def poll(cond: Callable[[], bool], timeout: float, every: float) -> bool:
+    """Whether ``cond`` held within ``timeout`` seconds, asked every ``every`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True
 
 
 @dataclass(frozen=True)
 class FleetSettings:
+    """The stream's size, the producer's rate and the workers' settings."""
+
     shards: int = 8
     lease_duration: float = 10.0
     rate: float = 100.0  # records per second, spread over all shards
@@ -63,43 +70,6 @@ class FleetSettings:
     inbox_poll_interval: float = DEFAULT_INBOX_POLL
     idle_time: float = DEFAULT_IDLE_TIME
     metrics_interval: float = 5.0
-
-
-def worker_env(
-    endpoints_env: Mapping[str, str],
-    *,
-    stream: str,
-    lease_table: str,
-    checkpoint_table: str,
-    worker_id: str,
-    journal: Path,
-    lease_duration: float,
-    scan_interval: float = 1.0,
-    inbox_poll_interval: float = DEFAULT_INBOX_POLL,
-    idle_time: float = DEFAULT_IDLE_TIME,
-    metrics_interval: float = 10.0,
-    extra: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """The environment of one worker process running the journal processor."""
-    return {
-        **os.environ,
-        **endpoints_env,
-        "CONSUMER_APPLICATION": "bench",
-        "CONSUMER_STREAMS": stream,
-        "CONSUMER_PROCESSOR": "consumer.examples.journal:JournalProcessor",
-        "CONSUMER_LEASE_TABLE": lease_table,
-        "CONSUMER_CHECKPOINT_TABLE": checkpoint_table,
-        "CONSUMER_WORKER_ID": worker_id,
-        "CONSUMER_LEASE_DURATION_SECONDS": str(lease_duration),
-        "CONSUMER_SCAN_INTERVAL_SECONDS": str(scan_interval),
-        "CONSUMER_INBOX_POLL_SECONDS": str(inbox_poll_interval),
-        "CONSUMER_DISCOVERY_INTERVAL_SECONDS": "2",
-        "CONSUMER_IDLE_TIME_SECONDS": str(idle_time),
-        "CONSUMER_METRICS_INTERVAL_SECONDS": str(metrics_interval),
-        "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": "20",
-        "JOURNAL_PATH": str(journal),
-        **(extra or {}),
-    }
 
 
 @dataclass
@@ -137,13 +107,12 @@ class Fleet:
         self.wait_active()
 
     def wait_active(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            desc = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
-            if desc["StreamStatus"] == "ACTIVE":
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"stream {self.stream} never became ACTIVE")
+        if not poll(self._active, 60, 0.05):
+            raise RuntimeError(f"stream {self.stream} never became ACTIVE")
+
+    def _active(self) -> bool:
+        summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+        return bool(summary["StreamStatus"] == "ACTIVE")
 
     def mark(self, label: str) -> float:
         t = time.time()
@@ -151,34 +120,33 @@ class Fleet:
         print(f"  [{self.name}] {time.strftime('%H:%M:%S')} {label}", flush=True)
         return t
 
-    # -- workers ---------------------------------------------------------------------------------
     def start_worker(self, worker_id: str, extra: Mapping[str, str] | None = None) -> None:
+        """Start a worker running the journal processor (``extra``: more environment variables)."""
         s = self.settings
-        env = worker_env(
-            self.endpoints.env(),
-            stream=self.stream,
-            lease_table=self.lease_table,
-            checkpoint_table=self.checkpoint_table,
-            worker_id=worker_id,
-            journal=self.workdir / f"{worker_id}.journal.jsonl",
-            lease_duration=s.lease_duration,
-            scan_interval=s.scan_interval,
-            inbox_poll_interval=s.inbox_poll_interval,
-            idle_time=s.idle_time,
-            metrics_interval=s.metrics_interval,
-            extra=extra,
-        )
+        env = {
+            **os.environ,
+            **self.endpoints.env(),
+            "CONSUMER_APPLICATION": "bench",
+            "CONSUMER_STREAMS": self.stream,
+            "CONSUMER_PROCESSOR": "consumer.examples.journal:JournalProcessor",
+            "CONSUMER_LEASE_TABLE": self.lease_table,
+            "CONSUMER_CHECKPOINT_TABLE": self.checkpoint_table,
+            "CONSUMER_WORKER_ID": worker_id,
+            "CONSUMER_LEASE_DURATION_SECONDS": str(s.lease_duration),
+            "CONSUMER_SCAN_INTERVAL_SECONDS": str(s.scan_interval),
+            "CONSUMER_INBOX_POLL_SECONDS": str(s.inbox_poll_interval),
+            "CONSUMER_DISCOVERY_INTERVAL_SECONDS": "2",
+            "CONSUMER_IDLE_TIME_SECONDS": str(s.idle_time),
+            "CONSUMER_METRICS_INTERVAL_SECONDS": str(s.metrics_interval),
+            "CONSUMER_SHUTDOWN_DEADLINE_SECONDS": "20",
+            "JOURNAL_PATH": str(self.workdir / f"{worker_id}.journal.jsonl"),
+            **(extra or {}),
+        }
         log = open(self.workdir / f"{worker_id}.log", "ab")  # noqa: SIM115 - the child holds it
         out: Any = subprocess.DEVNULL
         if self.keep_stdout:
             out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
-        self.procs[worker_id] = subprocess.Popen(
-            _WORKER_COMMAND,
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=log,
-        )
+        self.procs[worker_id] = subprocess.Popen(_WORKER_COMMAND, cwd=REPO, env=env, stdout=out, stderr=log)
         self.mark(f"start {worker_id}")
 
     def signal(self, worker_id: str, sig: signal.Signals) -> float:
@@ -189,23 +157,23 @@ class Fleet:
     def wait_exit(self, worker_id: str, timeout: float = 30) -> int:
         return self.procs[worker_id].wait(timeout)
 
+    def _item(self, key: str) -> dict[str, Any]:
+        got = self.ddb.get_item(
+            TableName=self.lease_table, Key={"lease_key": {"S": key}}, ConsistentRead=True
+        )
+        return dict(got.get("Item", {}))
+
     def wait_registered(self, worker_id: str, timeout: float = 30) -> None:
-        key = {"lease_key": {"S": f"worker#{worker_id}"}}
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if "Item" in self.ddb.get_item(TableName=self.lease_table, Key=key, ConsistentRead=True):
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"{worker_id} never registered")
+        if not poll(lambda: bool(self._item(f"worker#{worker_id}")), timeout, 0.1):
+            raise RuntimeError(f"{worker_id} never registered")
 
     def leader(self) -> str | None:
         """The worker the leadership item names now."""
-        key = {"lease_key": {"S": "leader"}}
-        item = self.ddb.get_item(TableName=self.lease_table, Key=key, ConsistentRead=True).get("Item", {})
-        owner = item.get("owner", {}).get("S")
+        owner = self._item("leader").get("owner", {}).get("S")
         return str(owner) if owner is not None else None
 
     def stop_all(self) -> None:
+        """SIGTERM every live worker (resumed first if paused), SIGKILL any still alive after 40 s."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)
@@ -216,7 +184,6 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 p.kill()
 
-    # -- producer --------------------------------------------------------------------------------
     def start_producer(self) -> None:
         self._producer = threading.Thread(target=self._produce, daemon=True, name="producer")
         self._producer.start()
@@ -262,17 +229,20 @@ class Fleet:
             self._producer.join(10)
         self.mark(f"producer stopped after {len(self.produced)} records")
 
-    # -- results ---------------------------------------------------------------------------------
+    def _lines(self, pattern: str, *needles: str) -> Iterator[dict[str, Any]]:
+        """The JSON lines of the files matching ``pattern`` that hold any of ``needles`` (by default all)."""
+        for path in sorted(self.workdir.glob(pattern)):
+            for line in path.read_text(errors="replace").splitlines():
+                if needles and not any(n in line for n in needles):
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # a line cut by SIGKILL, or a worker's traceback
+                    continue
+                yield entry
+
     def journal(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for path in sorted(self.workdir.glob("*.journal.jsonl")):
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        continue  # a line cut by SIGKILL
-        return out
+        return list(self._lines("*.journal.jsonl"))
 
     def deliveries(self) -> list[Delivery]:
         return [
@@ -282,56 +252,32 @@ class Fleet:
         ]
 
     def wait_drained(self, timeout: float = 90) -> bool:
+        """Whether every record produced was delivered within ``timeout`` seconds."""
         want = {(s, q) for s, q, _ in self.produced}
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = {(d.shard, d.sequence) for d in self.deliveries()}
-            if want <= got:
-                return True
-            time.sleep(0.5)
-        return False
+        return poll(lambda: want <= {(d.shard, d.sequence) for d in self.deliveries()}, timeout, 0.5)
 
     def last_owners(self, before: float) -> dict[str, list[str]]:
         """worker -> shards whose last delivery before ``before`` was by that worker."""
-        latest: dict[str, tuple[float, str]] = {}
-        for d in self.deliveries():
-            if d.t < before and (d.shard not in latest or d.t > latest[d.shard][0]):
-                latest[d.shard] = (d.t, d.worker)
+        latest = {d.shard: d.worker for d in sorted(self.deliveries(), key=lambda d: d.t) if d.t < before}
         out: dict[str, list[str]] = {}
-        for shard, (_, w) in latest.items():
-            out.setdefault(w, []).append(shard)
+        for shard, worker in latest.items():
+            out.setdefault(worker, []).append(shard)
         return out
 
     def milestones(self) -> dict[tuple[str, str, int], float]:
         """When each step of every hand-off happened (``tools.fleet.analysis.Milestones``), from the workers'
         logs (millisecond timestamps) and journals (the processors' ``initialize``)."""
-        out: dict[tuple[str, str, int], float] = {}
-        for e in self.journal():
-            if e["k"] == "init":
-                out[("init", e["s"], int(e["e"]))] = float(e["t"])
+        out = {("init", e["s"], int(e["e"])): float(e["t"]) for e in self.journal() if e["k"] == "init"}
         names = {"shard_drained": "drained", "lease_handed_over": "handed_over", "lease_received": "received"}
-        for path in self.workdir.glob("*.log"):
-            for line in path.read_text(errors="replace").splitlines():
-                if not any(f'"{event}"' in line for event in names):
-                    continue
-                try:
-                    e = json.loads(line)
-                    shard = e.get("shard") or e["lease"].rsplit("#", 1)[-1]
-                    at = datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
-                    out[(names[e["event"]], shard, int(e["epoch"]))] = at
-                except (ValueError, KeyError, TypeError):
-                    continue
+        for e in self._lines("*.log", *(f'"{event}"' for event in names)):
+            if e.get("event") in names:
+                shard = e.get("shard") or e["lease"].rsplit("#", 1)[-1]
+                out[(names[e["event"]], shard, int(e["epoch"]))] = datetime.fromisoformat(e["ts"]).timestamp()
         return out
 
     def worker_stats(self) -> dict[str, list[dict[str, Any]]]:
         """Every ``worker_stats`` log event, per worker, in order."""
         out: dict[str, list[dict[str, Any]]] = {}
-        for path in self.workdir.glob("*.log"):
-            for line in path.read_text(errors="replace").splitlines():
-                if '"worker_stats"' in line:
-                    try:
-                        e = json.loads(line)
-                    except ValueError:
-                        continue
-                    out.setdefault(e["worker"], []).append(e)
+        for e in self._lines("*.log", '"worker_stats"'):
+            out.setdefault(e["worker"], []).append(e)
         return out

@@ -1,26 +1,39 @@
-"""The fleet benchmark's scenarios: each drives one :class:`tools.fleet.runner.Fleet` and returns extras.
+"""The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and
+:func:`run_scenario`, which runs one and returns its figures (``python -m bench.fleet``, the fleet tests).
 
-Repeated scenarios (``scale_cycles``, ``rolling_restart_cycles``) repeat their planned transition until each
+The repeated ones (``scale_cycles``, ``rolling_restart_cycles``) repeat their planned transition until each
 kind of hand-off has happened ``Timing.handoffs`` times, so that p99 is a percentile and not the maximum.
-They return ``handoff_kinds``: per kind, which moves count (after ``since``; from or to which workers).
 """
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.records import Position
-from tools.fleet.analysis import Move, handoff_moves, ownership_runs
-from tools.fleet.runner import Fleet
+from tools.demo_report import plot_ownership
+from tools.fleet import analysis
+from tools.fleet.runner import Fleet, FleetSettings, poll
 
-__all__ = ["SCENARIOS", "Scenario", "Timing", "count_kind", "formed", "hold", "wait_for", "wait_formed"]
+__all__ = [
+    "SCENARIOS",
+    "Log",
+    "Scenario",
+    "Timing",
+    "every_shard_since",
+    "form",
+    "formed",
+    "hold",
+    "run_scenario",
+    "wait_for",
+]
 
 
 @dataclass(frozen=True)
@@ -28,51 +41,51 @@ class Timing:
     """How long a scenario holds on beyond the events it waits on (the tests hold 0 s; ``make bench`` holds
     longer so that its cost figures cover a steady fleet)."""
 
-    #: Held once the fleet has formed (every shard delivering, each worker owning its share).
-    warmup: float = 12.0
-    #: Held once a transition has finished (every shard delivering again, from the workers meant to own it).
-    settle: float = 12.0
+    warmup: float = 12.0  # held once the fleet formed (every shard delivering, each worker its share)
+    settle: float = 12.0  # held once a transition finished (every shard delivering from its new owners)
     steady_window: float = 60.0
-    #: Planned hand-offs wanted per kind in the repeated scenarios, and a bound on their repetitions.
-    handoffs: int = 100
+    handoffs: int = 100  # planned hand-offs wanted per kind in the repeated scenarios, in at most max_cycles
     max_cycles: int = 30
-    #: How long one step of a repeated scenario may take to settle before it is counted as timed out.
-    step_timeout: float = 60.0
-    #: How often a wait looks at the journals again.
-    poll: float = 0.3
+    step_timeout: float = 60.0  # the longest a wait may take before it is counted as timed out
+    poll: float = 0.3  # how often a wait looks at the journals again
 
 
 Scenario = Callable[[Fleet, Timing], dict[str, Any]]
 
 
-def count_kind(moves: list[Move], kind: dict[str, Any]) -> list[Move]:
-    """The moves of one hand-off kind: after ``since``, and from/to the listed workers when given."""
-    since = float(kind.get("since", 0.0))
-    sources, targets = kind.get("from"), kind.get("to")
-    return [
-        m
-        for m in moves
-        if m.at >= since
-        and (sources is None or m.source in sources)
-        and (targets is None or m.target in targets)
-        and not (kind.get("exclude_from") and m.source in kind["exclude_from"])
-    ]
+@dataclass
+class Log:
+    """What a scenario did: its waits that timed out, the signals it sent (with the shards each signalled worker
+    had delivered last), the exit codes of the workers it stopped."""
 
+    timeouts: list[str] = field(default_factory=list)
+    signals: dict[str, float] = field(default_factory=dict)
+    owners: dict[str, list[str]] = field(default_factory=dict)
+    exit_codes: dict[str, int] = field(default_factory=dict)
 
-def _moves(f: Fleet) -> list[Move]:
-    return handoff_moves(ownership_runs(f.deliveries()))
+    def signal(self, f: Fleet, workers: list[str], sig: signal.Signals) -> float:
+        """Send ``sig`` to ``workers``; returns when the last one was sent."""
+        owners = f.last_owners(time.time())
+        for w in workers:
+            self.signals[w] = f.signal(w, sig)
+            self.owners[w] = owners.get(w, [])
+        return self.signals[workers[-1]]
+
+    def stop(self, f: Fleet, workers: list[str]) -> float:
+        """SIGTERM ``workers`` and wait for their exit; returns when the last one was signalled."""
+        t = self.signal(f, workers, signal.SIGTERM)
+        for w in workers:
+            self.exit_codes[w] = f.wait_exit(w)
+        return t
 
 
 def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
     """Poll ``cond`` until it holds, for at most ``t.step_timeout``; a time-out is noted in ``timeouts``."""
-    deadline = time.monotonic() + t.step_timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            f.mark(f"timed out waiting for {what}")
-            timeouts.append(what)
-            return
-        time.sleep(t.poll)
-    f.mark(what)
+    if poll(cond, t.step_timeout, t.poll):
+        f.mark(what)
+    else:
+        f.mark(f"timed out waiting for {what}")
+        timeouts.append(what)
 
 
 def hold(seconds: float) -> None:
@@ -90,162 +103,104 @@ def formed(f: Fleet, workers: set[str]) -> bool:
     return sum(counts) >= f.settings.shards and all(share <= n <= share + (extra > 0) for n in counts)
 
 
-def wait_formed(f: Fleet, t: Timing, workers: set[str], timeouts: list[str]) -> None:
-    """Wait for :func:`formed`, then hold ``t.warmup``."""
-    wait_for(f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, workers), timeouts)
+def form(f: Fleet, t: Timing, workers: Collection[str], timeouts: list[str]) -> None:
+    """Start ``workers``, wait until they formed a fleet, then hold ``t.warmup``."""
+    for w in sorted(workers):
+        f.start_worker(w)
+    wait_for(
+        f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, set(workers)), timeouts
+    )
     hold(t.warmup)
 
 
-def _all_shards_since(f: Fleet, since: float, workers: set[str]) -> bool:
+def every_shard_since(f: Fleet, since: float, workers: set[str]) -> bool:
     """Every shard has delivered a record after ``since``, by one of ``workers``."""
-    fresh = {d.shard for d in f.deliveries() if d.t > since and d.worker in workers}
-    return len(fresh) >= f.settings.shards
+    return len({d.shard for d in f.deliveries() if d.t > since and d.worker in workers}) >= f.settings.shards
 
 
-def signal_and_watch(f: Fleet, worker: str, sig: signal.Signals) -> dict[str, Any]:
-    owners = f.last_owners(time.time())
-    t = f.signal(worker, sig)
-    return {"signals": {worker: t}, "owners": {worker: owners.get(worker, [])}}
+def _repeat(
+    f: Fleet, t: Timing, log: Log, kinds: dict[str, analysis.Kind], step: Callable[[int], None]
+) -> dict[str, Any]:
+    """Run ``step`` until every kind counts ``t.handoffs`` moves, at most ``t.max_cycles`` times."""
+    for cycle in range(1, t.max_cycles + 1):
+        step(cycle)
+        moves = analysis.handoff_moves(analysis.ownership_runs(f.deliveries()))
+        if all(len(kind.of(moves)) >= t.handoffs for kind in kinds.values()):
+            break
+    return {**asdict(log), "planned": True, "cycles": cycle, "handoff_kinds": kinds}
 
 
 def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers; repeatedly start 2 more (scale-out), wait for balance, SIGTERM them (scale-in)."""
-    base = {"w1", "w2"}
-    for w in sorted(base):
-        f.start_worker(w)
-    timeouts: list[str] = []
-    wait_formed(f, t, base, timeouts)
+    base, log = {"w1", "w2"}, Log()
+    form(f, t, base, log.timeouts)
+    added: list[str] = []  # every worker started by a cycle, so far: the kinds count moves to and from them
     since = time.time()
-    added: list[str] = []
-    signals: dict[str, float] = {}
-    owners: dict[str, list[str]] = {}
-    codes: dict[str, int] = {}
+    kinds = {
+        "scale_out": analysis.Kind(since, sources=base, targets=added),
+        "scale_in": analysis.Kind(since, sources=added),
+    }
     share = f.settings.shards // 4
-    kinds: dict[str, dict[str, Any]] = {}
-    for cycle in range(1, t.max_cycles + 1):
-        new = [f"w3c{cycle}", f"w4c{cycle}"]
+
+    def cycle(n: int) -> None:
+        new = [f"w3c{n}", f"w4c{n}"]
         for w in new:
             f.start_worker(w)
-        added += new
+        added.extend(new)
 
-        def balanced(new: list[str] = new) -> bool:
-            now_owners = f.last_owners(time.time())
-            return all(len(now_owners.get(w, [])) >= share for w in new)
+        def balanced() -> bool:
+            owners = f.last_owners(time.time())
+            return all(len(owners.get(w, [])) >= share for w in new)
 
-        wait_for(f, t, f"cycle {cycle}: new workers own their share", balanced, timeouts)
-        now_owners = f.last_owners(time.time())
-        for w in new:
-            signals[w] = f.signal(w, signal.SIGTERM)
-            owners[w] = now_owners.get(w, [])
-        stopped = time.time()
-        for w in new:
-            codes[w] = f.wait_exit(w)
-        wait_for(
-            f,
-            t,
-            f"cycle {cycle}: base workers own every shard",
-            partial(_all_shards_since, f, stopped, base),
-            timeouts,
-        )
-        kinds = {
-            "scale_out": {"since": since, "to": added, "exclude_from": added},
-            "scale_in": {"since": since, "from": added},
-        }
-        moves = _moves(f)
-        if all(len(count_kind(moves, k)) >= t.handoffs for k in kinds.values()):
-            break
-    return {
-        "planned": True,
-        "cycles": cycle,
-        "signals": signals,
-        "owners": owners,
-        "exit_codes": codes,
-        "step_timeouts": timeouts,
-        "handoff_kinds": kinds,
-    }
+        wait_for(f, t, f"cycle {n}: new workers own their share", balanced, log.timeouts)
+        stopped = log.stop(f, new)
+        back = partial(every_shard_since, f, stopped, base)
+        wait_for(f, t, f"cycle {n}: base workers own every shard", back, log.timeouts)
+
+    return _repeat(f, t, log, kinds, cycle)
 
 
 def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers; repeatedly start a replacement, let it be seen, SIGTERM the oldest (an ECS rolling deploy)."""
-    live = ["r0a", "r0b"]
-    for w in live:
-        f.start_worker(w)
-    timeouts: list[str] = []
-    wait_formed(f, t, set(live), timeouts)
-    since = time.time()
-    signals: dict[str, float] = {}
-    owners: dict[str, list[str]] = {}
-    codes: dict[str, int] = {}
-    kinds = {"rolling_restart": {"since": since}}
-    for step in range(1, t.max_cycles + 1):
-        new, old = f"r{step}", live[0]
+    live, log = ["r0a", "r0b"], Log()
+    form(f, t, live, log.timeouts)
+
+    def step(n: int) -> None:
+        new, old = f"r{n}", live.pop(0)
         f.start_worker(new)
         f.wait_registered(new)
         time.sleep(2 * f.settings.scan_interval + 0.5)  # the old workers have seen the new one alive
-        watched = signal_and_watch(f, old, signal.SIGTERM)
-        signals.update(watched["signals"])
-        owners.update(watched["owners"])
-        stopped = time.time()
-        codes[old] = f.wait_exit(old)
-        live = [*live[1:], new]
-        wait_for(
-            f,
-            t,
-            f"step {step}: every shard flows",
-            partial(_all_shards_since, f, stopped, set(live)),
-            timeouts,
-        )
-        if len(count_kind(_moves(f), kinds["rolling_restart"])) >= t.handoffs:
-            break
-    return {
-        "planned": True,
-        "cycles": step,
-        "signals": signals,
-        "owners": owners,
-        "exit_codes": codes,
-        "step_timeouts": timeouts,
-        "handoff_kinds": kinds,
-    }
+        stopped = log.stop(f, [old])
+        live.append(new)
+        flows = partial(every_shard_since, f, stopped, set(live))
+        wait_for(f, t, f"step {n}: every shard flows", flows, log.timeouts)
 
-
-def workers_since(f: Fleet, since: float) -> set[str]:
-    return {d.worker for d in f.deliveries() if d.t > since}
+    return _repeat(f, t, log, {"rolling_restart": analysis.Kind(time.time())}, step)
 
 
 def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
     """SIGKILL one of three workers (``leader``: the one that leads, the worst case: another worker must
     first take the leadership over, then reassign the dead worker's leases)."""
-    workers = {"w1", "w2", "w3"}
-    for w in sorted(workers):
-        f.start_worker(w)
-    timeouts: list[str] = []
-    wait_formed(f, t, workers, timeouts)
+    workers, log = {"w1", "w2", "w3"}, Log()
+    form(f, t, workers, log.timeouts)
     victim = f.leader() if leader else "w3"
     if victim not in workers:
-        timeouts.append(f"no leader among the workers ({victim})")
+        log.timeouts.append(f"no leader among the workers ({victim})")
         victim = "w3"
-    watched = signal_and_watch(f, victim, signal.SIGKILL)
-    killed = time.time()
+    killed = log.signal(f, [victim], signal.SIGKILL)
     f.wait_exit(victim)
-    survivors = workers - {victim}
-    wait_for(
-        f, t, "the survivors deliver every shard", partial(_all_shards_since, f, killed, survivors), timeouts
-    )
+    taken = partial(every_shard_since, f, killed, workers - {victim})
+    wait_for(f, t, "the survivors deliver every shard", taken, log.timeouts)
     hold(t.settle)
-    return {"planned": False, "victim": victim, "victim_led": leader, "timeouts": timeouts, **watched}
-
-
-def crash_leader(f: Fleet, t: Timing) -> dict[str, Any]:
-    return crash(f, t, leader=True)
+    return {**asdict(log), "planned": False, "victim": victim, "victim_led": leader}
 
 
 def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
-    f.start_worker("w1")
-    f.start_worker("zombie")
+    """SIGSTOP a worker until w1 took its shards over, then SIGCONT it: it must deliver nothing under its old
+    epochs, hear that it lost those leases, and have a late checkpoint refused."""
     timeouts: list[str] = []
-    wait_formed(f, t, {"w1", "zombie"}, timeouts)
-    before = [d for d in f.deliveries() if d.worker == "zombie"]
-    old_epochs = {d.shard: d.epoch for d in before}
+    form(f, t, {"w1", "zombie"}, timeouts)
+    old_epochs = {d.shard: d.epoch for d in f.deliveries() if d.worker == "zombie"}
     held = {s: old_epochs[s] for s in f.last_owners(time.time()).get("zombie", [])}  # at the pause
     stopped = f.signal("zombie", signal.SIGSTOP)
 
@@ -265,13 +220,13 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     # Deliveries after SIGCONT (a process keeps running for a moment after kill(SIGSTOP) returns, so records
     # delivered in that moment are from before the pause).
     after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
-    stale = [d for d in after if old_epochs.get(d.shard) == d.epoch]
     rejected = None
     if old_epochs:
         shard, epoch = next(iter(old_epochs.items()))
-        store = DynamoDBCheckpointStore(f.ddb, f.checkpoint_table)
         try:
-            store.save(f.stream, shard, epoch, Position("9" * 50))
+            DynamoDBCheckpointStore(f.ddb, f.checkpoint_table).save(
+                f.stream, shard, epoch, Position("9" * 50)
+            )
             rejected = False
         except CheckpointRejectedError as exc:
             rejected = exc.stale_epoch
@@ -279,17 +234,18 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
         "planned": False,
         "timeouts": timeouts,
         "zombie_shards_before_pause": len(old_epochs),
-        "zombie_deliveries_under_old_epochs_after_pause": len(stale),
+        "zombie_deliveries_under_old_epochs_after_pause": sum(
+            old_epochs.get(d.shard) == d.epoch for d in after
+        ),
         "zombie_late_checkpoint_rejected": rejected,
         "paused_s": round(resumed - stopped, 3),
     }
 
 
 def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
-    f.start_worker("w1")
-    f.start_worker("w2")
+    """Split a shard under load: both children must be read, and only after their parent ended."""
     timeouts: list[str] = []
-    wait_formed(f, t, {"w1", "w2"}, timeouts)
+    form(f, t, {"w1", "w2"}, timeouts)
     shards = f.kinesis.list_shards(StreamName=f.stream)["Shards"]
     parent = shards[0]["ShardId"]
     low, high = (int(shards[0]["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
@@ -317,10 +273,9 @@ def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
 
 
 def steady(f: Fleet, t: Timing) -> dict[str, Any]:
-    f.start_worker("w1")
-    f.start_worker("w2")
+    """2 workers on their own for ``t.steady_window`` (the cost figures)."""
     timeouts: list[str] = []
-    wait_formed(f, t, {"w1", "w2"}, timeouts)
+    form(f, t, {"w1", "w2"}, timeouts)
     hold(t.steady_window)
     return {"planned": False, "steady_window_s": t.steady_window, "timeouts": timeouts}
 
@@ -332,8 +287,49 @@ SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
     "rolling_restart_cycles": (rolling_restart_cycles, {"shards": 16, "rate": 160.0}),
     "crash_sigkill": (crash, {}),
-    "crash_leader_sigkill": (crash_leader, {}),
+    "crash_leader_sigkill": (partial(crash, leader=True), {}),
     "zombie_sigstop": (zombie, {}),
     "shard_split": (shard_split, {"shards": 4}),
     "steady_state": (steady, {}),
 }
+
+
+def run_scenario(
+    name: str,
+    endpoints: Any,
+    workdir: Path,
+    settings: FleetSettings,
+    timing: Timing,
+    scenario: Scenario | None = None,
+) -> dict[str, Any]:
+    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, with no setting overrides, its files
+    named ``name``) on a fleet of its own; returns its figures."""
+    fn, overrides = SCENARIOS[name] if scenario is None else (scenario, {})
+    settings = replace(settings, **overrides)
+    fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
+    print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
+    began = time.time()
+    fleet.start_producer()
+    try:
+        extra = fn(fleet, timing)
+        fleet.stop_producer()
+        drained = fleet.wait_drained()
+    finally:
+        fleet.stop_producer()
+        fleet.stop_all()
+    deliveries = fleet.deliveries()
+    produced = [(s, q) for s, q, _ in fleet.produced]
+    result = analysis.analyze(produced, deliveries, extra.pop("signals", None), extra.pop("owners", None))
+    if kinds := extra.pop("handoff_kinds", None):
+        gaps, parts = analysis.handoff_figures(deliveries, kinds, fleet.milestones())
+        result["handoff_gap_by_kind_s"], result["handoff_phases_by_kind_s"] = gaps, parts
+    since = timing.warmup if name == "steady_state" else 0.0
+    result |= extra | {"shards": settings.shards, "rate": settings.rate, "drained": drained}
+    result |= analysis.producer_figures(fleet.produced) | analysis.dynamodb_cost(
+        fleet.worker_stats(), settings.shards, since
+    )
+    result["duration_s"] = round(time.time() - began, 1)
+    png = workdir / f"{name}.png"
+    plot_ownership(analysis.ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", png)
+    result["timeline_png"] = str(png)
+    return result
