@@ -126,7 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     """Print the tables of a fleet benchmark's JSON."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("json", nargs="?", type=Path, default=Path("reports/bench/fleet.json"))
-    print(markdown(json.loads(p.parse_args(argv).json.read_text())), end="")
+    path = p.parse_args(argv).json
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read {path}: {exc}", file=sys.stderr)
+        return 1
+    print(markdown(summary), end="")
     return 0
 
 
