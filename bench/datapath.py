@@ -27,9 +27,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from subprocess import DEVNULL
 from typing import Any
 
-from bench.datapath_trial import aggregate, payload
+from bench.datapath_trial import blobs, payload
 from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
 from tools.datapath_cpu import cpu_per_record, cpu_table, shard_summary, shard_table, tcp_sockets
@@ -73,13 +74,8 @@ def _backlog(kinesis: Any, sc: Scenario) -> str:
     kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
     kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2})
     began = time.monotonic()
-    if sc.kpl:
-        step = sc.per_aggregate
-        entries = [
-            {"Data": aggregate(i, step), "PartitionKey": f"agg-{i}"} for i in range(0, sc.records, step)
-        ]
-    else:
-        entries = [{"Data": payload(i), "PartitionKey": f"pk-{i}"} for i in range(sc.records)]
+    data = blobs(0, sc.records, per_aggregate=sc.per_aggregate if sc.kpl else 0)
+    entries = [{"Data": blob, "PartitionKey": f"pk-{i}"} for i, blob in enumerate(data)]
     for i in range(0, len(entries), 500):
         chunk = entries[i : i + 500]
         while chunk:
@@ -128,11 +124,9 @@ def _peaks(pid: int, peak: dict[str, int]) -> None:
     peak["peak_threads"], peak["peak_tcp"] = max(peak["peak_threads"], threads), max(peak["peak_tcp"], tcp)
 
 
-def _calls(path: Path | None) -> dict[str, Any]:
+def _calls(path: Path) -> dict[str, Any]:
     """The AWS calls the process counted so far (``bench.datapath_processor.count_calls``)."""
-    if path is not None and path.exists():
-        return dict(json.loads(path.read_text()))
-    return {"calls": {}, "at": time.monotonic()}
+    return dict(json.loads(path.read_text())) if path.exists() else {"calls": {}, "at": time.monotonic()}
 
 
 def _watch(
@@ -140,11 +134,11 @@ def _watch(
     result: Path,
     timeout: float,
     rest: float,
-    calls: Path | None,
+    calls: Path,
     spy: subprocess.Popen[bytes] | None,
 ) -> dict[str, Any]:
     """Sample the process's peak threads and TCP connections until it has read the backlog (``result``); with
-    ``rest``, its CPU (and AWS ``calls``) per second over ``rest`` seconds from half a lease (plus 0.5 s) after
+    ``rest``, its CPU and AWS ``calls`` per second over ``rest`` seconds from half a lease (plus 0.5 s) after
     its first record, at the earliest 1 s after its last; stop py-spy; then SIGTERM and the time to its exit."""
     peak = {"peak_threads": 0, "peak_tcp": 0}
     deadline = time.monotonic() + timeout
@@ -164,12 +158,11 @@ def _watch(
             time.sleep(0.2)
         cpu1, wall1, calls1 = _process_cpu(proc.pid), time.perf_counter(), _calls(calls)
         out["idle_cpu_ms_per_s"] = (cpu1 - cpu0) / (wall1 - wall0) * 1e3
-        if calls is not None:
-            span = calls1["at"] - calls0["at"] or 1.0
-            moved = {op: n - calls0["calls"].get(op, 0) for op, n in calls1["calls"].items()}
-            out["polls_per_s"] = sum(moved.values()) / span
-            out["get_records_per_s"] = moved.get("GetRecords", 0) / span
-            out["rest_calls"] = {op: n for op, n in sorted(moved.items()) if n}
+        span = calls1["at"] - calls0["at"] or 1.0
+        moved = {op: n - calls0["calls"].get(op, 0) for op, n in calls1["calls"].items()}
+        out["polls_per_s"] = sum(moved.values()) / span
+        out["get_records_per_s"] = moved.get("GetRecords", 0) / span
+        out["rest_calls"] = {op: n for op, n in sorted(moved.items()) if n}
     if spy is not None:
         spy.send_signal(signal.SIGINT)  # py-spy writes its profile and detaches
         spy.wait(60)
@@ -225,16 +218,8 @@ class Bench:
             for kind in kinds if rep % 2 == 0 else kinds[::-1]:
                 row = self.trial(kind, sc, stream, shard_mode)
                 rows[kind].append(row)
-                line = f"  {kind:6s} {row['records_per_s']:>10,.0f} rec/s  {row['cpu_s_per_100k']:.3f} CPU-s/100k"
-                if "idle_cpu_ms_per_s" in row:
-                    line += f"  rest {row['idle_cpu_ms_per_s']:.0f} ms/s"
-                if "polls_per_s" in row:
-                    line += f" {row['polls_per_s']:.1f} calls/s"
-                print(
-                    f"{line}  {row['peak_rss_mb']:.0f} MB  threads {row['peak_threads']}  tcp "
-                    f"{row['peak_tcp']}  SIGTERM {row['term_to_exit_s']:.2f}s",
-                    flush=True,
-                )
+                shown = {k: round(row[k], 3) for k in SHOWN if k in row}
+                print(f"  {kind:6s} {json.dumps(shown)[1:-1]}", flush=True)
         for kind in kinds if self.args.profile and sc.shards == 4 and not shard_mode else ():
             if kind in ("worker", "before"):
                 name = f"worker-{sc.backend}-{'kpl' if sc.kpl else 'plain'}-{'before' if kind == 'before' else 'after'}"
@@ -253,31 +238,30 @@ class Bench:
         result.unlink(missing_ok=True)
         calls.unlink(missing_ok=True)
         env = {**self.env, "DATAPATH_TARGET": str(sc.records), "DATAPATH_RESULT": str(result)}
-        if shard_mode:
-            env["DATAPATH_CALLS"] = str(calls)
+        env["DATAPATH_CALLS"] = str(calls)
         if sc.backend == "local" and kind in ("worker", "before"):
             env.update(_worker_env(stream, sc, shard_mode))
             ddb = self.emulators.client("dynamodb")
             create_tables(ddb, env["CONSUMER_LEASE_TABLE"], env["CONSUMER_CHECKPOINT_TABLE"])
-            cmd = [sys.executable, "-m", "consumer", "run"]
+            cmd = ["consumer", "run"]
         else:
             spec = {**asdict(sc), "kind": "worker" if kind == "before" else kind, "stream": stream}
-            cmd = [
-                sys.executable,
-                "-m",
-                "bench.datapath_trial",
-                json.dumps({**spec, "idle": IDLE, "limit": LIMIT}),
-            ]
+            cmd = ["bench.datapath_trial", json.dumps({**spec, "idle": IDLE, "limit": LIMIT})]
         rest = self.args.rest if shard_mode else self.args.idle_after if sc.backend == "local" else 0.0
         with tempfile.TemporaryFile() as err:
             cwd = self.code(kind == "before")
-            proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", *cmd], env=env, cwd=cwd, stdout=DEVNULL, stderr=err
+            )
             spy = None
-            if profile:
-                pyspy = [*_pyspy(profile), "--pid", str(proc.pid)]
-                spy = subprocess.Popen(pyspy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if profile:  # py-spy beside this Python or on the PATH
+                out = REPORTS / "profiles" / f"{profile}.txt"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                exe = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.defpath}")
+                pyspy = [exe or "py-spy", "record", "-r", "250", "-f", "raw", "-o", str(out), "--pid"]
+                spy = subprocess.Popen([*pyspy, str(proc.pid)], stdout=DEVNULL, stderr=DEVNULL)
             try:
-                return _watch(proc, result, self.args.timeout, rest, calls if shard_mode else None, spy)
+                return _watch(proc, result, self.args.timeout, rest, calls, spy)
             except RuntimeError as e:
                 err.seek(0)
                 raise RuntimeError(f"{kind} on {sc.name}: {e}: {err.read()[-2000:]!r}") from None
@@ -298,14 +282,8 @@ def _bench(args: argparse.Namespace) -> Iterator[Bench]:
                 bench.emulators.stop()
 
 
-def _pyspy(name: str) -> list[str]:
-    out = REPORTS / "profiles" / f"{name}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    beside = Path(sys.executable).parent / "py-spy"
-    exe = os.environ.get("PY_SPY") or (str(beside) if beside.exists() else "py-spy")
-    return [exe, "record", "-r", "250", "-f", "raw", "-o", str(out)]
-
-
+SHOWN = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "idle_cpu_ms_per_s", "polls_per_s")
+SHOWN += ("peak_threads", "peak_tcp", "term_to_exit_s")
 LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before", "lean": "data path alone"}
 
 
@@ -338,12 +316,7 @@ def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
 
 
 WATCHED = {
-    "records built (to_records / _to_record / replace)": (
-        "to_records (",
-        "_to_record (",
-        "to_record (",
-        "replace (",
-    ),
+    "records built (to_records / _to_record / replace)": ("to_records (", "to_record (", "replace ("),
     "KPL de-aggregation (deaggregate / aws-kinesis-agg)": ("deaggregate (", "iter_deaggregate_records ("),
     "timestamp parsing (botocore parse_timestamp / ours)": ("parse_timestamp (", "utc_timestamp ("),
     "new connections (create_connection)": ("create_connection (",),
@@ -351,14 +324,8 @@ WATCHED = {
     "thread wake-ups (Condition.notify / Event.set)": ("Condition.notify", "Event.set ("),
 }
 # A thread parked on a lock, an event or a socket: not work of this process.
-WAITS = (
-    "Condition.wait (",
-    "Event.wait (",
-    "sleep (",
-    "Thread.join (",
-    "_wait_for_tstate_lock (",
-    "SocketIO.readinto (",
-)
+WAITS = ("Condition.wait (", "Event.wait (", "sleep (", "Thread.join (", "_wait_for_tstate_lock (")
+WAITS += ("SocketIO.readinto (",)
 
 
 def profile_summary(path: Path) -> dict[str, Any]:
@@ -386,11 +353,16 @@ def profile_summary(path: Path) -> dict[str, Any]:
     return {"samples": total, "waiting_samples": waiting, "shares_pct": shares, "top_own_pct": top}
 
 
-def shard_counts(args: argparse.Namespace) -> int:
+def _write(out: Path, report: dict[str, Any], md: str) -> None:
+    out.write_text(json.dumps(report, indent=2))
+    out.with_suffix(".md").write_text(md + "\n")
+    out.with_suffix(".partial.json").unlink(missing_ok=True)
+    print(md)
+
+
+def shard_counts(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     """``--shard-counts``: the trials, their summary (``tools.datapath_cpu.shard_summary``), JSON and markdown."""
-    out = args.out or REPORTS / "datapath-shards.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
+    out = args.out
     trials: dict[int, dict[str, list[dict[str, Any]]]] = {}
     with _bench(args) as bench:
         for n in args.shard_counts:
@@ -399,31 +371,20 @@ def shard_counts(args: argparse.Namespace) -> int:
             trials[n] = bench.run(sc, ("bare", "worker"), shard_mode=True)
             partial = json.dumps({str(k): rows for k, rows in trials.items()})  # if a later count fails
             out.with_suffix(".partial.json").write_text(partial)
-    settings = {
-        "records_per_shard": args.records_per_shard,
-        "record_bytes": len(payload(0)),
-        "repeats": args.repeats,
-        "rest_s": args.rest,
-        "idle_time_s": IDLE,
-        "limit": LIMIT,
-        "scan_interval_s": LeaseConfig().scan_interval,
-        "cpus": os.cpu_count(),
-        "load_avg_before": [round(x, 2) for x in load_before],
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
-    }
+    settings.update(records_per_shard=args.records_per_shard, record_bytes=len(payload(0)), rest_s=args.rest)
+    settings.update(
+        scan_interval_s=LeaseConfig().scan_interval, load_avg_after=[round(x, 2) for x in os.getloadavg()]
+    )
     summary = shard_summary(trials)
-    trials_json = {str(n): rows for n, rows in trials.items()}
-    out.write_text(json.dumps({"settings": settings, "summary": summary, "trials": trials_json}, indent=2))
     md = shard_table(summary) + (
         f"\n\n{args.repeats} trials per loop and shard count, interleaved, each a process of its own; "
         f"{args.records_per_shard:,} plain {settings['record_bytes']}-byte records per shard; GetRecords Limit "
         f"{LIMIT}, {IDLE} s apart per shard; at rest: {args.rest} s once caught up; emulator limits on; "
-        f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after.\n"
+        f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after."
     )
-    out.with_suffix(".md").write_text(md)
-    out.with_suffix(".partial.json").unlink(missing_ok=True)
-    print(md)
-    return 0
+    _write(
+        out, {"settings": settings, "summary": summary, "trials": {str(n): r for n, r in trials.items()}}, md
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -437,9 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="py-spy profiles of the worker")
     p.add_argument("--before", default="", help="also this earlier commit's worker (git ref)")
     p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument(
-        "--idle-after", type=float, help="kinesis-local: seconds measured at rest (5 with --cpu-per-record)"
-    )
+    p.add_argument("--idle-after", type=float, help="seconds measured at rest (5 with --cpu-per-record)")
     p.add_argument("--shard-counts", type=int, nargs="+", help="only the cost per shard count")
     p.add_argument("--records-per-shard", type=int, default=1000, help="--shard-counts: backlog per shard")
     p.add_argument("--rest", type=float, default=5.0, help="--shard-counts: seconds measured at rest")
@@ -447,56 +406,44 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.repeats = args.repeats or (5 if args.cpu_per_record else 3)
     args.idle_after = (5.0 if args.cpu_per_record else 0.0) if args.idle_after is None else args.idle_after
+    name = "datapath-shards" if args.shard_counts else "datapath-cpu" if args.cpu_per_record else "datapath"
+    args.out = args.out or REPORTS / f"{name}.json"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    settings = {"idle_time_s": IDLE, "limit": LIMIT, "repeats": args.repeats, "cpus": os.cpu_count()}
+    settings["load_avg_before"] = [round(x, 2) for x in os.getloadavg()]
     if args.shard_counts:
-        return shard_counts(args)
-    out = args.out or REPORTS / ("datapath-cpu.json" if args.cpu_per_record else "datapath.json")
-    settings = {
-        "idle_time_s": IDLE,
-        "limit": LIMIT,
-        "prefetch_batches": RetrievalConfig().prefetch_batches,
-        "repeats": args.repeats,
-        "per_aggregate": Scenario("", "", 0, 0).per_aggregate,
-        "cpus": os.cpu_count(),
-        "before": args.before,
-        "idle_after_s": args.idle_after,
-    }
+        shard_counts(args, settings)
+        return 0
+    settings.update(
+        prefetch_batches=RetrievalConfig().prefetch_batches,
+        per_aggregate=Scenario("", "", 0, 0).per_aggregate,
+    )
+    settings.update(before=args.before, idle_after_s=args.idle_after)
     kinds = ("bare", "worker", "before") if args.before else ("bare", "worker")
-    results = []
+    keys, results = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s"), []
     with _bench(args) as bench:
         for sc in scenarios(args):
             print(f"{sc.name}: {sc.records:,} records over {sc.shards} shards", flush=True)
             rows = bench.run(sc, (*kinds, "lean") if args.cpu_per_record else kinds)
-            keys = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s")
             loops = {
                 kind: {k: statistics.median(r[k] for r in rs) for k in keys} for kind, rs in rows.items()
             }
             ratios = {kind: {k: m[k] / loops["bare"][k] for k in m} for kind, m in loops.items()}
-            results.append(
-                {
-                    "scenario": sc.name,
-                    "settings": asdict(sc),
-                    "loops": loops,
-                    "ratios": ratios,
-                    "trials": rows,
-                }
-            )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    profiles = (
-        {f.stem: profile_summary(f) for f in sorted((REPORTS / "profiles").glob("*.txt"))}
-        if args.profile
-        else {}
-    )
+            results.append({"scenario": sc.name, "settings": asdict(sc), "loops": loops, "ratios": ratios})
+            results[-1]["trials"] = rows
+    found = sorted((REPORTS / "profiles").glob("*.txt")) if args.profile else []
+    profiles = {f.stem: profile_summary(f) for f in found}
     cpu = cpu_per_record(results)
-    report = {"settings": settings, "cpu_per_record": cpu, "results": results, "profiles": profiles}
-    out.write_text(json.dumps(report, indent=2))
     md = table(results, settings)
     if cpu:
         md += "\n\nCPU per user record, worker vs bare boto3 loop (target <= 0.3x):\n\n" + cpu_table(cpu)
     for name, summary in profiles.items():
         shares = ", ".join(f"{k} {v}%" for k, v in summary["shares_pct"].items())
         md += f"\n\nProfile `{name}` ({summary['samples']} working samples of the shard and fetch threads): {shares}"
-    out.with_suffix(".md").write_text(md + "\n")
-    print(md)
+    report = {"settings": settings, "cpu_per_record": cpu, "results": results, "profiles": profiles}
+    _write(
+        args.out or REPORTS / ("datapath-cpu.json" if args.cpu_per_record else "datapath.json"), report, md
+    )
     return 0
 
 

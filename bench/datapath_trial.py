@@ -15,6 +15,7 @@ import threading
 import time
 from base64 import b64decode
 from collections.abc import Callable
+from operator import itemgetter
 from types import FrameType
 from typing import Any
 
@@ -30,9 +31,11 @@ from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Record
 from consumer.retrieval.memory import InMemoryKinesis
 
-__all__ = ["STREAM", "aggregate", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
+__all__ = ["STREAM", "aggregate", "blobs", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
 
 STREAM = "datapath"
+PLAIN = itemgetter("SequenceNumber", "PartitionKey", "Data", "ApproximateArrivalTimestamp")
+SUB = itemgetter("sequenceNumber", "subSequenceNumber", "partitionKey", "data", "approximateArrivalTimestamp")
 Read = Callable[[str], tuple[int, int, str | None]]  # iterator -> (records, bytes, next iterator)
 
 
@@ -50,18 +53,19 @@ def aggregate(first: int, count: int) -> bytes:
     return bytes(agg.get_contents()[2])
 
 
+def blobs(first: int, count: int, size: int = 100, per_aggregate: int = 0) -> list[bytes]:
+    """User records ``first`` to ``first + count``: ``size``-byte payloads, or KPL aggregates of ``per_aggregate``."""
+    if per_aggregate:
+        return [aggregate(i, per_aggregate) for i in range(first, first + count, per_aggregate)]
+    return [payload(i, size) for i in range(first, first + count)]
+
+
 def memory_backlog(shards: int, per_shard: int, size: int = 100, per_aggregate: int = 0) -> InMemoryKinesis:
-    """An in-memory ``STREAM`` of ``shards`` shards, each holding ``per_shard`` user records (in KPL aggregates
-    of ``per_aggregate`` if set)."""
+    """An in-memory ``STREAM`` of ``shards`` shards of ``per_shard`` user records each (``blobs``)."""
     kinesis = InMemoryKinesis()
     kinesis.create_stream(STREAM, shards)
     for s in range(shards):
-        first = s * per_shard
-        if per_aggregate:
-            blobs = [aggregate(first + i, per_aggregate) for i in range(0, per_shard, per_aggregate)]
-        else:
-            blobs = [payload(first + i, size) for i in range(per_shard)]
-        for blob in blobs:
+        for blob in blobs(s * per_shard, per_shard, size, per_aggregate):
             kinesis.put(STREAM, f"shardId-{s:012d}", blob)
     return kinesis
 
@@ -173,33 +177,12 @@ def _memory(spec: dict[str, Any], worker: bool) -> None:
     def read(iterator: str) -> tuple[int, int, str | None]:  # the same ``Record``s the worker delivers
         out = kinesis.get_records(iterator, spec["limit"])
         if spec["kpl"]:
-            users = iter_deaggregate_records(list(out.records), data_format="Boto3")
-            records = [
-                Record(
-                    STREAM,
-                    "shard",
-                    k["sequenceNumber"],
-                    k["subSequenceNumber"],
-                    k["partitionKey"],
-                    b64decode(k["data"]),
-                    k["approximateArrivalTimestamp"],
-                    True,
-                )
-                for k in (u["kinesis"] for u in users)
-            ]
+            subs = (
+                SUB(u["kinesis"]) for u in iter_deaggregate_records(list(out.records), data_format="Boto3")
+            )
+            records = [Record(STREAM, "shard", s, n, k, b64decode(d), t, True) for s, n, k, d, t in subs]
         else:
-            records = [
-                Record(
-                    STREAM,
-                    "shard",
-                    w["SequenceNumber"],
-                    0,
-                    w["PartitionKey"],
-                    w["Data"],
-                    w["ApproximateArrivalTimestamp"],
-                )
-                for w in out.records
-            ]
+            records = [Record(STREAM, "shard", s, 0, k, d, t) for s, k, d, t in map(PLAIN, out.records)]
         return len(records), 0, out.next_iterator
 
     read_shards(kinesis, STREAM, read, 0.0, WINDOW, _STOP)
