@@ -18,11 +18,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from consumer.dynamo import create_tables
+from bench.datapath import worker_env
 
 __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parents[1]
+PROCESSOR = "consumer.examples.logging_processor:LoggingProcessor"
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -36,23 +37,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         host, _, port = endpoints.kinesis_endpoint.removeprefix("http://").rpartition(":")
         proxy = KinesisLimitsProxy((host, int(port)), Limits()).start()
         kinesis, ddb = endpoints.client("kinesis"), endpoints.client("dynamodb")
-        suffix = uuid.uuid4().hex[:6]
-        stream, leases, cps = f"rest-{suffix}", f"rest-leases-{suffix}", f"rest-cps-{suffix}"
+        stream = f"rest-{uuid.uuid4().hex[:6]}"
         kinesis.create_stream(StreamName=stream, ShardCount=args.shards)
         kinesis.get_waiter("stream_exists").wait(StreamName=stream)
-        create_tables(ddb, leases, cps)
-        env = {
-            **os.environ,
-            **endpoints.env(),
-            "AWS_ENDPOINT_URL_KINESIS": proxy.url(),
-            "CONSUMER_APPLICATION": "at-rest",
-            "CONSUMER_STREAMS": stream,
-            "CONSUMER_PROCESSOR": "consumer.examples.logging_processor:LoggingProcessor",
-            "CONSUMER_LEASE_TABLE": leases,
-            "CONSUMER_CHECKPOINT_TABLE": cps,
-            "CONSUMER_LOG_LEVEL": "INFO",
-            "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
-        }
+        env = {**os.environ, **endpoints.env(), "AWS_ENDPOINT_URL_KINESIS": proxy.url()}
+        env.update(worker_env(ddb, stream, "at-rest", processor=PROCESSOR, log_level="INFO"))
         logs = [Path(tmp) / f"worker-{i}.log" for i in range(args.workers)]
         procs = [
             subprocess.Popen(

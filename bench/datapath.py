@@ -85,23 +85,19 @@ def _backlog(kinesis: Any, sc: Scenario) -> str:
     return stream
 
 
-def _worker_env(stream: str, sc: Scenario, shard_mode: bool) -> dict[str, str]:
-    """``python -m consumer run`` on ``stream``, its own tables, counting with ``bench.datapath_processor``;
-    the production scan interval with ``--shard-counts``, 0.5 s otherwise."""
+def worker_env(ddb: Any, stream: str, application: str, **settings: object) -> dict[str, str]:
+    """The environment of ``python -m consumer run`` on ``stream``: new tables of its own (created on ``ddb``),
+    metrics once a minute, and ``settings`` (``log_level="INFO"`` is ``CONSUMER_LOG_LEVEL=INFO``)."""
     suffix = uuid.uuid4().hex[:8]
-    return {
-        "CONSUMER_APPLICATION": "datapath",
-        "CONSUMER_STREAMS": stream,
-        "CONSUMER_PROCESSOR": "bench.datapath_processor:CountingProcessor",
-        "CONSUMER_LEASE_TABLE": f"dp-leases-{suffix}",
-        "CONSUMER_CHECKPOINT_TABLE": f"dp-cps-{suffix}",
-        "CONSUMER_WORKER_ID": f"dp-{suffix}",
-        "CONSUMER_IDLE_TIME_SECONDS": str(IDLE),
-        "CONSUMER_MAX_RECORDS": str(LIMIT),
-        "CONSUMER_SCAN_INTERVAL_SECONDS": str(LeaseConfig().scan_interval if shard_mode else 0.5),
-        "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
-        "CONSUMER_LOG_LEVEL": "WARNING",
+    leases, checkpoints = f"{application}-leases-{suffix}", f"{application}-cps-{suffix}"
+    create_tables(ddb, leases, checkpoints)
+    env: dict[str, object] = {
+        "application": application,
+        "streams": stream,
+        "worker_id": f"{application}-{suffix}",
     }
+    env.update(lease_table=leases, checkpoint_table=checkpoints, metrics_interval_seconds=60, **settings)
+    return {f"CONSUMER_{k.upper()}": str(v) for k, v in env.items()}
 
 
 def _process_cpu(pid: int) -> float:
@@ -168,10 +164,7 @@ def _watch(
         spy.wait(60)
     began = time.perf_counter()
     proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError("did not exit within 60 s of SIGTERM") from None
+    proc.wait(60)
     return {**out, **peak, "term_to_exit_s": time.perf_counter() - began}
 
 
@@ -218,7 +211,7 @@ class Bench:
             for kind in kinds if rep % 2 == 0 else kinds[::-1]:
                 row = self.trial(kind, sc, stream, shard_mode)
                 rows[kind].append(row)
-                shown = {k: round(row[k], 3) for k in SHOWN if k in row}
+                shown = {k: round(v, 3) for k, v in row.items() if isinstance(v, float | int)}
                 print(f"  {kind:6s} {json.dumps(shown)[1:-1]}", flush=True)
         for kind in kinds if self.args.profile and sc.shards == 4 and not shard_mode else ():
             if kind in ("worker", "before"):
@@ -240,9 +233,13 @@ class Bench:
         env = {**self.env, "DATAPATH_TARGET": str(sc.records), "DATAPATH_RESULT": str(result)}
         env["DATAPATH_CALLS"] = str(calls)
         if sc.backend == "local" and kind in ("worker", "before"):
-            env.update(_worker_env(stream, sc, shard_mode))
+            scan = LeaseConfig().scan_interval if shard_mode else 0.5  # --shard-counts: production's
+            processor = "bench.datapath_processor:CountingProcessor"
             ddb = self.emulators.client("dynamodb")
-            create_tables(ddb, env["CONSUMER_LEASE_TABLE"], env["CONSUMER_CHECKPOINT_TABLE"])
+            settings = {"idle_time_seconds": IDLE, "max_records": LIMIT, "scan_interval_seconds": scan}
+            env.update(
+                worker_env(ddb, stream, "datapath", processor=processor, log_level="WARNING", **settings)
+            )
             cmd = ["consumer", "run"]
         else:
             spec = {**asdict(sc), "kind": "worker" if kind == "before" else kind, "stream": stream}
@@ -282,8 +279,6 @@ def _bench(args: argparse.Namespace) -> Iterator[Bench]:
                 bench.emulators.stop()
 
 
-SHOWN = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "idle_cpu_ms_per_s", "polls_per_s")
-SHOWN += ("peak_threads", "peak_tcp", "term_to_exit_s")
 LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before", "lean": "data path alone"}
 
 
@@ -324,22 +319,25 @@ WATCHED = {
     "thread wake-ups (Condition.notify / Event.set)": ("Condition.notify", "Event.set ("),
 }
 # A thread parked on a lock, an event or a socket: not work of this process.
-WAITS = ("Condition.wait (", "Event.wait (", "sleep (", "Thread.join (", "_wait_for_tstate_lock (")
-WAITS += ("SocketIO.readinto (",)
+WAITS = (
+    "Condition.wait (",
+    "Event.wait (",
+    "sleep (",
+    "Thread.join (",
+    "_wait_for_tstate_lock (",
+    "SocketIO.readinto (",
+)
 
 
 def profile_summary(path: Path) -> dict[str, Any]:
     """From a py-spy raw profile, the shares of the worker's working samples (its shard runner's scheduler and
     pool threads) in ``WATCHED``, and the top frames by own time."""
     stacks: list[tuple[str, int]] = []
-    waiting = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if "shard_runner.py" not in stack and "pools.py" not in stack:
             continue
-        if stack.rsplit(";", 1)[-1].startswith(WAITS):
-            waiting += int(count)
-        else:
+        if not stack.rsplit(";", 1)[-1].startswith(WAITS):
             stacks.append((stack, int(count)))
     total = sum(c for _, c in stacks) or 1
     shares = {
@@ -350,13 +348,12 @@ def profile_summary(path: Path) -> dict[str, Any]:
     for stack, n in stacks:
         own[stack.rsplit(";", 1)[-1].split(" (")[0]] += n
     top = {k: round(100 * v / total, 1) for k, v in own.most_common(8)}
-    return {"samples": total, "waiting_samples": waiting, "shares_pct": shares, "top_own_pct": top}
+    return {"samples": total, "shares_pct": shares, "top_own_pct": top}
 
 
 def _write(out: Path, report: dict[str, Any], md: str) -> None:
     out.write_text(json.dumps(report, indent=2))
     out.with_suffix(".md").write_text(md + "\n")
-    out.with_suffix(".partial.json").unlink(missing_ok=True)
     print(md)
 
 
@@ -369,8 +366,6 @@ def shard_counts(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             print(f"{n} shards: {n * args.records_per_shard:,} records", flush=True)
             sc = Scenario(f"{n} shards", "local", n, n * args.records_per_shard)
             trials[n] = bench.run(sc, ("bare", "worker"), shard_mode=True)
-            partial = json.dumps({str(k): rows for k, rows in trials.items()})  # if a later count fails
-            out.with_suffix(".partial.json").write_text(partial)
     settings.update(records_per_shard=args.records_per_shard, record_bytes=len(payload(0)), rest_s=args.rest)
     settings.update(
         scan_interval_s=LeaseConfig().scan_interval, load_avg_after=[round(x, 2) for x in os.getloadavg()]
@@ -416,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings.update(
         prefetch_batches=RetrievalConfig().prefetch_batches,
-        per_aggregate=Scenario("", "", 0, 0).per_aggregate,
+        per_aggregate=Scenario.per_aggregate,
     )
     settings.update(before=args.before, idle_after_s=args.idle_after)
     kinds = ("bare", "worker", "before") if args.before else ("bare", "worker")

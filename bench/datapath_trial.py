@@ -31,7 +31,7 @@ from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Record
 from consumer.retrieval.memory import InMemoryKinesis
 
-__all__ = ["STREAM", "aggregate", "blobs", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
+__all__ = ["STREAM", "blobs", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
 
 STREAM = "datapath"
 PLAIN = itemgetter("SequenceNumber", "PartitionKey", "Data", "ApproximateArrivalTimestamp")
@@ -45,19 +45,18 @@ def payload(i: int, size: int = 100) -> bytes:
     return body + b" " * (size - len(body))
 
 
-def aggregate(first: int, count: int) -> bytes:
-    """``count`` user records in one KPL aggregate (aws-kinesis-agg)."""
-    agg = AggRecord()
-    for i in range(first, first + count):
-        agg.add_user_record(f"pk-{i}", payload(i))
-    return bytes(agg.get_contents()[2])
-
-
 def blobs(first: int, count: int, size: int = 100, per_aggregate: int = 0) -> list[bytes]:
-    """User records ``first`` to ``first + count``: ``size``-byte payloads, or KPL aggregates of ``per_aggregate``."""
-    if per_aggregate:
-        return [aggregate(i, per_aggregate) for i in range(first, first + count, per_aggregate)]
-    return [payload(i, size) for i in range(first, first + count)]
+    """User records ``first`` to ``first + count``: ``size``-byte payloads, or KPL aggregates of ``per_aggregate``
+    (aws-kinesis-agg)."""
+    if not per_aggregate:
+        return [payload(i, size) for i in range(first, first + count)]
+    out = []
+    for start in range(first, first + count, per_aggregate):
+        agg = AggRecord()
+        for i in range(start, start + per_aggregate):
+            agg.add_user_record(f"pk-{i}", payload(i))
+        out.append(bytes(agg.get_contents()[2]))
+    return out
 
 
 def memory_backlog(shards: int, per_shard: int, size: int = 100, per_aggregate: int = 0) -> InMemoryKinesis:
