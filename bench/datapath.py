@@ -169,21 +169,12 @@ def _watch(
 
 
 class Bench:
-    """Runs trials in ``workdir``, on emulators started at the first kinesis-local scenario."""
+    """Runs trials in ``workdir`` on ``emulators`` (kinesis-local, DynamoDB on moto) or the in-memory seams."""
 
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+    def __init__(self, args: argparse.Namespace, workdir: Path, emulators: Any) -> None:
         self.args, self.workdir = args, workdir
-        self.emulators: Any = None
-        self.env = dict(os.environ)
-
-    def kinesis(self) -> Any:
-        """The emulators' Kinesis client (started on first use)."""
-        if self.emulators is None:
-            from tools.emulators import Emulators
-
-            self.emulators = Emulators().start()
-            self.env = {**os.environ, **self.emulators.endpoints.env()}
-        return self.emulators.client("kinesis")
+        self.env = {**os.environ, **emulators.endpoints.env()}
+        self.kinesis, self.ddb = emulators.client("kinesis"), emulators.client("dynamodb")
 
     def code(self, before: bool) -> Path:
         """Where a trial runs from: the repository, or a tree with ``--before``'s consumer package (and this
@@ -205,7 +196,7 @@ class Bench:
     ) -> dict[str, list[dict[str, Any]]]:
         """Trials of each loop of ``kinds`` on ``sc``, interleaved (in order, then reversed); with ``--profile``
         then the worker's (and ``before``'s) under py-spy."""
-        stream = _backlog(self.kinesis(), sc) if sc.backend == "local" else ""
+        stream = _backlog(self.kinesis, sc) if sc.backend == "local" else ""
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
         for rep in range(self.args.repeats):
             for kind in kinds if rep % 2 == 0 else kinds[::-1]:
@@ -219,7 +210,7 @@ class Bench:
                 self.trial(kind, sc, stream, profile=name)
                 print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
         if stream:
-            self.kinesis().delete_stream(StreamName=stream)
+            self.kinesis.delete_stream(StreamName=stream)
         return rows
 
     def trial(
@@ -230,16 +221,15 @@ class Bench:
         result, calls = self.workdir / "result.json", self.workdir / "calls.json"
         result.unlink(missing_ok=True)
         calls.unlink(missing_ok=True)
-        env = {**self.env, "DATAPATH_TARGET": str(sc.records), "DATAPATH_RESULT": str(result)}
-        env["DATAPATH_CALLS"] = str(calls)
+        env = {**self.env, "DATAPATH_TARGET": str(sc.records)}
+        env.update(DATAPATH_RESULT=str(result), DATAPATH_CALLS=str(calls))
         if sc.backend == "local" and kind in ("worker", "before"):
             scan = LeaseConfig().scan_interval if shard_mode else 0.5  # --shard-counts: production's
-            processor = "bench.datapath_processor:CountingProcessor"
-            ddb = self.emulators.client("dynamodb")
-            settings = {"idle_time_seconds": IDLE, "max_records": LIMIT, "scan_interval_seconds": scan}
-            env.update(
-                worker_env(ddb, stream, "datapath", processor=processor, log_level="WARNING", **settings)
+            settings: dict[str, object] = {"idle_time_seconds": IDLE, "max_records": LIMIT}
+            settings.update(
+                scan_interval_seconds=scan, processor="bench.datapath_processor:CountingProcessor"
             )
+            env.update(worker_env(self.ddb, stream, "datapath", log_level="WARNING", **settings))
             cmd = ["consumer", "run"]
         else:
             spec = {**asdict(sc), "kind": "worker" if kind == "before" else kind, "stream": stream}
@@ -270,13 +260,10 @@ class Bench:
 
 @contextmanager
 def _bench(args: argparse.Namespace) -> Iterator[Bench]:
-    with tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
-        bench = Bench(args, Path(tmp))
-        try:
-            yield bench
-        finally:
-            if bench.emulators is not None:
-                bench.emulators.stop()
+    from tools.emulators import Emulators
+
+    with Emulators() as emulators, tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
+        yield Bench(args, Path(tmp), emulators)
 
 
 LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before", "lean": "data path alone"}
@@ -299,13 +286,11 @@ def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
                 f"{ratio['peak_rss_mb']:.2f}x |"
             )
     lines.append(
-        f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process, measured from its "
-        f"first record to its last. kinesis-local: GetRecords Limit {settings['limit']}, one call per shard at "
-        f"most every {settings['idle_time_s']} s for the bare loop and the worker (CONSUMER_IDLE_TIME_SECONDS "
-        f"default), worker = `python -m consumer run` with DynamoDB on moto, auto checkpoints after every batch, "
-        f"CONSUMER_PREFETCH_BATCHES={settings['prefetch_batches']}. In-memory: idle time 0, pinned to one core, "
-        f"the bare loop builds the same `Record` objects. KPL: {settings['per_aggregate']} user records per "
-        f"aggregate; the bare loop de-aggregates with aws-kinesis-agg."
+        f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process, from its first record "
+        f"to its last. kinesis-local: GetRecords Limit {settings['limit']}, {settings['idle_time_s']} s apart per "
+        f"shard; worker: `python -m consumer run`, DynamoDB on moto, auto checkpoints, CONSUMER_PREFETCH_BATCHES="
+        f"{settings['prefetch_batches']}. In-memory: idle time 0, one core, the bare loop builds the same `Record`s. "
+        f"KPL: {settings['per_aggregate']} user records per aggregate, de-aggregated by aws-kinesis-agg in the bare loop."
     )
     return "\n".join(lines)
 
