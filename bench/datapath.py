@@ -12,6 +12,7 @@ profiles of the worker (``--before REF``: also that commit's). Summaries: :mod:`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -100,24 +101,21 @@ def worker_env(ddb: Any, stream: str, application: str, **settings: object) -> d
     return {f"CONSUMER_{k.upper()}": str(v) for k, v in env.items()}
 
 
-def _process_cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) a running process has used so far."""
+def _stat(pid: int) -> tuple[float, int]:
+    """CPU seconds (user + system, every thread) the process has used so far, and its threads now."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[17])
 
 
 def _peaks(pid: int, peak: dict[str, int]) -> None:
     """Raise ``peak`` to the process's threads and open TCP sockets (its socket fds /proc/<pid>/net/tcp* lists)."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    threads = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Threads:")))
     links = []
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
+        with contextlib.suppress(OSError):  # closed meanwhile
             links.append(os.readlink(fd))
-        except OSError:  # closed meanwhile
-            continue
     tcp = tcp_sockets(links, [Path(f"/proc/{pid}/net/{n}").read_text() for n in ("tcp", "tcp6")])
-    peak["peak_threads"], peak["peak_tcp"] = max(peak["peak_threads"], threads), max(peak["peak_tcp"], tcp)
+    peak["peak_tcp"] = max(peak["peak_tcp"], tcp)
+    peak["peak_threads"] = max(peak["peak_threads"], _stat(pid)[1])
 
 
 def _calls(path: Path) -> dict[str, Any]:
@@ -148,11 +146,11 @@ def _watch(
     out: dict[str, Any] = json.loads(result.read_text())
     if rest:  # past the last checkpoints and the leader's fast polls after its first plan
         time.sleep(max(1.0, REST_AFTER - out["wall_s"]))
-        cpu0, wall0, calls0 = _process_cpu(proc.pid), time.perf_counter(), _calls(calls)
+        cpu0, wall0, calls0 = _stat(proc.pid)[0], time.perf_counter(), _calls(calls)
         while time.perf_counter() - wall0 < rest:
             _peaks(proc.pid, peak)
             time.sleep(0.2)
-        cpu1, wall1, calls1 = _process_cpu(proc.pid), time.perf_counter(), _calls(calls)
+        cpu1, wall1, calls1 = _stat(proc.pid)[0], time.perf_counter(), _calls(calls)
         out["idle_cpu_ms_per_s"] = (cpu1 - cpu0) / (wall1 - wall0) * 1e3
         span = calls1["at"] - calls0["at"] or 1.0
         moved = {op: n - calls0["calls"].get(op, 0) for op, n in calls1["calls"].items()}
@@ -336,6 +334,10 @@ def profile_summary(path: Path) -> dict[str, Any]:
     return {"samples": total, "shares_pct": shares, "top_own_pct": top}
 
 
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def _write(out: Path, report: dict[str, Any], md: str) -> None:
     out.write_text(json.dumps(report, indent=2))
     out.with_suffix(".md").write_text(md + "\n")
@@ -344,7 +346,6 @@ def _write(out: Path, report: dict[str, Any], md: str) -> None:
 
 def shard_counts(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     """``--shard-counts``: the trials, their summary (``tools.datapath_cpu.shard_summary``), JSON and markdown."""
-    out = args.out
     trials: dict[int, dict[str, list[dict[str, Any]]]] = {}
     with _bench(args) as bench:
         for n in args.shard_counts:
@@ -352,9 +353,7 @@ def shard_counts(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             sc = Scenario(f"{n} shards", "local", n, n * args.records_per_shard)
             trials[n] = bench.run(sc, ("bare", "worker"), shard_mode=True)
     settings.update(records_per_shard=args.records_per_shard, record_bytes=len(payload(0)), rest_s=args.rest)
-    settings.update(
-        scan_interval_s=LeaseConfig().scan_interval, load_avg_after=[round(x, 2) for x in os.getloadavg()]
-    )
+    settings.update(scan_interval_s=LeaseConfig().scan_interval, load_avg_after=_load())
     summary = shard_summary(trials)
     md = shard_table(summary) + (
         f"\n\n{args.repeats} trials per loop and shard count, interleaved, each a process of its own; "
@@ -362,9 +361,8 @@ def shard_counts(args: argparse.Namespace, settings: dict[str, Any]) -> None:
         f"{LIMIT}, {IDLE} s apart per shard; at rest: {args.rest} s once caught up; emulator limits on; "
         f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after."
     )
-    _write(
-        out, {"settings": settings, "summary": summary, "trials": {str(n): r for n, r in trials.items()}}, md
-    )
+    trials_json = {str(n): rows for n, rows in trials.items()}
+    _write(args.out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,14 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out or REPORTS / f"{name}.json"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"idle_time_s": IDLE, "limit": LIMIT, "repeats": args.repeats, "cpus": os.cpu_count()}
-    settings["load_avg_before"] = [round(x, 2) for x in os.getloadavg()]
+    settings["load_avg_before"] = _load()
     if args.shard_counts:
         shard_counts(args, settings)
         return 0
-    settings.update(
-        prefetch_batches=RetrievalConfig().prefetch_batches,
-        per_aggregate=Scenario.per_aggregate,
-    )
+    settings.update(prefetch_batches=RetrievalConfig().prefetch_batches, per_aggregate=Scenario.per_aggregate)
     settings.update(before=args.before, idle_after_s=args.idle_after)
     kinds = ("bare", "worker", "before") if args.before else ("bare", "worker")
     keys, results = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s"), []
@@ -421,9 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         shares = ", ".join(f"{k} {v}%" for k, v in summary["shares_pct"].items())
         md += f"\n\nProfile `{name}` ({summary['samples']} working samples of the shard and fetch threads): {shares}"
     report = {"settings": settings, "cpu_per_record": cpu, "results": results, "profiles": profiles}
-    _write(
-        args.out or REPORTS / ("datapath-cpu.json" if args.cpu_per_record else "datapath.json"), report, md
-    )
+    _write(args.out, report, md)
     return 0
 
 

@@ -19,16 +19,20 @@ from operator import itemgetter
 from types import FrameType
 from typing import Any
 
+import boto3
 from aws_kinesis_agg.aggregator import AggRecord
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+from botocore.config import Config
 
 from bench.datapath_processor import WINDOW, Window
+from consumer.aws import make_client
 from consumer.config import LeaseConfig, RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Record
+from consumer.retrieval.kinesis import BotoKinesis, to_records
 from consumer.retrieval.memory import InMemoryKinesis
 
 __all__ = ["STREAM", "blobs", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
@@ -139,12 +143,6 @@ _STOP = threading.Event()
 
 
 def _local(spec: dict[str, Any], lean: bool) -> None:
-    import boto3
-    from botocore.config import Config
-
-    from consumer.aws import make_client
-    from consumer.retrieval.kinesis import BotoKinesis, to_records
-
     # Endpoint from AWS_ENDPOINT_URL_KINESIS; bare: a connection per thread (boto3's default pool holds 10).
     pool = Config(max_pool_connections=max(10, spec["shards"]))
     client = make_client("kinesis") if lean else boto3.session.Session().client("kinesis", config=pool)

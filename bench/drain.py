@@ -1,12 +1,7 @@
-"""The catch-up benchmark (``make bench-drain``): a worker at its defaults (no retrieval setting) draining a
-backlog, next to the fastest loop AWS's limits allow: one thread per shard, GetRecords ``Limit`` 10,000, a call
-0.2 s after the previous one started or, after a big read, once its bytes have refilled at 2 MiB/s (the limits
-exactly); a throttled call is tried again 0.2 s later. Both read the same backlog (loop, worker, worker, loop,
-...), timed from the first shard opened to the last record; 100-byte and 1 KB records, 4 shards; medians; JSON
-in ``reports/bench/drain.json``.
-
-The backend is the in-memory Kinesis behind the emulators' Kinesis limiter (AWS's quotas on real time, the
-limits proxy's decisions): kinesis-local takes seconds per 10,000-record GetRecords and would measure itself.
+"""The catch-up benchmark (``make bench-drain``): a worker at its defaults draining a backlog next to the
+fastest loop AWS's limits allow, on the in-memory Kinesis behind the emulators' Kinesis limiter (AWS's quotas
+on real time; kinesis-local takes seconds per 10,000-record GetRecords and would measure itself). 100-byte and
+1 KB records, 4 shards, interleaved trials, medians; JSON in ``reports/bench/drain.json`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -80,8 +75,9 @@ def _refused(refusal: Refusal, operation: str) -> Exception:
 def trial(
     kind: str, backlog: InMemoryKinesis, total: int, retrieval: RetrievalConfig | None = None
 ) -> dict[str, Any]:
-    """The fastest legal loop (``loop``) or the worker at ``retrieval`` (its defaults) on a fresh limiter in
-    front of ``backlog``: the window and the throttles met."""
+    """The fastest legal loop (``loop``: GetRecords ``Limit`` 10,000, 0.2 s after the previous call started or
+    once its bytes refilled at 2 MiB/s, a throttled call again 0.2 s later) or the worker at ``retrieval`` (its
+    defaults), on a fresh limiter in front of ``backlog``: the window and the throttles met."""
     time.sleep(1.0)  # keeps trials apart
     kinesis, window = LimitedKinesis(backlog), Window(total)
     if kind == "worker":
