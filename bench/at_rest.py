@@ -1,9 +1,7 @@
-"""Throttles of a fleet at rest (``make bench-at-rest``): workers at their defaults, caught up on a stream
-with a trickle of traffic, behind a Kinesis limits proxy with AWS's quotas (the emulators' own DynamoDB limits
-too). The proxy counts every call it refuses, per operation; the workers count what they were refused
-(``throttled`` log events). The goal is zero of both: pacing keeps a margin under every per-shard limit.
-
-JSON in ``reports/bench/at_rest.json``: calls refused per operation, scaled to an hour, and the run's size.
+"""Throttles of a fleet at rest (``make bench-at-rest``): workers at their defaults, caught up on a stream with a
+trickle of traffic, behind a Kinesis limits proxy with AWS's quotas (the emulators' DynamoDB limits too). The
+proxy counts the calls it refuses, the workers log the throttles they meet (``throttled``); the goal is zero of
+both. JSON in ``reports/bench/at_rest.json``: calls refused per operation, per hour, and the run's size.
 """
 
 from __future__ import annotations
@@ -15,29 +13,21 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from consumer.dynamo import create_tables
+from bench.datapath import worker_env
 
 __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _trickle(kinesis: Any, stream: str, per_second: int, stop: threading.Event) -> int:
-    sent = 0
-    while not stop.wait(1.0):
-        entries = [{"Data": b"tick", "PartitionKey": f"k-{sent + i}"} for i in range(per_second)]
-        out = kinesis.put_records(StreamName=stream, Records=entries)
-        sent += len(entries) - out.get("FailedRecordCount", 0)
-    return sent
+PROCESSOR = "consumer.examples.logging_processor:LoggingProcessor"
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the emulators, the proxy and the workers; trickle records for ``--seconds``; count the refusals."""
     from tools.emulators import Emulators
     from tools.emulators.kinesis_proxy import KinesisLimitsProxy
     from tools.emulators.limits import Limits
@@ -47,23 +37,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         host, _, port = endpoints.kinesis_endpoint.removeprefix("http://").rpartition(":")
         proxy = KinesisLimitsProxy((host, int(port)), Limits()).start()
         kinesis, ddb = endpoints.client("kinesis"), endpoints.client("dynamodb")
-        suffix = uuid.uuid4().hex[:6]
-        stream, leases, cps = f"rest-{suffix}", f"rest-leases-{suffix}", f"rest-cps-{suffix}"
+        stream = f"rest-{uuid.uuid4().hex[:6]}"
         kinesis.create_stream(StreamName=stream, ShardCount=args.shards)
         kinesis.get_waiter("stream_exists").wait(StreamName=stream)
-        create_tables(ddb, leases, cps)
-        env = {
-            **os.environ,
-            **endpoints.env(),
-            "AWS_ENDPOINT_URL_KINESIS": proxy.url(),
-            "CONSUMER_APPLICATION": "at-rest",
-            "CONSUMER_STREAMS": stream,
-            "CONSUMER_PROCESSOR": "consumer.examples.logging_processor:LoggingProcessor",
-            "CONSUMER_LEASE_TABLE": leases,
-            "CONSUMER_CHECKPOINT_TABLE": cps,
-            "CONSUMER_LOG_LEVEL": "INFO",
-            "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
-        }
+        env = {**os.environ, **endpoints.env(), "AWS_ENDPOINT_URL_KINESIS": proxy.url()}
+        env.update(worker_env(ddb, stream, "at-rest", processor=PROCESSOR, log_level="INFO"))
         logs = [Path(tmp) / f"worker-{i}.log" for i in range(args.workers)]
         procs = [
             subprocess.Popen(
@@ -75,16 +53,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             for i, log in enumerate(logs)
         ]
-        stop = threading.Event()
-        sent: list[int] = []
-        producer = threading.Thread(target=lambda: sent.append(_trickle(kinesis, stream, args.rate, stop)))
-        started = time.monotonic()
+        started, sent = time.monotonic(), 0
         try:
-            producer.start()
-            stop.wait(args.seconds)
+            for second in range(1, int(args.seconds) + 1):  # the trickle: ``--rate`` records a second
+                time.sleep(max(0.0, started + second - time.monotonic()))
+                entries = [{"Data": b"tick", "PartitionKey": f"k-{sent + i}"} for i in range(args.rate)]
+                out = kinesis.put_records(StreamName=stream, Records=entries)
+                sent += len(entries) - out.get("FailedRecordCount", 0)
         finally:
-            stop.set()
-            producer.join(30)
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             for p in procs:
@@ -99,7 +75,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.workers,
         "seconds": round(seconds, 1),
         "records_per_second": args.rate,
-        "records_sent": sent[0] if sent else 0,
+        "records_sent": sent,
         "kinesis_refused": refused,
         "kinesis_refused_per_hour": per_hour,
         "worker_throttled_events": worker_throttles,
@@ -107,6 +83,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse the options, run, write and print the JSON report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--workers", type=int, default=3)
@@ -116,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    text = json.dumps(report, indent=2)
+    args.out.write_text(text)
+    print(text)
     return 0
 
 

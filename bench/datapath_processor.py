@@ -1,8 +1,6 @@
-"""What the data-path benchmark measures inside the consumer process: a processor that only counts, and the
-window from the first read to the last record (wall time, CPU time of the whole process, peak RSS). With
-``DATAPATH_CALLS`` set, every AWS call the process makes is counted by operation (botocore's
-``_make_api_call``) and the counts written to that file at most every 0.2 s, for the parent to read the polls
-a process makes at rest."""
+"""What the data-path benchmark measures inside a process: the window from the first read to the last record
+(wall time, CPU of the whole process, peak RSS), a processor that only counts into it, and with
+``DATAPATH_CALLS`` set every AWS call the process makes, for the parent to read the polls made at rest."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ import os
 import resource
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,13 @@ __all__ = ["WINDOW", "CountingProcessor", "Window", "count_calls"]
 
 
 class Window:
-    """Counts records from any thread; the measurement runs from the first record to the ``target``-th."""
+    """Counts records from any thread, from the first read to the ``target``-th record; then ``result`` is set
+    (and written to ``result_path``, if any) and ``done``."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: int, result_path: str = "") -> None:
+        self.target, self.result_path, self.count = target, result_path, 0
         self._lock = threading.Lock()
-        self.target = int(os.environ.get("DATAPATH_TARGET", "0") or 0)
-        self.result_path = os.environ.get("DATAPATH_RESULT", "")
-        self.count = 0
-        self._wall0 = 0.0
-        self._cpu0 = 0.0
+        self._wall0 = self._cpu0 = 0.0
         self.done = threading.Event()
         self.result: dict[str, Any] = {}
 
@@ -39,6 +36,7 @@ class Window:
                 self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
 
     def add(self, n: int) -> None:
+        """``n`` more records were read."""
         if n <= 0:
             return
         self.begin()
@@ -51,7 +49,7 @@ class Window:
                 "records": self.count,
                 "wall_s": wall,
                 "cpu_s": cpu,
-                "records_per_s": self.count / wall if wall > 0 else 0.0,
+                "records_per_s": self.count / wall,
                 "cpu_s_per_100k": cpu / self.count * 100_000,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
@@ -60,12 +58,11 @@ class Window:
             Path(self.result_path).write_text(json.dumps(self.result))
 
 
-WINDOW = Window()
+WINDOW = Window(int(os.environ.get("DATAPATH_TARGET") or 0), os.environ.get("DATAPATH_RESULT", ""))
 
 
 class CountingProcessor(BaseProcessor):
-    """Counts the records of each batch (no work per record: the benchmark measures the consumer itself).
-    The window opens when the first shard is initialized, just before its first GetShardIterator."""
+    """Counts each batch into ``WINDOW``, which opens when the first shard is initialized."""
 
     def initialize(self, data: InitializationInput) -> None:
         WINDOW.begin()
@@ -75,25 +72,25 @@ class CountingProcessor(BaseProcessor):
 
 
 def count_calls(path: str) -> None:
-    """Count every botocore API call of this process by operation; the counts and the monotonic time of the
-    last one go to ``path`` (replaced whole) at most every 0.2 s, so no thread of its own is needed."""
+    """Count every botocore API call of this process by operation; the counts and the monotonic time go to
+    ``path`` (replaced whole) at most every 0.2 s, on the calling thread."""
     from botocore.client import BaseClient
 
     original = BaseClient._make_api_call
     lock = threading.Lock()
-    counts: dict[str, int] = {}
+    counts: Counter[str] = Counter()
     written = [0.0]
 
     def counted(self: Any, operation_name: str, api_params: Any) -> Any:
         with lock:
-            counts[operation_name] = counts.get(operation_name, 0) + 1
+            counts[operation_name] += 1
             now = time.monotonic()
-            snapshot = None if now - written[0] < 0.2 else {"calls": dict(counts), "at": now}
-            if snapshot is not None:
+            if due := now - written[0] >= 0.2:
                 written[0] = now
-        if snapshot is not None:
+                snapshot = json.dumps({"calls": counts, "at": now})
+        if due:
             tmp = Path(f"{path}.{threading.get_ident()}")
-            tmp.write_text(json.dumps(snapshot))
+            tmp.write_text(snapshot)
             os.replace(tmp, path)
         return original(self, operation_name, api_params)
 
