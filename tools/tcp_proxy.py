@@ -1,49 +1,19 @@
-"""The network fault tool: a loopback-only TCP proxy between one client and one local service, for the tests
-and benchmarks against the local emulators. Every interposer the project uses is a setting of this one.
-
-Point the client at :meth:`FaultProxy.url`::
-
-    with FaultProxy(("127.0.0.1", moto_port)) as proxy:
-        dynamodb = boto3.client("dynamodb", endpoint_url=proxy.url(), ...)
-        with proxy.outage("refuse"):     # EndpointConnectionError until the block ends
-            ...
-        proxy.slow(5.0)                  # every response chunk 5 s late: ReadTimeoutError
-        proxy.hold(10.0)                 # every request reaches moto 10 s late, also after the client gave up
-        proxy.heal()                     # transparent again; the same client works
-
-Faults on the response path (each replaces the previous one; :meth:`heal` ends any):
-
-* ``refuse`` (a cut): the listening socket is closed, so new connections get ECONNREFUSED, and existing
-  connections are dropped with a TCP RST. :meth:`heal` listens again on the same port.
-* ``reset``: existing and new connections are reset (RST) as soon as either side sends anything.
-* ``reset_mid_response``: requests are forwarded; ``after_bytes`` bytes of each connection's next response
-  pass, then the connection is reset.
-* ``slow`` (a delay): every response chunk is held ``delay`` seconds before it is forwarded (to exceed a read
-  timeout). ``black_hole``: every response is held until the fault changes.
-
-On the request path, :meth:`hold` holds each *request* ``delay`` seconds before passing it on, also after the
-client gave up on it, as a congested network or a process that stalled in the middle of a call would deliver
-it (``slow`` holds responses: the requests behind them have already reached the server). The answer to a
-request its client gave up on is still read (up to 5 s after the last held bytes went). :meth:`release` ends
-the hold; requests already held keep their time. With ``record=True`` the proxy notes every exchange (request
-bytes, response bytes, when each passed): :meth:`log`.
-
-Two fix-ups, chosen when the proxy is made: ``eventstream=True`` inserts the ``initial-response`` event that
-kinesis-local omits (and botocore requires: "First event was not of type initial-response") as the first chunk
-of every ``application/vnd.amazon.eventstream`` response, every other byte unchanged; ``meter=`` hands every
-complete HTTP request to a :class:`Meter` before its last byte is forwarded and its complete response after it
-came back and before the client gets it (``tools.coordination.metering`` bills DynamoDB's this way). Both frame
-the byte stream into HTTP/1.1 messages (Content-Length or chunked), so a kept-alive connection is handled
-message by message.
+"""The network fault tool: a TCP proxy on 127.0.0.1 in front of one local service, with faults switched on
+and off while it runs (docs/emulators.md has what a client sees under each). On the response path ``refuse``
+(a cut: listener closed, open connections reset), ``reset``, ``reset_mid_response``, ``slow`` (a delay per
+response chunk) and ``black_hole``; on the request path :meth:`FaultProxy.hold` (requests reach the server
+late, also after their client gave up). Made with ``eventstream=True`` it inserts the ``initial-response``
+event kinesis-local omits (botocore requires it); with ``meter=`` it hands every complete request and response
+to a :class:`Meter`; with ``record=True`` it notes every :class:`Exchange`.
 
 One thread accepts; one thread per connection moves bytes both ways and is the only one that touches its
-sockets (it is woken through a socket pair when the fault changes). :meth:`stop` closes everything and joins
-every thread with a bounded wait. Only 127.0.0.1 is ever bound or connected to.
+sockets (woken through a socket pair when the fault changes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import select
 import selectors
@@ -54,31 +24,20 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import Final, Protocol
 
 from tools.http_framing import Framer
 
-__all__ = [
-    "LOOPBACK",
-    "MODES",
-    "Exchange",
-    "FaultProxy",
-    "Meter",
-    "ProxyError",
-    "ProxyStats",
-]
+__all__ = ["LOOPBACK", "Exchange", "FaultProxy", "Meter", "ProxyError", "ProxyStats"]
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK: Final = "127.0.0.1"
-MODES: Final = ("transparent", "refuse", "reset", "reset_mid_response", "slow", "black_hole")
 _CHUNK: Final = 65536
 _SEND_TIMEOUT: Final = 10.0
-_CONNECT_TIMEOUT: Final = 5.0
-_STATE_TIMEOUT: Final = 5.0
-_JOIN_TIMEOUT: Final = 5.0
-_LINGER: Final = 5.0  # how long an abandoned request's answer is waited for once its last bytes went
+_WAIT: Final = 5.0  # the bound of every other wait: connect, a fault taking hold, a join, an abandoned answer
 
 
 class ProxyError(RuntimeError):
@@ -106,8 +65,7 @@ class Exchange:
     request: bytearray = field(default_factory=bytearray)
     forwarded: float | None = None  # its last bytes so far passed on to the server
     answered: float | None = None  # the first bytes of the response came back
-    completed: float | None = None  # its last bytes came back (noted with ``record=True``, ``meter=`` or
-    # ``eventstream=True``: the proxy frames the responses then)
+    completed: float | None = None  # its last bytes came back (noted when the proxy frames responses)
     response: bytearray = field(default_factory=bytearray)
 
 
@@ -191,24 +149,22 @@ class FaultProxy:
             accept_thread, already = self._accept_thread, self._stopping
             self._stopping = True
             self._cond.notify_all()
-        if accept_thread is None or already:
-            self._wake_r.close()
-            self._wake_w.close()
-            return
-        self._wake()
-        accept_thread.join(_JOIN_TIMEOUT)
-        with self._cond:  # no connection is accepted after the accept thread ends
-            connections = list(self._connections.values())
-        for conn in connections:
-            conn.wake()
-        for conn in connections:
-            conn.thread.join(_JOIN_TIMEOUT)
-        alive = [t.name for t in (accept_thread, *(c.thread for c in connections)) if t.is_alive()]
+        threads: list[threading.Thread] = []
+        if accept_thread is not None and not already:
+            self._wake()
+            accept_thread.join(_WAIT)
+            with self._cond:  # no connection is accepted after the accept thread ends
+                connections = list(self._connections.values())
+            for conn in connections:
+                conn.wake()
+            threads = [accept_thread, *(c.thread for c in connections)]
+            for thread in threads:
+                thread.join(_WAIT)
+            logger.info("fault proxy on port %d stopped: %s", self.port, self.stats)
         self._wake_r.close()
         self._wake_w.close()
-        if alive:
-            raise ProxyError(f"fault proxy threads did not stop within {_JOIN_TIMEOUT}s: {alive}")
-        logger.info("fault proxy on port %d stopped: %s", self.port, self.stats)
+        if alive := [t.name for t in threads if t.is_alive()]:
+            raise ProxyError(f"fault proxy threads did not stop within {_WAIT}s: {alive}")
 
     def __enter__(self) -> FaultProxy:
         return self.start()
@@ -219,14 +175,17 @@ class FaultProxy:
         self.stop()
 
     def url(self, scheme: str = "http") -> str:
+        """Where a client reaches the proxy."""
         return f"{scheme}://{LOOPBACK}:{self.port}"
 
     @property
     def mode(self) -> str:
+        """The fault in force ("transparent" when none)."""
         return self._fault.mode
 
     @property
     def stats(self) -> ProxyStats:
+        """The counters now."""
         with self._cond:
             return ProxyStats(active=len(self._connections), **self._counts)
 
@@ -240,8 +199,8 @@ class FaultProxy:
         """Outage: new connections are refused (listener closed), open ones dropped (RST). Returns when so."""
         self._set(_Fault("refuse"), listening=False)
         with self._cond:
-            if not self._cond.wait_for(lambda: not self._connections or self._stopping, _STATE_TIMEOUT):
-                raise ProxyError(f"connections still open {_STATE_TIMEOUT}s after refuse()")
+            if not self._cond.wait_for(lambda: not self._connections or self._stopping, _WAIT):
+                raise ProxyError(f"connections still open {_WAIT}s after refuse()")
 
     def reset(self) -> None:
         """Existing and new connections get a TCP RST as soon as either side sends anything."""
@@ -286,8 +245,8 @@ class FaultProxy:
         faults: dict[str, Callable[[], None]] = {
             "refuse": self.refuse,
             "reset": self.reset,
-            "reset_mid_response": lambda: self.reset_mid_response(after_bytes),
-            "slow": lambda: self.slow(delay),
+            "reset_mid_response": partial(self.reset_mid_response, after_bytes),
+            "slow": partial(self.slow, delay),
             "black_hole": self.black_hole,
         }
         if mode not in faults:
@@ -303,7 +262,7 @@ class FaultProxy:
         with self._cond:
             if self._accept_thread is None or self._stopping:
                 raise ProxyError("the fault proxy is not running; call start()")
-            self._fault = _Fault(fault.mode, fault.delay, fault.after_bytes, self._fault.generation + 1)
+            self._fault = dataclasses.replace(fault, generation=self._fault.generation + 1)
             self._want_listening = listening
             self._listen_error = None
             connections = list(self._connections.values())
@@ -314,7 +273,7 @@ class FaultProxy:
         with self._cond:
             settled = self._cond.wait_for(
                 lambda: (self._listener is not None) == listening or self._listen_error is not None,
-                _STATE_TIMEOUT,
+                _WAIT,
             )
             if self._listen_error is not None:
                 raise ProxyError(f"cannot listen on 127.0.0.1:{self.port} again") from self._listen_error
@@ -348,27 +307,18 @@ class FaultProxy:
         return exchange
 
     def _accept_loop(self) -> None:
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._wake_r, selectors.EVENT_READ)
-            registered: socket.socket | None = None
-            while True:
-                with self._cond:
-                    if self._stopping:
-                        break
-                    self._reconcile_listener()
-                    listener = self._listener
-                if listener is not registered:
-                    if registered is not None:
-                        sel.unregister(registered)
-                    if listener is not None:
-                        sel.register(listener, selectors.EVENT_READ)
-                    registered = listener
-                for key, _ in sel.select():
-                    if key.fileobj is self._wake_r:
-                        with contextlib.suppress(OSError):
-                            self._wake_r.recv(4096)
-                    elif key.fileobj is listener and listener is not None:
-                        self._accept(listener)
+        while True:
+            with self._cond:
+                if self._stopping:
+                    break
+                self._reconcile_listener()
+                listener = self._listener
+            ready = select.select([self._wake_r] if listener is None else [self._wake_r, listener], [], [])[0]
+            if self._wake_r in ready:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(4096)
+            if listener is not None and listener in ready:
+                self._accept(listener)
         with self._cond:
             if self._listener is not None:
                 self._listener.close()
@@ -394,7 +344,7 @@ class FaultProxy:
             return
         self._count("accepted")
         try:
-            upstream = socket.create_connection(self.target, timeout=_CONNECT_TIMEOUT)
+            upstream = socket.create_connection(self.target, timeout=_WAIT)
         except OSError as exc:
             logger.debug("fault proxy: target %s:%d unreachable: %s", *self.target, exc)
             self._count("upstream_failures")
@@ -464,11 +414,10 @@ class _Connection:
                 # normally, as a real endpoint would see it; kinesis-local stops listening for good when
                 # one of its connections is reset.
                 _abort(self.client)
-                self.upstream.close()
                 self.proxy._count("resets" if ended == "reset" else "dropped")
             else:
                 self.client.close()
-                self.upstream.close()
+            self.upstream.close()
             meter = self.proxy.meter
             while meter is not None and self._tokens:
                 meter.end(self._tokens.popleft(), None)
@@ -488,7 +437,7 @@ class _Connection:
                     _, data, exchange = self._held.popleft()
                     self._to_target(data, exchange)
                 if not self._client_open and not self._held:  # the client gave up: keep the last answer
-                    self._linger_until = min(self._linger_until, now + _LINGER)
+                    self._linger_until = min(self._linger_until, now + _WAIT)
                     last = self._exchange
                     if now > self._linger_until or last is None or self._answered(last):
                         return "closed"
