@@ -28,7 +28,7 @@ from typing import Final, Protocol
 
 from tools.http_framing import Framer
 
-__all__ = ["LOOPBACK", "Exchange", "FaultProxy", "Meter", "ProxyError", "ProxyStats"]
+__all__ = ["LOOPBACK", "Exchange", "FaultProxy", "Meter", "ProxyError", "ProxyStats", "address"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,6 @@ class ProxyStats:
     active: int = 0  # connections open right now
     dropped: int = 0  # open connections closed by a ``refuse`` outage or stop() (with RST)
     resets: int = 0  # connections reset by ``reset`` or ``reset_mid_response``
-    upstream_failures: int = 0  # accepted connections whose target could not be reached
     bytes_to_target: int = 0
     bytes_to_client: int = 0
 
@@ -90,6 +89,12 @@ class _Fault:
     generation: int = 0
 
 
+def address(url: str) -> tuple[str, int]:
+    """The (host, port) of an endpoint URL such as ``http://127.0.0.1:4566``."""
+    host, _, port = url.rsplit("/", 1)[-1].partition(":")
+    return host, int(port)
+
+
 def _abort(sock: socket.socket) -> None:
     """Close with a TCP RST instead of a FIN (SO_LINGER on, timeout 0)."""
     with contextlib.suppress(OSError):
@@ -104,7 +109,6 @@ class FaultProxy:
         self,
         target: tuple[str, int],
         *,
-        listen_port: int = 0,
         eventstream: bool = False,
         record: bool = False,
         meter: Meter | None = None,
@@ -113,7 +117,7 @@ class FaultProxy:
         if host not in (LOOPBACK, "localhost"):
             raise ProxyError(f"target {host}:{target_port} is not on {LOOPBACK}; the proxy is loopback-only")
         self.target: tuple[str, int] = (LOOPBACK, int(target_port))
-        self.port: int = listen_port
+        self.port = 0  # chosen when it starts; kept across refuse() and heal()
         self.eventstream, self.record, self.meter = eventstream, record, meter
         self._cond = threading.Condition()
         self._fault = _Fault()
@@ -164,9 +168,9 @@ class FaultProxy:
     ) -> None:
         self.stop()
 
-    def url(self, scheme: str = "http") -> str:
+    def url(self) -> str:
         """Where a client reaches the proxy."""
-        return f"{scheme}://{LOOPBACK}:{self.port}"
+        return f"http://{LOOPBACK}:{self.port}"
 
     @property
     def mode(self) -> str:
@@ -298,7 +302,6 @@ class FaultProxy:
                 upstream = socket.create_connection(self.target, timeout=_WAIT)
             except OSError as exc:
                 logger.debug("fault proxy: target %s:%d unreachable: %s", *self.target, exc)
-                self._count("upstream_failures")
                 _abort(client)
                 continue
             with self._cond:
@@ -471,17 +474,14 @@ class _Connection:
                 )
             if self._gone():
                 return "dropped"
-        if fault.mode == "reset_mid_response" and len(data) >= fault.after_bytes - self._response_bytes:
-            self._send_to_client(data[: max(fault.after_bytes - self._response_bytes, 0)])
-            return "reset"
+        room = fault.after_bytes - self._response_bytes
+        cut = fault.mode == "reset_mid_response" and len(data) >= room
         try:
-            self._send_to_client(data)
+            self.client.sendall(data[: max(room, 0)] if cut else data)
         except OSError:  # the client is gone; its next read (EOF or reset) decides what follows
             self._client_open = False
-        return None
-
-    def _send_to_client(self, data: bytes) -> None:
-        if data:
-            self.client.sendall(data)
-            self._response_bytes += len(data)
-            self.proxy._count("bytes_to_client", len(data))
+            return None
+        sent = max(room, 0) if cut else len(data)
+        self._response_bytes += sent
+        proxy._count("bytes_to_client", sent)
+        return "reset" if cut else None
