@@ -1,13 +1,9 @@
 """The network fault tool: a TCP proxy on 127.0.0.1 in front of one local service, with faults switched on
-and off while it runs (docs/emulators.md has what a client sees under each). On the response path ``refuse``
-(a cut: listener closed, open connections reset), ``reset``, ``reset_mid_response``, ``slow`` (a delay per
-response chunk) and ``black_hole``; on the request path :meth:`FaultProxy.hold` (requests reach the server
-late, also after their client gave up). Made with ``eventstream=True`` it inserts the ``initial-response``
-event kinesis-local omits (botocore requires it); with ``meter=`` it hands every complete request and response
-to a :class:`Meter`; with ``record=True`` it notes every :class:`Exchange`.
-
-One thread accepts; each connection has a thread for its requests and one for its responses, blocking reads
-(woken by shutting their sockets' read side when the connection must go) and waits on one condition.
+and off while it runs (:data:`MODES` on the response path, :meth:`FaultProxy.hold` on the request path;
+docs/emulators.md has what a client sees under each). ``eventstream=True`` inserts the ``initial-response``
+event kinesis-local omits (botocore requires it), ``meter=`` hands every message to a :class:`Meter`,
+``record=True`` notes every :class:`Exchange`. Each connection has a thread for its requests and one for its
+responses: blocking reads (woken by shutting the read side when the connection must go), waits on one condition.
 """
 
 from __future__ import annotations
@@ -22,21 +18,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from types import TracebackType
 from typing import Final, Protocol
 
 from tools.http_framing import Framer
 
-__all__ = ["LOOPBACK", "Exchange", "FaultProxy", "Meter", "ProxyError", "ProxyStats", "address"]
+__all__ = ["LOOPBACK", "MODES", "Exchange", "FaultProxy", "Meter", "ProxyError", "ProxyStats", "address"]
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK: Final = "127.0.0.1"
+MODES: Final = ("refuse", "reset", "reset_mid_response", "slow", "black_hole")
 _CHUNK: Final = 65536
-_SEND_TIMEOUT: Final = struct.pack(
-    "ll", 10, 0
-)  # SO_SNDTIMEO: a client that stops reading blocks 10 s at most
+_SEND_TIMEOUT: Final = struct.pack("ll", 10, 0)  # SO_SNDTIMEO: 10 s for a client that stops reading
 _WAIT: Final = 5.0  # the bound of every other wait: connect, a join, an abandoned request's answer
 
 
@@ -189,33 +183,30 @@ class FaultProxy:
             return list(self._exchanges)
 
     # -- faults ----------------------------------------------------------------------------------
-    def refuse(self) -> None:
-        """Outage: new connections are refused (listener closed), open ones dropped (RST). Returns when so."""
-        for conn in self._set(_Fault("refuse")):
-            conn.interrupt()
-        with self._cond:
-            if not self._cond.wait_for(lambda: not self._connections or self._stopping, _WAIT):
-                raise ProxyError(f"connections still open {_WAIT}s after refuse()")
+    def fault(self, mode: str, *, delay: float = 30.0, after_bytes: int = 10) -> None:
+        """Put a fault of :data:`MODES` in force until the next one or :meth:`heal`: ``refuse`` returns once
+        every open connection is dropped, ``slow`` holds each response chunk ``delay`` seconds,
+        ``reset_mid_response`` passes ``after_bytes`` bytes of each connection's next response."""
+        if mode not in MODES:
+            raise ValueError(f"fault mode must be one of {MODES}, got {mode!r}")
+        if delay <= 0 or after_bytes < 0:
+            raise ValueError(f"delay must be > 0 seconds and after_bytes >= 0, got {delay}, {after_bytes}")
+        connections = self._set(_Fault(mode, {"slow": delay, "black_hole": None}.get(mode, 0.0), after_bytes))
+        if mode == "refuse":
+            for conn in connections:
+                conn.interrupt()
+            with self._cond:
+                if not self._cond.wait_for(lambda: not self._connections or self._stopping, _WAIT):
+                    raise ProxyError(f"connections still open {_WAIT}s after refusing")
 
-    def reset(self) -> None:
-        """Existing and new connections get a TCP RST as soon as either side sends anything."""
-        self._set(_Fault("reset"))
-
-    def reset_mid_response(self, after_bytes: int = 10) -> None:
-        """Forward requests; pass ``after_bytes`` bytes of each connection's next response, then RST."""
-        if after_bytes < 0:
-            raise ValueError(f"after_bytes must be >= 0, got {after_bytes}")
-        self._set(_Fault("reset_mid_response", after_bytes=after_bytes))
-
-    def slow(self, delay: float) -> None:
-        """Hold every response chunk ``delay`` seconds before forwarding it."""
-        if delay <= 0:
-            raise ValueError(f"delay must be > 0 seconds, got {delay}")
-        self._set(_Fault("slow", delay=delay))
-
-    def black_hole(self) -> None:
-        """Hold every response until the fault changes (the requests reach the server)."""
-        self._set(_Fault("black_hole", delay=None))
+    @contextlib.contextmanager
+    def outage(self, mode: str = "refuse", *, delay: float = 30.0, after_bytes: int = 10) -> Iterator[None]:
+        """``with proxy.outage("reset"):`` the fault holds inside the block and is healed on exit."""
+        self.fault(mode, delay=delay, after_bytes=after_bytes)
+        try:
+            yield
+        finally:
+            self.heal()
 
     def hold(self, delay: float) -> None:
         """From now on every request reaches the server ``delay`` seconds after it reached the proxy, also
@@ -233,24 +224,6 @@ class FaultProxy:
         """Back to transparent forwarding (listening again on the same port after ``refuse``; no hold)."""
         self.release()
         self._set(_Fault())
-
-    @contextlib.contextmanager
-    def outage(self, mode: str = "refuse", *, delay: float = 30.0, after_bytes: int = 10) -> Iterator[None]:
-        """``with proxy.outage("reset"):`` the fault holds inside the block and is healed on exit."""
-        faults: dict[str, Callable[[], None]] = {
-            "refuse": self.refuse,
-            "reset": self.reset,
-            "reset_mid_response": partial(self.reset_mid_response, after_bytes),
-            "slow": partial(self.slow, delay),
-            "black_hole": self.black_hole,
-        }
-        if mode not in faults:
-            raise ValueError(f"outage mode must be one of {sorted(faults)}, got {mode!r}")
-        faults[mode]()
-        try:
-            yield
-        finally:
-            self.heal()
 
     # -- internals -------------------------------------------------------------------------------
     def _set(self, fault: _Fault) -> list[_Connection]:

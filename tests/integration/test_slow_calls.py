@@ -191,8 +191,8 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
             # 1. The coordinator's DynamoDB calls (inbox reads, scans, leader checks) held past every timeout.
             begin = time.monotonic()
             with watching_validity(worker) as closed:
-                ddb_proxy.slow(HOLD)
-                list_proxy.slow(HOLD)  # 2. and every ListShards held as well, from now on
+                ddb_proxy.fault("slow", delay=HOLD)
+                list_proxy.fault("slow", delay=HOLD)  # 2. and every ListShards held as well, from now on
                 wait_until(
                     lambda: time.monotonic() - begin > COORDINATOR_HELD,
                     timeout=COORDINATOR_HELD + 8,
