@@ -239,15 +239,11 @@ class FaultProxy:
     def _listen(self, on: bool) -> None:
         """Open or close the listener (with the condition held)."""
         if on and self._listener is None:
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                listener.bind((LOOPBACK, self.port))
-                listener.listen(128)
+            try:  # SO_REUSEADDR: the same port again after refusing
+                self._listener = socket.create_server((LOOPBACK, self.port), backlog=128)
             except OSError as exc:
-                listener.close()
                 raise ProxyError(f"cannot listen on {LOOPBACK}:{self.port}") from exc
-            self._listener, self.port = listener, int(listener.getsockname()[1])
+            self.port = int(self._listener.getsockname()[1])
         elif not on and self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept thread
@@ -285,11 +281,6 @@ class FaultProxy:
                 conn = _Connection(self, client, upstream)
                 self._connections.add(conn)
             conn.thread.start()
-
-    def _forget(self, conn: _Connection) -> None:
-        with self._cond:
-            self._connections.discard(conn)
-            self._cond.notify_all()
 
 
 class _Connection:
@@ -351,7 +342,9 @@ class _Connection:
         self.upstream.close()
         while self.proxy.meter is not None and self._tokens:
             self.proxy.meter.end(self._tokens.popleft(), None)
-        self.proxy._forget(self)
+        with self.proxy._cond:
+            self.proxy._connections.discard(self)
+            self.proxy._cond.notify_all()
 
     def _pump(self, step: Callable[[], str | None]) -> None:
         """Run one direction until it, or the other, ends the connection."""
