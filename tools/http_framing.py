@@ -9,6 +9,7 @@ import select
 import socket
 import struct
 import uuid
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
 
@@ -16,6 +17,7 @@ __all__ = ["Closed", "Framer", "Head", "Reader", "http_message", "initial_respon
 
 MAX_HEAD: Final = 64 * 1024
 _EVENTSTREAM: Final = "application/vnd.amazon.eventstream"
+_UNTIL_CLOSED: Final = 1 << 62  # the length of a response without one: it ends when the connection closes
 
 
 def _header(name: bytes, value: bytes) -> bytes:
@@ -87,68 +89,67 @@ class Framer:
     def __init__(self, *, requests: bool, eventstream: bool = False, keep: bool = False) -> None:
         self._requests, self._eventstream, self._keep = requests, eventstream, keep
         self._buf = b""
-        # head, size (a chunk's size line), pass (``_left`` bytes, then ``_then``), end, raw (to the close)
-        self._state, self._then, self._left = "head", "end", 0
+        self._out = bytearray()
         self._message = bytearray()
         self._done: list[bytes] = []
         self.completed = 0  # messages completed so far
+        self._parser = self._parse()
+        next(self._parser)
 
     def messages(self) -> list[bytes]:
         """The messages completed since the last call."""
         done, self._done = self._done, []
         return done
 
-    def _pass(self, n: int, then: str) -> None:
-        self._state, self._left, self._then = ("pass", n, then) if n else (then, 0, then)
-
-    def _head(self, head: Head) -> bytes:
-        """Frame the body after ``head``; returns what to insert before it."""
-        if head.chunked():
-            self._state = "size"
-            events = _EVENTSTREAM in head.headers.get("content-type", "").lower()
-            return _INITIAL_CHUNK if self._eventstream and not self._requests and events else b""
-        length = head.content_length()
-        if length is None and not self._requests:
-            self._state = "raw"
-        else:
-            self._pass(length or 0, "end")
-        return b""
-
     def feed(self, data: bytes) -> bytes:
         """Take the next bytes; returns the bytes to pass on."""
         self._buf += data
-        out = bytearray()
-        while self._buf:
-            start = len(out)
-            if self._state == "raw":
-                out += self._buf
-                self._buf = b""
-            elif self._state == "pass":
-                part, self._buf = self._buf[: self._left], self._buf[self._left :]
-                out += part
-                self._left -= len(part)
-                if not self._left:
-                    self._state = self._then
+        next(self._parser)
+        out, self._out = bytes(self._out), bytearray()
+        return out
+
+    def _parse(self) -> Generator[None, None, None]:
+        """Runs until it needs more bytes (a yield), message after message."""
+        while True:
+            head = Head.parse((yield from self._until(b"\r\n\r\n")))
+            length = head.content_length()
+            if head.chunked():
+                if self._eventstream and _EVENTSTREAM in head.headers.get("content-type", "").lower():
+                    self._emit(_INITIAL_CHUNK)
+                while size := _chunk_size((yield from self._until(b"\r\n"))):
+                    yield from self._pass(size + 2)
+                yield from self._pass(2)  # no trailers
+            elif length is None and not self._requests:
+                yield from self._pass(_UNTIL_CLOSED)
             else:
-                end = self._buf.find(b"\r\n\r\n" if self._state == "head" else b"\r\n")
-                if end < 0:
-                    break
-                end += 4 if self._state == "head" else 2
-                line, self._buf = self._buf[:end], self._buf[end:]
-                out += line
-                if self._state == "head":
-                    out += self._head(Head.parse(line))
-                else:
-                    size = _chunk_size(line)
-                    self._pass(size + 2 if size else 2, "size" if size else "end")
+                yield from self._pass(length or 0)
+            self.completed += 1
             if self._keep:
-                self._message += out[start:]
-            if self._state == "end":
-                self._state, self.completed = "head", self.completed + 1
-                if self._keep:
-                    self._done.append(bytes(self._message))
-                self._message = bytearray()
-        return bytes(out)
+                self._done.append(bytes(self._message))
+            self._message = bytearray()
+
+    def _emit(self, data: bytes) -> None:
+        self._out += data
+        if self._keep:
+            self._message += data
+
+    def _until(self, mark: bytes) -> Generator[None, None, bytes]:
+        """Pass on the bytes through ``mark`` once they are in."""
+        while (end := self._buf.find(mark)) < 0:
+            yield
+        line, self._buf = self._buf[: end + len(mark)], self._buf[end + len(mark) :]
+        self._emit(line)
+        return line
+
+    def _pass(self, n: int) -> Generator[None, None, None]:
+        """Pass on ``n`` bytes as they come."""
+        while n > 0:
+            if not self._buf:
+                yield
+                continue
+            part, self._buf = self._buf[:n], self._buf[n:]
+            self._emit(part)
+            n -= len(part)
 
 
 def http_message(raw: bytes) -> tuple[str, dict[str, str], bytes]:
