@@ -1,8 +1,5 @@
-"""The fault benchmark: ``make bench-faults`` (or ``python -m bench.faults``).
-
-Runs every scenario of :mod:`tools.faults` (faults injected over the network, and AWS's limits tightened) several
-times on the local emulators and writes reports/bench/faults.json and a markdown table (reports/bench/faults.md).
-"""
+"""The fault benchmark (``make bench-faults``): every scenario of :mod:`tools.faults`, several times, on the
+local emulators; writes reports/bench/faults.json and the markdown table of docs/benchmarks.md (faults.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from consumer.config import RetrievalConfig
+from tools.emulators import Emulators
 from tools.faults import LEASE, LIMIT_SCENARIOS, PUT_EVERY, SCENARIOS, FaultResult, run_scenario
 
 __all__ = ["main"]
@@ -40,11 +38,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
     parser.add_argument("--out", default="reports/bench", help="where faults.json and faults.md go")
     parser.add_argument(
-        "--only", nargs="*", default=[], help="run only the scenarios whose name has one of these"
+        "--only", nargs="*", default=[], help="only the scenarios whose name has one of these"
     )
     args = parser.parse_args()
-    from tools.emulators import Emulators
-
     results: dict[str, list[FaultResult]] = {}
     with Emulators() as emulators:
         for s in (*SCENARIOS, *LIMIT_SCENARIOS):
@@ -56,13 +52,11 @@ def main() -> None:
                 results.setdefault(s.name, []).append(r)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "lease": asdict(LEASE),
-        "retrieval": asdict(RetrievalConfig()),
-        "put_every_s": PUT_EVERY,
-        "runs": args.runs,
+    settings = {"lease": asdict(LEASE), "retrieval": asdict(RetrievalConfig()), "put_every_s": PUT_EVERY}
+    data = {
+        "settings": {**settings, "runs": args.runs},
+        "results": {k: [asdict(r) for r in v] for k, v in results.items()},
     }
-    data = {"settings": settings, "results": {k: [asdict(r) for r in v] for k, v in results.items()}}
     (out / "faults.json").write_text(json.dumps(data, indent=2, default=str))
     table = _table(results)
     (out / "faults.md").write_text(table + "\n")

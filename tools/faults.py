@@ -1,24 +1,16 @@
-"""Faults over the real network: one worker reaches Kinesis and DynamoDB through TCP fault proxies of our own
-(loopback only), a second worker reaches them directly; a producer puts a record every 50 ms throughout.
-
-``run_scenario`` injects one fault (an outage, resets, slow responses) for a while, heals it, and measures:
-records lost, records delivered twice, whether two owners ever delivered at once (epochs in delivery order
-never go back), and the seconds from the fault's end to the first delivery of a record put after it.
-
-``LIMIT_SCENARIOS`` instead put the faulty worker's Kinesis behind a limits proxy of its own (AWS's quotas)
-and tighten its limits for a while: GetRecords and GetShardIterator throttled, or iterators that expire
-almost at once. A throttle must never move the shard: only the faulty worker delivers throughout.
-
-``python -m bench.faults`` runs every scenario several times and writes reports/bench/faults.json and a
-markdown table; tests/integration/test_faults.py runs each of ``SCENARIOS`` once and asserts on the result
-(the limit scenarios are asserted by tests/integration/test_throttles.py).
-"""
+"""Fault scenarios over the real network: one worker reaches Kinesis and DynamoDB through fault proxies
+(:mod:`tools.tcp_proxy`), a second one directly, a producer puts a record every 50 ms. :func:`run_scenario`
+breaks one endpoint of the first worker for a while (``SCENARIOS``; ``LIMIT_SCENARIOS`` tighten its own
+Kinesis limits instead: a throttle must not move the shard), heals it, and measures records lost, delivered
+twice, two owners at once, and the seconds from the fault's end to the first delivery of a record put after it.
+Run by tests/integration/test_faults.py and ``python -m bench.faults``."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,7 +29,7 @@ from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY, AwsEndpoints
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
-from tools.tcp_proxy import FaultProxy
+from tools.tcp_proxy import FaultProxy, address
 
 __all__ = ["LEASE", "LIMIT_SCENARIOS", "PUT_EVERY", "SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
 
@@ -53,13 +45,16 @@ LEASE = LeaseConfig(
     leader_check_interval=0.4,
 )
 PUT_EVERY = 0.05
+_BOUND = LEASE.lease_duration + 5.0  # what the issue allows from a fault's end to progress
 
 
 @dataclass(frozen=True)
 class Scenario:
+    """One fault of the faulty worker's Kinesis or DynamoDB."""
+
     name: str
     target: str  # "kinesis" or "dynamodb": which endpoint of the faulty worker breaks
-    mode: str  # a FaultProxy mode (tools.tcp_proxy.MODES) or a key of _LIMIT_FAULTS
+    mode: str  # a FaultProxy.outage mode or a key of _LIMIT_FAULTS
     seconds: float  # how long the fault lasts
     delay: float = 0.0  # slow: how long each response is held (more than the client's read timeout)
     retrieval: str = "polling"  # or "fanout": SubscribeToShard through a FaultProxy(eventstream=True)
@@ -93,17 +88,10 @@ LIMIT_SCENARIOS = (
 )
 
 
-@contextmanager
-def _limited(proxy: KinesisLimitsProxy, mode: str) -> Iterator[None]:
-    proxy.set_limits(_LIMIT_FAULTS[mode])
-    try:
-        yield
-    finally:
-        proxy.set_limits(Limits())
-
-
 @dataclass
 class FaultResult:
+    """What one run of a scenario measured."""
+
     scenario: str
     produced: int
     delivered: int  # distinct records delivered
@@ -111,24 +99,20 @@ class FaultResult:
     delivered_twice: int
     epochs_in_order: bool  # no delivery of an older ownership after one of a newer: never two owners
     recovery_s: float | None  # fault's end -> first delivery of a record put after it
-    bound_s: float  # what the issue allows: lease duration + 5 s (2 s while the lease stays valid)
+    bound_s: float  # _BOUND (2 s while the lease stays valid)
     owners: list[str] = field(default_factory=list)  # which workers delivered
 
 
+@dataclass
 class _Journal(BaseProcessor):
-    """Every delivery: (monotonic time, worker, sequence, epoch)."""
+    """Notes every delivery: (monotonic time, worker, sequence, epoch)."""
 
     rows: list[tuple[float, str, str, int]]
-    lock = threading.Lock()
-
-    def __init__(self, rows: list[tuple[float, str, str, int]], worker: str) -> None:
-        self.rows = rows
-        self.worker = worker
+    worker: str
 
     def process_records(self, data: ProcessRecordsInput) -> None:
         now = time.monotonic()
-        with self.lock:
-            self.rows.extend((now, self.worker, r.sequence_number, data.epoch) for r in data.records)
+        self.rows.extend([(now, self.worker, r.sequence_number, data.epoch) for r in data.records])  # at once
 
 
 def _worker(
@@ -144,7 +128,6 @@ def _worker(
     session = boto3.session.Session(
         aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY, region_name=ep.region
     )
-    ddb = make_client("dynamodb", endpoint_url=aws_url, session=session, config=WORKER_CALLS)
     config = WorkerConfig(
         application="faults",
         lease_table=names["leases"],
@@ -155,6 +138,7 @@ def _worker(
         retrieval=retrieval,
         shutdown=ShutdownConfig(deadline=10.0),
     )
+    ddb = make_client("dynamodb", endpoint_url=aws_url, session=session, config=WORKER_CALLS)
     return Worker(
         config,
         DynamoDBLeaseRepository(ddb, names["leases"], names["checkpoints"]),
@@ -171,6 +155,15 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
+def _delivered_after(
+    since: float, puts: list[tuple[float, str]], rows: list[tuple[float, str, str, int]], what: str
+) -> None:
+    """Wait for a record put after ``since``, then for its delivery."""
+    _wait(lambda: any(p > since for p, _ in puts), 5, f"a record put ({what})")
+    after = {seq for p, seq in puts if p > since}
+    _wait(lambda: any(seq in after for _, _, seq, _ in list(rows)), _BOUND + 10, what)
+
+
 @contextmanager
 def _running(worker: Worker) -> Iterator[threading.Thread]:
     t = threading.Thread(target=worker.run, daemon=True, name=f"worker-{worker.id}")
@@ -182,32 +175,14 @@ def _running(worker: Worker) -> Iterator[threading.Thread]:
         t.join(30)
 
 
-def _port(url: str) -> tuple[str, int]:
-    host, _, port = url.rsplit("/", 1)[-1].partition(":")
-    return host, int(port)
-
-
 def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
     """Run one fault scenario against the emulators at ``ep``; see the module docstring."""
     suffix = uuid.uuid4().hex[:8]
-    names = {
-        "stream": f"faults-{suffix}",
-        "leases": f"faults-l-{suffix}",
-        "checkpoints": f"faults-c-{suffix}",
-    }
-    kinesis, ddb = ep.client("kinesis"), ep.client("dynamodb")
-    create_tables(ddb, names["leases"], names["checkpoints"])
+    names = {name: f"faults-{name}-{suffix}" for name in ("stream", "leases", "checkpoints")}
+    kinesis = ep.client("kinesis")
+    create_tables(ep.client("dynamodb"), names["leases"], names["checkpoints"])
     kinesis.create_stream(StreamName=names["stream"], ShardCount=1)
-    _wait(
-        lambda: (
-            kinesis.describe_stream_summary(StreamName=names["stream"])["StreamDescriptionSummary"][
-                "StreamStatus"
-            ]
-            == "ACTIVE"
-        ),
-        30,
-        "the stream",
-    )
+    kinesis.get_waiter("stream_exists").wait(StreamName=names["stream"], WaiterConfig={"Delay": 0.2})
     rows: list[tuple[float, str, str, int]] = []
     puts: list[tuple[float, str]] = []
     stop = threading.Event()
@@ -219,16 +194,17 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             puts.append((time.monotonic(), out["SequenceNumber"]))
             n += 1
 
-    retrieval = RetrievalConfig()
-    shim = FaultProxy(_port(ep.kinesis_endpoint), eventstream=True).start()  # boto3 needs it for fan-out only
-    kinesis_url = ep.kinesis_endpoint
-    if s.retrieval == "fanout":
-        retrieval = RetrievalConfig(mode="fanout", fanout_consumer_name=f"faults-{suffix}")
-        kinesis_url = shim.url()
-    k_proxy = FaultProxy(_port(kinesis_url)).start()
-    d_proxy = FaultProxy(_port(ep.aws_endpoint)).start()
+    fanout = s.retrieval == "fanout"
+    retrieval = (
+        RetrievalConfig(mode="fanout", fanout_consumer_name=names["stream"]) if fanout else RetrievalConfig()
+    )
+    # kinesis-local's event streams lack the initial-response event boto3 needs: the shim inserts it
+    shim = FaultProxy(address(ep.kinesis_endpoint), eventstream=True).start() if fanout else None
+    kinesis_url = shim.url() if shim is not None else ep.kinesis_endpoint
+    k_proxy = FaultProxy(address(kinesis_url)).start()
+    d_proxy = FaultProxy(address(ep.aws_endpoint)).start()
     proxy = k_proxy if s.target == "kinesis" else d_proxy
-    limits = KinesisLimitsProxy(_port(kinesis_url), Limits()).start() if s.mode in _LIMIT_FAULTS else None
+    limits = KinesisLimitsProxy(address(kinesis_url), Limits()).start() if s.mode in _LIMIT_FAULTS else None
     faulty_kinesis = limits.url() if limits is not None else k_proxy.url()
     faulty = _worker("faulty", ep, faulty_kinesis, d_proxy.url(), names, rows, retrieval)
     healthy = _worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval)
@@ -240,32 +216,28 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             with _running(healthy):
                 producer.start()
                 _wait(lambda: len(rows) >= 10, 30, "deliveries before the fault")
-                fault = _limited(limits, s.mode) if limits else proxy.outage(s.mode, delay=s.delay or 30.0)
-                with fault:
-                    time.sleep(s.seconds)  # the fault's length is the point of the scenario
+                if limits is None:
+                    with proxy.outage(s.mode, delay=s.delay or 30.0):
+                        time.sleep(s.seconds)  # the fault's length is the point of the scenario
+                else:
+                    limits.set_limits(_LIMIT_FAULTS[s.mode])
+                    time.sleep(s.seconds)
+                    limits.set_limits(Limits())
                 healed = time.monotonic()
-                bound = LEASE.lease_duration + 5.0
-                _wait(lambda: any(p > healed for p, _ in puts), 5, "a record put after the fault")
-                after = {seq for p, seq in puts if p > healed}
-                _wait(lambda: any(seq in after for _, _, seq, _ in list(rows)), bound + 10, "progress")
+                _delivered_after(healed, puts, rows, "progress after the fault")
                 # keep producing past the recovery: a record put after it must flow too
-                recovered = time.monotonic()
-                _wait(lambda: any(p > recovered for p, _ in puts), 5, "a record put after the recovery")
-                later = {seq for p, seq in puts if p > recovered}
-                _wait(lambda: any(seq in later for _, _, seq, _ in list(rows)), bound + 10, "records flowing")
+                _delivered_after(time.monotonic(), puts, rows, "records flowing after the recovery")
                 stop.set()
                 producer.join(5)
                 produced = {seq for _, seq in puts}
-                _wait(lambda: produced <= {r[2] for r in list(rows)}, bound + 10, "every record delivered")
+                _wait(lambda: produced <= {r[2] for r in list(rows)}, _BOUND + 10, "every record delivered")
     except TimeoutError:
         pass  # reported below as lost records or no recovery
     finally:
         stop.set()
-        k_proxy.stop()
-        d_proxy.stop()
-        if limits is not None:
-            limits.stop()
-        shim.stop()
+        for running in (k_proxy, d_proxy, limits, shim):
+            if running is not None:
+                running.stop()
     return _result(s, rows, puts, healed)
 
 
@@ -273,15 +245,13 @@ def _result(
     s: Scenario, rows: list[tuple[float, str, str, int]], puts: list[tuple[float, str]], healed: float | None
 ) -> FaultResult:
     produced = {seq for _, seq in puts}
-    seen: dict[str, int] = {}
-    for _, _, seq, _ in rows:
-        seen[seq] = seen.get(seq, 0) + 1
+    seen = Counter(seq for _, _, seq, _ in rows)
     epochs = [epoch for _, _, _, epoch in rows]
     recovery = None
     if healed is not None:
         after = {seq for p, seq in puts if p > healed}
-        firsts = [t for t, _, seq, _ in rows if seq in after]
-        recovery = round(min(firsts) - healed, 3) if firsts else None
+        first = min((t for t, _, seq, _ in rows if seq in after), default=None)
+        recovery = None if first is None else round(first - healed, 3)
     return FaultResult(
         scenario=s.name,
         produced=len(produced),
@@ -290,6 +260,6 @@ def _result(
         delivered_twice=sum(1 for n in seen.values() if n > 1),
         epochs_in_order=epochs == sorted(epochs),
         recovery_s=recovery,
-        bound_s=LEASE.lease_duration + 5.0,
+        bound_s=_BOUND,
         owners=sorted({w for _, w, _, _ in rows}),
     )

@@ -1,52 +1,16 @@
-"""The network fault tool: a loopback-only TCP proxy between one client and one local service, for the tests
-and benchmarks against the local emulators. Every interposer the project uses is a setting of this one.
-
-Point the client at :meth:`FaultProxy.url`::
-
-    with FaultProxy(("127.0.0.1", moto_port)) as proxy:
-        dynamodb = boto3.client("dynamodb", endpoint_url=proxy.url(), ...)
-        with proxy.outage("refuse"):     # EndpointConnectionError until the block ends
-            ...
-        proxy.slow(5.0)                  # every response chunk 5 s late: ReadTimeoutError
-        proxy.hold(10.0)                 # every request reaches moto 10 s late, also after the client gave up
-        proxy.heal()                     # transparent again; the same client works
-
-Faults on the response path (each replaces the previous one; :meth:`heal` ends any):
-
-* ``refuse`` (a cut): the listening socket is closed, so new connections get ECONNREFUSED, and existing
-  connections are dropped with a TCP RST. :meth:`heal` listens again on the same port.
-* ``reset``: existing and new connections are reset (RST) as soon as either side sends anything.
-* ``reset_mid_response``: requests are forwarded; ``after_bytes`` bytes of each connection's next response
-  pass, then the connection is reset.
-* ``slow`` (a delay): every response chunk is held ``delay`` seconds before it is forwarded (to exceed a read
-  timeout). ``black_hole``: every response is held until the fault changes.
-
-On the request path, :meth:`hold` holds each *request* ``delay`` seconds before passing it on, also after the
-client gave up on it, as a congested network or a process that stalled in the middle of a call would deliver
-it (``slow`` holds responses: the requests behind them have already reached the server). The answer to a
-request its client gave up on is still read (up to 5 s after the last held bytes went). :meth:`release` ends
-the hold; requests already held keep their time. With ``record=True`` the proxy notes every exchange (request
-bytes, response bytes, when each passed): :meth:`log`.
-
-Two fix-ups, chosen when the proxy is made: ``eventstream=True`` inserts the ``initial-response`` event that
-kinesis-local omits (and botocore requires: "First event was not of type initial-response") as the first chunk
-of every ``application/vnd.amazon.eventstream`` response, every other byte unchanged; ``meter=`` hands every
-complete HTTP request to a :class:`Meter` before its last byte is forwarded and its complete response after it
-came back and before the client gets it (``tools.coordination.metering`` bills DynamoDB's this way). Both frame
-the byte stream into HTTP/1.1 messages (Content-Length or chunked), so a kept-alive connection is handled
-message by message.
-
-One thread accepts; one thread per connection moves bytes both ways and is the only one that touches its
-sockets (it is woken through a socket pair when the fault changes). :meth:`stop` closes everything and joins
-every thread with a bounded wait. Only 127.0.0.1 is ever bound or connected to.
+"""The network fault tool: a TCP proxy on 127.0.0.1 in front of one local service, with faults switched on
+and off while it runs (:data:`MODES` on the response path, :meth:`FaultProxy.hold` on the request path;
+docs/emulators.md has what a client sees under each). ``eventstream=True`` inserts the ``initial-response``
+event kinesis-local omits (botocore requires it), ``meter=`` hands every message to a :class:`Meter`,
+``record=True`` notes every :class:`Exchange`. Each connection has a thread for its requests and one for its
+responses: blocking reads (woken by shutting the read side when the connection must go), waits on one condition.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
-import select
-import selectors
 import socket
 import struct
 import threading
@@ -59,26 +23,15 @@ from typing import Final, Protocol
 
 from tools.http_framing import Framer
 
-__all__ = [
-    "LOOPBACK",
-    "MODES",
-    "Exchange",
-    "FaultProxy",
-    "Meter",
-    "ProxyError",
-    "ProxyStats",
-]
+__all__ = ["LOOPBACK", "MODES", "Exchange", "FaultProxy", "Meter", "ProxyError", "ProxyStats", "address"]
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK: Final = "127.0.0.1"
-MODES: Final = ("transparent", "refuse", "reset", "reset_mid_response", "slow", "black_hole")
+MODES: Final = ("refuse", "reset", "reset_mid_response", "slow", "black_hole")
 _CHUNK: Final = 65536
-_SEND_TIMEOUT: Final = 10.0
-_CONNECT_TIMEOUT: Final = 5.0
-_STATE_TIMEOUT: Final = 5.0
-_JOIN_TIMEOUT: Final = 5.0
-_LINGER: Final = 5.0  # how long an abandoned request's answer is waited for once its last bytes went
+_SEND_TIMEOUT: Final = struct.pack("ll", 10, 0)  # SO_SNDTIMEO: 10 s for a client that stops reading
+_WAIT: Final = 5.0  # the bound of every other wait: connect, a join, an abandoned request's answer
 
 
 class ProxyError(RuntimeError):
@@ -91,9 +44,8 @@ class ProxyStats:
 
     accepted: int = 0  # connections accepted from clients
     active: int = 0  # connections open right now
-    dropped: int = 0  # open connections closed by a ``refuse`` outage (with RST)
+    dropped: int = 0  # open connections closed by a ``refuse`` outage or stop() (with RST)
     resets: int = 0  # connections reset by ``reset`` or ``reset_mid_response``
-    upstream_failures: int = 0  # accepted connections whose target could not be reached
     bytes_to_target: int = 0
     bytes_to_client: int = 0
 
@@ -106,13 +58,12 @@ class Exchange:
     request: bytearray = field(default_factory=bytearray)
     forwarded: float | None = None  # its last bytes so far passed on to the server
     answered: float | None = None  # the first bytes of the response came back
-    completed: float | None = None  # its last bytes came back (noted with ``record=True``, ``meter=`` or
-    # ``eventstream=True``: the proxy frames the responses then)
+    completed: float | None = None  # its last bytes came back (noted when the proxy frames responses)
     response: bytearray = field(default_factory=bytearray)
 
 
 class Meter(Protocol):
-    """Sees every complete HTTP message of a connection, in the connection's thread."""
+    """Sees every complete HTTP message of a connection."""
 
     def begin(self, request: bytes) -> object:
         """A complete request, before its last byte is forwarded; returns a token for :meth:`end`."""
@@ -127,9 +78,15 @@ class Meter(Protocol):
 @dataclass(frozen=True)
 class _Fault:
     mode: str = "transparent"
-    delay: float | None = 0.0  # None: until the fault changes
+    delay: float | None = 0.0  # how long each response chunk is held; None: until the fault changes
     after_bytes: int = 0
     generation: int = 0
+
+
+def address(url: str) -> tuple[str, int]:
+    """The (host, port) of an endpoint URL such as ``http://127.0.0.1:4566``."""
+    host, _, port = url.rsplit("/", 1)[-1].partition(":")
+    return host, int(port)
 
 
 def _abort(sock: socket.socket) -> None:
@@ -146,7 +103,6 @@ class FaultProxy:
         self,
         target: tuple[str, int],
         *,
-        listen_port: int = 0,
         eventstream: bool = False,
         record: bool = False,
         meter: Meter | None = None,
@@ -155,29 +111,24 @@ class FaultProxy:
         if host not in (LOOPBACK, "localhost"):
             raise ProxyError(f"target {host}:{target_port} is not on {LOOPBACK}; the proxy is loopback-only")
         self.target: tuple[str, int] = (LOOPBACK, int(target_port))
-        self.port: int = listen_port
+        self.port = 0  # chosen when it starts; kept across refuse() and heal()
         self.eventstream, self.record, self.meter = eventstream, record, meter
         self._cond = threading.Condition()
         self._fault = _Fault()
         self._hold = 0.0  # seconds each request is held before it is forwarded
-        self._want_listening = True
         self._listener: socket.socket | None = None
-        self._listen_error: BaseException | None = None
         self._stopping = False
         self._accept_thread: threading.Thread | None = None
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._connections: dict[int, _Connection] = {}
+        self._connections: set[_Connection] = set()
         self._exchanges: list[Exchange] = []
-        self._next_id = 0
         self._counts = {name: 0 for name in ProxyStats.__dataclass_fields__ if name != "active"}
 
-    # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> FaultProxy:
+        """Listen and forward (once: a second call does nothing)."""
         with self._cond:
             if self._accept_thread is not None:
                 return self
-            self._listener = self._bind()
-            self.port = int(self._listener.getsockname()[1])
+            self._listen(True)
             self._accept_thread = threading.Thread(
                 target=self._accept_loop, name=f"fault-proxy-{self.port}", daemon=True
             )
@@ -190,24 +141,17 @@ class FaultProxy:
         with self._cond:
             accept_thread, already = self._accept_thread, self._stopping
             self._stopping = True
-            self._cond.notify_all()
+            self._listen(False)
+            connections = list(self._connections)  # no connection is added once stopping
         if accept_thread is None or already:
-            self._wake_r.close()
-            self._wake_w.close()
             return
-        self._wake()
-        accept_thread.join(_JOIN_TIMEOUT)
-        with self._cond:  # no connection is accepted after the accept thread ends
-            connections = list(self._connections.values())
         for conn in connections:
-            conn.wake()
-        for conn in connections:
-            conn.thread.join(_JOIN_TIMEOUT)
-        alive = [t.name for t in (accept_thread, *(c.thread for c in connections)) if t.is_alive()]
-        self._wake_r.close()
-        self._wake_w.close()
-        if alive:
-            raise ProxyError(f"fault proxy threads did not stop within {_JOIN_TIMEOUT}s: {alive}")
+            conn.interrupt()
+        threads = [accept_thread, *(c.thread for c in connections)]
+        for thread in threads:
+            thread.join(_WAIT)
+        if alive := [t.name for t in threads if t.is_alive()]:
+            raise ProxyError(f"fault proxy threads did not stop within {_WAIT}s: {alive}")
         logger.info("fault proxy on port %d stopped: %s", self.port, self.stats)
 
     def __enter__(self) -> FaultProxy:
@@ -218,15 +162,18 @@ class FaultProxy:
     ) -> None:
         self.stop()
 
-    def url(self, scheme: str = "http") -> str:
-        return f"{scheme}://{LOOPBACK}:{self.port}"
+    def url(self) -> str:
+        """Where a client reaches the proxy."""
+        return f"http://{LOOPBACK}:{self.port}"
 
     @property
     def mode(self) -> str:
+        """The fault in force ("transparent" when none)."""
         return self._fault.mode
 
     @property
     def stats(self) -> ProxyStats:
+        """The counters now."""
         with self._cond:
             return ProxyStats(active=len(self._connections), **self._counts)
 
@@ -236,32 +183,30 @@ class FaultProxy:
             return list(self._exchanges)
 
     # -- faults ----------------------------------------------------------------------------------
-    def refuse(self) -> None:
-        """Outage: new connections are refused (listener closed), open ones dropped (RST). Returns when so."""
-        self._set(_Fault("refuse"), listening=False)
-        with self._cond:
-            if not self._cond.wait_for(lambda: not self._connections or self._stopping, _STATE_TIMEOUT):
-                raise ProxyError(f"connections still open {_STATE_TIMEOUT}s after refuse()")
+    def fault(self, mode: str, *, delay: float = 30.0, after_bytes: int = 10) -> None:
+        """Put a fault of :data:`MODES` in force until the next one or :meth:`heal`: ``refuse`` returns once
+        every open connection is dropped, ``slow`` holds each response chunk ``delay`` seconds,
+        ``reset_mid_response`` passes ``after_bytes`` bytes of each connection's next response."""
+        if mode not in MODES:
+            raise ValueError(f"fault mode must be one of {MODES}, got {mode!r}")
+        if delay <= 0 or after_bytes < 0:
+            raise ValueError(f"delay must be > 0 seconds and after_bytes >= 0, got {delay}, {after_bytes}")
+        connections = self._set(_Fault(mode, {"slow": delay, "black_hole": None}.get(mode, 0.0), after_bytes))
+        if mode == "refuse":
+            for conn in connections:
+                conn.interrupt()
+            with self._cond:
+                if not self._cond.wait_for(lambda: not self._connections or self._stopping, _WAIT):
+                    raise ProxyError(f"connections still open {_WAIT}s after refusing")
 
-    def reset(self) -> None:
-        """Existing and new connections get a TCP RST as soon as either side sends anything."""
-        self._set(_Fault("reset"), listening=True)
-
-    def reset_mid_response(self, after_bytes: int = 10) -> None:
-        """Forward requests; pass ``after_bytes`` bytes of each connection's next response, then RST."""
-        if after_bytes < 0:
-            raise ValueError(f"after_bytes must be >= 0, got {after_bytes}")
-        self._set(_Fault("reset_mid_response", after_bytes=after_bytes), listening=True)
-
-    def slow(self, delay: float) -> None:
-        """Hold every response chunk ``delay`` seconds before forwarding it."""
-        if delay <= 0:
-            raise ValueError(f"delay must be > 0 seconds, got {delay}")
-        self._set(_Fault("slow", delay=delay), listening=True)
-
-    def black_hole(self) -> None:
-        """Hold every response until the fault changes (the requests reach the server)."""
-        self._set(_Fault("black_hole", delay=None), listening=True)
+    @contextlib.contextmanager
+    def outage(self, mode: str = "refuse", *, delay: float = 30.0, after_bytes: int = 10) -> Iterator[None]:
+        """``with proxy.outage("reset"):`` the fault holds inside the block and is healed on exit."""
+        self.fault(mode, delay=delay, after_bytes=after_bytes)
+        try:
+            yield
+        finally:
+            self.heal()
 
     def hold(self, delay: float) -> None:
         """From now on every request reaches the server ``delay`` seconds after it reached the proxy, also
@@ -278,331 +223,231 @@ class FaultProxy:
     def heal(self) -> None:
         """Back to transparent forwarding (listening again on the same port after ``refuse``; no hold)."""
         self.release()
-        self._set(_Fault(), listening=True)
-
-    @contextlib.contextmanager
-    def outage(self, mode: str = "refuse", *, delay: float = 30.0, after_bytes: int = 10) -> Iterator[None]:
-        """``with proxy.outage("reset"):`` the fault holds inside the block and is healed on exit."""
-        faults: dict[str, Callable[[], None]] = {
-            "refuse": self.refuse,
-            "reset": self.reset,
-            "reset_mid_response": lambda: self.reset_mid_response(after_bytes),
-            "slow": lambda: self.slow(delay),
-            "black_hole": self.black_hole,
-        }
-        if mode not in faults:
-            raise ValueError(f"outage mode must be one of {sorted(faults)}, got {mode!r}")
-        faults[mode]()
-        try:
-            yield
-        finally:
-            self.heal()
+        self._set(_Fault())
 
     # -- internals -------------------------------------------------------------------------------
-    def _set(self, fault: _Fault, *, listening: bool) -> None:
+    def _set(self, fault: _Fault) -> list[_Connection]:
+        """Put ``fault`` in force (waking every wait on it); returns the connections open now."""
         with self._cond:
             if self._accept_thread is None or self._stopping:
                 raise ProxyError("the fault proxy is not running; call start()")
-            self._fault = _Fault(fault.mode, fault.delay, fault.after_bytes, self._fault.generation + 1)
-            self._want_listening = listening
-            self._listen_error = None
-            connections = list(self._connections.values())
-        logger.info("fault proxy on port %d: %s", self.port, fault.mode)
-        for conn in connections:
-            conn.wake()
-        self._wake()
-        with self._cond:
-            settled = self._cond.wait_for(
-                lambda: (self._listener is not None) == listening or self._listen_error is not None,
-                _STATE_TIMEOUT,
-            )
-            if self._listen_error is not None:
-                raise ProxyError(f"cannot listen on 127.0.0.1:{self.port} again") from self._listen_error
-            if not settled:
-                raise ProxyError(f"the listener did not {'open' if listening else 'close'} in time")
+            self._fault = dataclasses.replace(fault, generation=self._fault.generation + 1)
+            self._listen(fault.mode != "refuse")
+            logger.info("fault proxy on port %d: %s", self.port, fault.mode)
+            return list(self._connections)
 
-    def _wake(self) -> None:
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-
-    def _bind(self) -> socket.socket:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind((LOOPBACK, self.port))
-            listener.listen(128)
-        except OSError:
-            listener.close()
-            raise
-        return listener
+    def _listen(self, on: bool) -> None:
+        """Open or close the listener (with the condition held)."""
+        if on and self._listener is None:
+            try:  # SO_REUSEADDR: the same port again after refusing
+                self._listener = socket.create_server((LOOPBACK, self.port), backlog=128)
+            except OSError as exc:
+                raise ProxyError(f"cannot listen on {LOOPBACK}:{self.port}") from exc
+            self.port = int(self._listener.getsockname()[1])
+        elif not on and self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept thread
+            self._listener.close()
+            self._listener = None
+        self._cond.notify_all()
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._cond:
             self._counts[name] += n
 
-    def _new_exchange(self) -> Exchange:
-        exchange = Exchange(time.monotonic())
-        if self.record:
-            with self._cond:
-                self._exchanges.append(exchange)
-        return exchange
-
     def _accept_loop(self) -> None:
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._wake_r, selectors.EVENT_READ)
-            registered: socket.socket | None = None
-            while True:
-                with self._cond:
-                    if self._stopping:
-                        break
-                    self._reconcile_listener()
-                    listener = self._listener
-                if listener is not registered:
-                    if registered is not None:
-                        sel.unregister(registered)
-                    if listener is not None:
-                        sel.register(listener, selectors.EVENT_READ)
-                    registered = listener
-                for key, _ in sel.select():
-                    if key.fileobj is self._wake_r:
-                        with contextlib.suppress(OSError):
-                            self._wake_r.recv(4096)
-                    elif key.fileobj is listener and listener is not None:
-                        self._accept(listener)
-        with self._cond:
-            if self._listener is not None:
-                self._listener.close()
-                self._listener = None
-            self._cond.notify_all()
-
-    def _reconcile_listener(self) -> None:
-        """Open or close the listener as asked (called with the condition held, in the accept thread)."""
-        if self._want_listening and self._listener is None and self._listen_error is None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._listener is not None or self._stopping)
+                if self._stopping or self._listener is None:
+                    return
+                listener = self._listener
             try:
-                self._listener = self._bind()
+                client, _ = listener.accept()
+            except OSError:
+                continue  # the listener was closed
+            self._count("accepted")
+            try:
+                upstream = socket.create_connection(self.target, timeout=_WAIT)
             except OSError as exc:
-                self._listen_error = exc
-        elif not self._want_listening and self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        self._cond.notify_all()
-
-    def _accept(self, listener: socket.socket) -> None:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return
-        self._count("accepted")
-        try:
-            upstream = socket.create_connection(self.target, timeout=_CONNECT_TIMEOUT)
-        except OSError as exc:
-            logger.debug("fault proxy: target %s:%d unreachable: %s", *self.target, exc)
-            self._count("upstream_failures")
-            _abort(client)
-            return
-        with self._cond:
-            self._next_id += 1
-            conn = _Connection(self, self._next_id, client, upstream)
-            self._connections[conn.ident] = conn
-        conn.thread.start()
-
-    def _forget(self, conn: _Connection) -> None:
-        with self._cond:
-            self._connections.pop(conn.ident, None)
-            self._cond.notify_all()
+                logger.debug("fault proxy: target %s:%d unreachable: %s", *self.target, exc)
+                _abort(client)
+                continue
+            with self._cond:
+                if self._stopping or self._fault.mode == "refuse":  # too late: refuse() or stop() has begun
+                    _abort(client)
+                    upstream.close()
+                    continue
+                conn = _Connection(self, client, upstream)
+                self._connections.add(conn)
+            conn.thread.start()
 
 
 class _Connection:
-    """One proxied connection; only its own thread reads, writes or closes its sockets."""
+    """One proxied connection: its thread forwards the requests, a second one the responses."""
 
-    def __init__(self, proxy: FaultProxy, ident: int, client: socket.socket, upstream: socket.socket) -> None:
-        self.proxy = proxy
-        self.ident = ident
-        self.client = client
-        self.upstream = upstream
+    def __init__(self, proxy: FaultProxy, client: socket.socket, upstream: socket.socket) -> None:
+        self.proxy, self.client, self.upstream = proxy, client, upstream
         for sock in (client, upstream):
-            sock.settimeout(_SEND_TIMEOUT)  # bounds sendall; reads only follow select()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._fault_generation = -1
-        self._response_bytes = 0  # bytes sent to the client under the current fault
+            sock.settimeout(None)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _SEND_TIMEOUT)
+        self.ended: str | None = None  # "closed", "reset" or "dropped", by the side that ends it first
         self._client_open = True
-        self._linger_until = float("inf")
-        self._held: deque[tuple[float, bytes, Exchange]] = deque()  # (when it may go on, bytes, its exchange)
         self._exchange: Exchange | None = None
+        self._last_held = False  # the latest request was held
+        self._generation, self._response_bytes = -1, 0  # bytes sent to the client under this fault
+        self._requests = Framer(requests=True, keep=True)  # fed only with a meter
         metered = proxy.meter is not None
-        self._requests = Framer(requests=True, keep=metered) if metered else None
         self._responses = (
             Framer(requests=False, eventstream=proxy.eventstream, keep=metered)
             if metered or proxy.eventstream or proxy.record
             else None
         )
         self._tokens: deque[object] = deque()  # the meter's, one per request not yet answered
-        self.thread = threading.Thread(target=self._run, name=f"fault-proxy-conn-{ident}", daemon=True)
+        name = f"fault-proxy-conn-{client.fileno()}"
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._responder = threading.Thread(
+            target=self._pump, args=(self._from_upstream,), name=f"{name}-responses", daemon=True
+        )
 
-    def wake(self) -> None:
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
+    def interrupt(self) -> None:
+        """Wake both threads' reads (they end the connection when the fault or a stop says so)."""
+        for sock in (self.client, self.upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RD)
 
-    def _fault(self) -> _Fault | None:
-        """The fault in force, or None when the proxy is stopping or refusing (this connection must go)."""
+    def _end(self, how: str) -> None:
+        with self.proxy._cond:
+            self.ended = self.ended or how
+            self.proxy._cond.notify_all()
+        self.interrupt()
+
+    def _gone(self) -> bool:
+        """The connection must go: the proxy stops or refuses, or the other side ended it."""
         proxy = self.proxy
-        with proxy._cond:
-            fault, stopping = proxy._fault, proxy._stopping
-        if fault.generation != self._fault_generation:
-            self._fault_generation, self._response_bytes = fault.generation, 0
-        return None if stopping or fault.mode == "refuse" else fault
+        return proxy._stopping or proxy._fault.mode == "refuse" or self.ended is not None
 
     def _run(self) -> None:
-        ended = "closed"
-        try:
-            ended = self._pump()
-        except OSError as exc:
-            logger.debug("fault proxy connection %d: %s", self.ident, exc)
-        finally:
-            if ended in ("reset", "dropped"):
-                # The fault is on the client's path: the client sees the RST. The service behind closes
-                # normally, as a real endpoint would see it; kinesis-local stops listening for good when
-                # one of its connections is reset.
-                _abort(self.client)
-                self.upstream.close()
-                self.proxy._count("resets" if ended == "reset" else "dropped")
-            else:
-                self.client.close()
-                self.upstream.close()
-            meter = self.proxy.meter
-            while meter is not None and self._tokens:
-                meter.end(self._tokens.popleft(), None)
-            self._wake_r.close()
-            self._wake_w.close()
-            self.proxy._forget(self)
+        self._responder.start()
+        self._pump(self._from_client)
+        self._responder.join()
+        if self.ended in ("reset", "dropped"):
+            # The fault is on the client's path: the client sees the RST. The service behind closes normally,
+            # as a real endpoint would see it; kinesis-local stops listening for good when one of its
+            # connections is reset.
+            _abort(self.client)
+            self.proxy._count("resets" if self.ended == "reset" else "dropped")
+        else:
+            self.client.close()
+        self.upstream.close()
+        while self.proxy.meter is not None and self._tokens:
+            self.proxy.meter.end(self._tokens.popleft(), None)
+        with self.proxy._cond:
+            self.proxy._connections.discard(self)
+            self.proxy._cond.notify_all()
 
-    def _pump(self) -> str:
-        with selectors.DefaultSelector() as sel:
-            for sock in (self.client, self.upstream, self._wake_r):
-                sel.register(sock, selectors.EVENT_READ)
-            while True:
-                if self._fault() is None:
-                    return "dropped"
-                now = time.monotonic()
-                while self._held and self._held[0][0] <= now:
-                    _, data, exchange = self._held.popleft()
-                    self._to_target(data, exchange)
-                if not self._client_open and not self._held:  # the client gave up: keep the last answer
-                    self._linger_until = min(self._linger_until, now + _LINGER)
-                    last = self._exchange
-                    if now > self._linger_until or last is None or self._answered(last):
-                        return "closed"
-                if self._held:
-                    wait: float | None = max(0.0, self._held[0][0] - now)
-                elif not self._client_open:
-                    wait = max(0.0, self._linger_until - now)
-                else:
-                    wait = None
-                for key, _ in sel.select(wait):
-                    if key.fileobj is self._wake_r:
-                        self._wake_r.recv(4096)
-                        continue
-                    from_client = key.fileobj is self.client
-                    outcome = self._from_client(sel) if from_client else self._from_upstream()
-                    if outcome != "open":
-                        return outcome
+    def _pump(self, step: Callable[[], str | None]) -> None:
+        """Run one direction until it, or the other, ends the connection."""
+        how = None
+        while how is None and self.ended is None:
+            try:
+                how = step()
+            except OSError as exc:
+                logger.debug("fault proxy %s: %s", threading.current_thread().name, exc)
+                how = "dropped" if self._gone() else "closed"
+        self._end(how or "closed")
+
+    def _from_client(self) -> str | None:
+        try:
+            data = self.client.recv(_CHUNK)
+        except OSError:
+            data = b""  # a reset
+        if self._gone():
+            return "dropped"
+        if not data:
+            return self._client_gone()
+        if self.proxy._fault.mode == "reset":
+            return "reset"
+        if self._exchange is None or self._exchange.answered is not None:  # a new request on this connection
+            self._exchange = Exchange(time.monotonic())
+            if self.proxy.record:
+                with self.proxy._cond:
+                    self.proxy._exchanges.append(self._exchange)
+        exchange = self._exchange
+        if self.proxy.record:
+            exchange.request += data
+        with self.proxy._cond:
+            self._last_held = self.proxy._hold > 0
+            due = exchange.arrived + self.proxy._hold
+            self.proxy._cond.wait_for(lambda: self._gone() or time.monotonic() >= due, due - time.monotonic())
+        if self._gone():
+            return "dropped"
+        meter = self.proxy.meter
+        if meter is not None:
+            self._requests.feed(data)
+            for request in self._requests.messages():  # its last byte is in ``data``: not yet forwarded
+                self._tokens.append(meter.begin(request))
+        self.upstream.sendall(data)
+        exchange.forwarded = time.monotonic()
+        self.proxy._count("bytes_to_target", len(data))
+        return None
+
+    def _client_gone(self) -> str:
+        """The client closed or reset its side: the answer to a held request is still read (up to _WAIT)."""
+        self._client_open = False
+        last, proxy = self._exchange, self.proxy
+        with proxy._cond:
+            if last is not None and (self._last_held or proxy._hold > 0):
+                proxy._cond.wait_for(lambda: self._gone() or self._answered(last), _WAIT)
+        return "closed"
 
     def _answered(self, exchange: Exchange) -> bool:
         """The whole answer is in when the responses are framed, else its first bytes."""
         return (exchange.completed if self._responses is not None else exchange.answered) is not None
 
-    def _client_gone(self, sel: selectors.BaseSelector) -> str:
-        """The client closed or reset its side: what it sent still goes on if held, then the answer is read."""
-        with self.proxy._cond:
-            holding = self.proxy._hold > 0
-        if not self._held and not holding:
-            return "closed"
-        self._client_open = False
-        with contextlib.suppress(KeyError, ValueError):  # already unregistered
-            sel.unregister(self.client)
-        return "open"
-
-    def _from_client(self, sel: selectors.BaseSelector) -> str:
-        try:
-            data = self.client.recv(_CHUNK)
-        except OSError:
-            data = b""  # a reset: what the client sent is still delivered when held
-        if not data:
-            return self._client_gone(sel)
-        fault = self._fault()
-        if fault is None:
-            return "dropped"
-        if fault.mode == "reset":
-            return "reset"
-        if self._exchange is None or self._exchange.answered is not None:  # a new request on this connection
-            self._exchange = self.proxy._new_exchange()
-        exchange = self._exchange
-        if self.proxy.record:
-            exchange.request += data
-        with self.proxy._cond:
-            delay = self.proxy._hold
-        if delay > 0 or self._held:
-            self._held.append((exchange.arrived + delay, data, exchange))
-        else:
-            self._to_target(data, exchange)
-        return "open"
-
-    def _to_target(self, data: bytes, exchange: Exchange) -> None:
-        if self._requests is not None and self.proxy.meter is not None:
-            self._requests.feed(data)
-            for request in self._requests.messages():  # its last byte is in ``data``: not yet forwarded
-                self._tokens.append(self.proxy.meter.begin(request))
-        self.upstream.sendall(data)
-        exchange.forwarded = time.monotonic()
-        self.proxy._count("bytes_to_target", len(data))
-
-    def _from_upstream(self) -> str:
+    def _from_upstream(self) -> str | None:
         data = self.upstream.recv(_CHUNK)
+        fault = self.proxy._fault
+        if self._gone():
+            return "dropped"
         if not data:
             return "closed"
-        fault = self._fault()
-        if fault is None:
-            return "dropped"
         if fault.mode == "reset":
             return "reset"
-        exchange = self._exchange
-        if exchange is not None:
-            exchange.answered = exchange.answered or time.monotonic()
-            if self.proxy.record:
-                exchange.response += data
-        if self._responses is not None:
-            before = self._responses.completed
-            data = self._responses.feed(data)
-            if exchange is not None and self._responses.completed > before:
-                exchange.completed = time.monotonic()
-            meter = self.proxy.meter
-            for response in self._responses.messages():
-                if meter is not None and self._tokens:
-                    meter.end(self._tokens.popleft(), response)
+        if fault.generation != self._generation:
+            self._generation, self._response_bytes = fault.generation, 0
+        exchange, responses, proxy = self._exchange, self._responses, self.proxy
+        with proxy._cond:  # the request side may be waiting for this answer
+            if exchange is not None:
+                exchange.answered = exchange.answered or time.monotonic()
+                if proxy.record:
+                    exchange.response += data
+            if responses is not None:
+                before = responses.completed
+                data = responses.feed(data)
+                if exchange is not None and responses.completed > before:
+                    exchange.completed = time.monotonic()
+            proxy._cond.notify_all()
+        for response in responses.messages() if responses is not None else ():
+            if proxy.meter is not None and self._tokens:
+                proxy.meter.end(self._tokens.popleft(), response)
         if not self._client_open:
-            return "open"
-        if fault.delay != 0.0 and not self._hold_response(fault):
-            return "dropped"
-        if fault.mode == "reset_mid_response":
-            room = fault.after_bytes - self._response_bytes
-            if len(data) >= room:
-                self._send_to_client(data[: max(room, 0)])
-                return "reset"
+            return None
+        if fault.delay != 0.0:
+            with proxy._cond:
+                proxy._cond.wait_for(
+                    lambda: self._gone() or proxy._fault.generation != fault.generation, fault.delay
+                )
+            if self._gone():
+                return "dropped"
+        room = fault.after_bytes - self._response_bytes
+        cut = fault.mode == "reset_mid_response" and len(data) >= room
         try:
-            self._send_to_client(data)
+            self.client.sendall(data[: max(room, 0)] if cut else data)
         except OSError:  # the client is gone; its next read (EOF or reset) decides what follows
-            return "closed" if not self._held else "open"
-        return "open"
-
-    def _send_to_client(self, data: bytes) -> None:
-        if data:
-            self.client.sendall(data)
-            self._response_bytes += len(data)
-            self.proxy._count("bytes_to_client", len(data))
-
-    def _hold_response(self, fault: _Fault) -> bool:
-        """Wait ``fault.delay`` (for ever if None; cut short when the fault changes); False if the connection
-        must go."""
-        if self._wake_r in select.select([self._wake_r], [], [], fault.delay)[0]:
-            self._wake_r.recv(4096)
-        return self._fault() is not None
+            self._client_open = False
+            return None
+        sent = max(room, 0) if cut else len(data)
+        self._response_bytes += sent
+        proxy._count("bytes_to_client", sent)
+        return "reset" if cut else None

@@ -48,7 +48,7 @@ from consumer.lifecycle.worker import Worker
 from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 from tools.faults import LEASE
-from tools.tcp_proxy import Exchange, FaultProxy
+from tools.tcp_proxy import Exchange, FaultProxy, address
 
 pytestmark = pytest.mark.integration
 
@@ -197,11 +197,6 @@ def refused(x: Exchange) -> bool:
     return b"ConditionalCheckFailedException" in x.response
 
 
-def _port(url: str) -> tuple[str, int]:
-    host, _, port = url.rsplit("/", 1)[-1].partition(":")
-    return host, int(port)
-
-
 class Rig:
     """Stream, tables, the fault proxy in front of ``a``'s DynamoDB, both workers, the producer and a
     watcher of the leader item; everything stopped on exit."""
@@ -240,7 +235,7 @@ class Rig:
         shards = self.kinesis.list_shards(StreamName=self.stream)["Shards"]
         self.hash_keys = [s["HashKeyRange"]["StartingHashKey"] for s in shards]
         # a -> fault proxy (holding requests, noting every exchange, when asked) -> moto
-        self.proxy = FaultProxy(_port(ep.aws_endpoint), record=hold_requests).start()
+        self.proxy = FaultProxy(address(ep.aws_endpoint), record=hold_requests).start()
         self.relay = self.proxy if hold_requests else None
         self.a, self.a_repo = self._worker("a", self.proxy.url())
         self.b, self.b_repo = self._worker("b", ep.aws_endpoint)

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -31,7 +30,7 @@ from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.retrieval.kinesis import BotoKinesis
-from tools.tcp_proxy import FaultProxy
+from tools.tcp_proxy import FaultProxy, address
 
 from .support import LEASES, create_stream, make_names, wait_until
 
@@ -74,12 +73,6 @@ class DiscoveryThrough:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reads, name)
-
-
-def _port(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    assert parts.hostname == "127.0.0.1" and parts.port is not None
-    return parts.hostname, parts.port
 
 
 @contextmanager
@@ -157,8 +150,8 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
         shutdown=ShutdownConfig(deadline=DEADLINE, final_checkpoint_timeout=DEADLINE / 2),
     )
     with (
-        FaultProxy(_port(emulators.aws_endpoint)) as ddb_proxy,
-        FaultProxy(_port(emulators.kinesis_endpoint)) as list_proxy,
+        FaultProxy(address(emulators.aws_endpoint)) as ddb_proxy,
+        FaultProxy(address(emulators.kinesis_endpoint)) as list_proxy,
     ):
         direct_ddb = make_client("dynamodb", endpoint_url=emulators.aws_endpoint, session=session)
         held_ddb = make_client(
@@ -198,8 +191,8 @@ def test_held_coordinator_calls_and_listshards_starve_no_heartbeat(
             # 1. The coordinator's DynamoDB calls (inbox reads, scans, leader checks) held past every timeout.
             begin = time.monotonic()
             with watching_validity(worker) as closed:
-                ddb_proxy.slow(HOLD)
-                list_proxy.slow(HOLD)  # 2. and every ListShards held as well, from now on
+                ddb_proxy.fault("slow", delay=HOLD)
+                list_proxy.fault("slow", delay=HOLD)  # 2. and every ListShards held as well, from now on
                 wait_until(
                     lambda: time.monotonic() - begin > COORDINATOR_HELD,
                     timeout=COORDINATOR_HELD + 8,

@@ -93,7 +93,7 @@ def test_refuse_drops_open_connections_refuses_new_ones_and_heals_on_the_same_po
         port = proxy.port
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         assert len(_get(conn)) == BODY_SIZE
-        proxy.refuse()
+        proxy.fault("refuse")
         assert proxy.stats.dropped == 1 and proxy.stats.active == 0
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
@@ -109,7 +109,7 @@ def test_reset_resets_open_and_new_connections_as_soon_as_they_send(http_server:
     with FaultProxy(http_server) as proxy:
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
         assert len(_get(conn)) == BODY_SIZE
-        proxy.reset()
+        proxy.fault("reset")
         with pytest.raises(ConnectionResetError):
             _get(conn)
         conn.close()
@@ -122,7 +122,7 @@ def test_reset_resets_open_and_new_connections_as_soon_as_they_send(http_server:
 
 def test_reset_mid_response_passes_the_request_and_part_of_the_response(http_server: tuple[str, int]) -> None:
     with FaultProxy(http_server) as proxy:
-        proxy.reset_mid_response(after_bytes=12)
+        proxy.fault("reset_mid_response", after_bytes=12)
         received, error = _raw_exchange(proxy.port)
         assert isinstance(error, ConnectionResetError)
         assert len(received) <= 12  # a RST may discard what the client had not read yet
@@ -138,7 +138,7 @@ def test_slow_holds_responses_past_a_read_timeout_and_heal_releases_them(
 ) -> None:
     with FaultProxy(http_server) as proxy:
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=0.3)
-        proxy.slow(30.0)
+        proxy.fault("slow", delay=30.0)
         with pytest.raises(TimeoutError):
             _get(conn)
         conn.close()
@@ -164,10 +164,10 @@ def test_outage_heals_on_exit_and_rejects_unknown_modes(http_server: tuple[str, 
             with pytest.raises(ConnectionRefusedError):
                 socket.create_connection(("127.0.0.1", proxy.port), timeout=5).close()
         assert proxy.mode == "transparent"
-        with pytest.raises(ValueError, match="outage mode"), proxy.outage("flaky"):
+        with pytest.raises(ValueError, match="fault mode"), proxy.outage("flaky"):
             pass
         with pytest.raises(ValueError, match="delay"):
-            proxy.slow(0)
+            proxy.fault("slow", delay=0)
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
         assert len(_get(conn)) == BODY_SIZE
         conn.close()
@@ -238,7 +238,7 @@ def test_loopback_only_and_stop_is_idempotent() -> None:
     unused.stop()
     unused.stop()
     with pytest.raises(ProxyError, match="not running"):
-        unused.reset()
+        unused.fault("reset")
 
 
 # -- through a real boto3 client against the moto emulator -----------------------------------------------
