@@ -221,8 +221,7 @@ def lag_figure(
     shards = sorted({p.shard for p in points} | set(latency))
     top_max = bottom_max = 0.5
     for i, shard in enumerate(shards):
-        digits = shard.rsplit("-", 1)[-1]
-        label = f"shard {int(digits)}" if digits.isdigit() else shard
+        label = f"shard {int(shard.rsplit('-', 1)[-1])}"  # shardId-000000000001: shard 1
         style = {"color": plt.get_cmap("tab10")(i % 10), "label": label, "lw": 1.2}
         lag = [(p.t - t0, p.millis_behind / 1000, p.worker) for p in points if p.shard == shard]
         top.plot(*_broken(lag), marker="o", ms=3, **style)
