@@ -180,7 +180,6 @@ class Demo:
             raw_root=lake / "raw",
             spark=spark,
             drained=drained,
-            began=self.began,
             out=self.out,
         )
 

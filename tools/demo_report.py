@@ -10,14 +10,14 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import matplotlib
 
+from tools.demo_support import DemoFleet
 from tools.fleet.analysis import Delivery, Run, analyze, ownership_runs, percentiles
-from tools.fleet.runner import Fleet
 
 __all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "plot_ownership", "write_report"]
 
@@ -315,12 +315,11 @@ class Crash:
 def write_report(
     *,
     context: Mapping[str, Any],
-    fleet: Fleet,
+    fleet: DemoFleet,
     crash: Crash,
     raw_root: Path,
     spark: Mapping[str, Any],
     drained: bool,
-    began: float,
     out: Path,
 ) -> dict[str, Any]:
     """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
@@ -328,7 +327,7 @@ def write_report(
     ``context`` (environment, names, settings, the processor's output ...) goes into the summary as it is.
     ``ok``: nothing lost, the fleet drained, the curated table holds every produced record exactly once, the
     processor's table holds each key's newest record and its fence refused the probe without a change."""
-    deliveries = fleet.deliveries()
+    deliveries, began = fleet.deliveries(), fleet.began
     produced = [(s, q) for s, q, _ in fleet.produced]
     result = analyze(produced, deliveries, {crash.worker: crash.at}, {crash.worker: list(crash.shards)})
     planned: list[dict[str, Any]] = []
@@ -350,23 +349,12 @@ def write_report(
     _save(lag, out / "lag.png")
     summary: dict[str, Any] = {
         **context,
-        "records": {
-            "produced": result["produced"],
-            "delivered": result["delivered"],
-            "distinct_delivered": result["distinct_delivered"],
-            "redelivered": result["extra_deliveries"],
-            "lost": result["lost"],
-            "drained": drained,
-        },
+        "records": {k: result[k] for k in ("produced", "delivered", "distinct_delivered", "lost")}
+        | {"redelivered": result["extra_deliveries"], "drained": drained},
         "raw": raw_counts(raw_root),
         "curated": curated,
         "handoffs": {**percentiles([float(m["gap_s"]) for m in planned]), "moves": planned},
-        "failover": {
-            **result["signal_to_new_owner_first_record_s"],
-            "killed": crash.worker,
-            "shards": list(crash.shards),
-            "moves": failovers,
-        },
+        "failover": {**result["signal_to_new_owner_first_record_s"], **asdict(crash), "moves": failovers},
         "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
         "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
         "events": [{"t": round(t - began, 3), "event": label} for t, label in fleet.events],
