@@ -1,23 +1,14 @@
-"""The demo's record processor: the environment's own processor, journalling every delivery as the benchmark does.
-
-Workers load it with ``CONSUMER_PROCESSOR=tools.demo_processor:journaled`` and ``DEMO_PROCESSOR`` set to the
-entry point the environment deploys (``cdk.json``: ``consumer.processor``; dev's is the example project's
-``latest_per_key.processor:LatestPerKey``). :func:`journaled` builds that processor with a delivery journal
-mixed in (:class:`JournaledRawSink` placed before it in the method order), so every callback runs the
-processor's own code unchanged (its side effects, its manual checkpoints: a record is done only once its
-object is in S3) and additionally appends each delivery to ``JOURNAL_PATH`` in the format of
-:mod:`consumer.examples.journal`, so :mod:`tools.fleet.analysis` can tell who delivered what, when and under
-which epoch; a ``LeaseLostError`` out of the processor's ``process_records`` (the example's ``StaleEpochError``:
-its table refused a write from an older epoch) is logged as ``demo_processor_lease_lost`` with its type, every
-time, before it reaches the worker. The processor must be the raw S3 sink or build on it: the demo compacts what lands in S3.
-"""
+"""The demo's processor: the environment's own (``DEMO_PROCESSOR``, built on the raw S3 sink, as the demo
+compacts what lands in S3) with a delivery journal in front, so the processor's code runs unchanged and
+:mod:`tools.fleet.analysis` can tell who delivered what, when, under which epoch. Workers load it as
+``CONSUMER_PROCESSOR=tools.demo_processor:journaled``."""
 
 from __future__ import annotations
 
-import importlib
+import functools
 import logging
 import os
-import threading
+import pkgutil
 
 from consumer.errors import LeaseLostError
 from consumer.examples.journal import JournalProcessor
@@ -28,18 +19,16 @@ from consumer.lifecycle.processor import (
     ShardEndedInput,
     ShutdownRequestedInput,
 )
-from consumer.loader import load_processor
 from consumer.logs import log_event
 from consumer.sinks.raw_s3 import RawS3Sink
 
-__all__ = ["JournaledRawSink", "journaled", "journaled_class"]
+__all__ = ["JournaledRawSink", "journaled"]
 
 logger = logging.getLogger(__name__)
 
 
 class JournaledRawSink(RawS3Sink):
-    """:class:`RawS3Sink` plus a delivery journal (one per worker process, ``JOURNAL_PATH``); also the mixin
-    that :func:`journaled_class` puts in front of a processor built on the raw sink."""
+    """:class:`RawS3Sink` plus a delivery journal (``JOURNAL_PATH``), mixed in front of a processor."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -79,35 +68,14 @@ class JournaledRawSink(RawS3Sink):
         self._journal.shutdown_requested(data)  # checkpoints again (a no-op at the same position), journals
 
 
-_classes: dict[str, type[RawS3Sink]] = {}
-_classes_lock = threading.Lock()
-
-
-def journaled_class(entry_point: str) -> type[RawS3Sink]:
-    """The processor class at ``entry_point`` (``module:Class``, built on :class:`RawS3Sink`) with the journal
-    in front: ``Journaled<Class>(JournaledRawSink, Class)``, whose every callback journals and then runs the
-    processor's own."""
-    with _classes_lock:
-        if entry_point in _classes:
-            return _classes[entry_point]
-        module, _, name = entry_point.partition(":")
-        load_processor(entry_point)  # the loader's own one-line errors for a bad path
-        target: object = importlib.import_module(module)
-        for part in name.split("."):
-            target = getattr(target, part)
-        if not (isinstance(target, type) and issubclass(target, RawS3Sink)):
-            raise TypeError(
-                f"{entry_point} is not built on consumer.sinks.raw_s3:RawS3Sink; the demo needs S3"
-            )
-        cls = (
-            JournaledRawSink
-            if target is RawS3Sink
-            else type(f"Journaled{target.__name__}", (JournaledRawSink, target), {})
-        )
-        _classes[entry_point] = cls
-        return cls
+@functools.cache
+def _journaled_class(entry_point: str) -> type[RawS3Sink]:
+    target = pkgutil.resolve_name(entry_point)
+    if not (isinstance(target, type) and issubclass(target, RawS3Sink)):
+        raise TypeError(f"{entry_point} is not built on consumer.sinks.raw_s3:RawS3Sink; the demo needs S3")
+    return type(f"Journaled{target.__name__}", (JournaledRawSink, target), {})
 
 
 def journaled() -> RawS3Sink:
     """One processor (per shard) of ``DEMO_PROCESSOR`` (default: the raw sink alone), journalling."""
-    return journaled_class(os.environ.get("DEMO_PROCESSOR", "consumer.sinks.raw_s3:RawS3Sink"))()
+    return _journaled_class(os.environ.get("DEMO_PROCESSOR", "consumer.sinks.raw_s3:RawS3Sink"))()

@@ -1,33 +1,26 @@
-"""The demo's Spark step, run as a child process: compaction, aggregation, then an exactly-once check.
+"""The demo's Spark step, a child process: compaction, aggregation, then an exactly-once check.
 
-    python -m tools.demo_spark --result RESULT.json --spark-local-dir DIR   (then one JSON line on stdin)
+    python -m tools.demo_spark WORK   (then a line on stdin)
 
-It starts a local[2] SparkSession at once (the slow part, ~8 s) and then waits for one JSON request on
-stdin, so the demo can start it before the fleet starts and use it once the fleet is done::
-
-    {"lake": "<dir holding raw/>", "start": "YYYY-MM-DDTHH", "end": "YYYY-MM-DDTHH", "produced": "<jsonl>"}
-
-It runs :mod:`spark_jobs.compact` (``<lake>/raw`` -> ``<lake>/curated`` + ``<lake>/quarantine``) and
-:mod:`spark_jobs.aggregate` (``-> <lake>/metrics``) through their own argument parsers, then compares the
-curated table with the records the producer wrote (``produced``: JSON lines with ``stream``, ``shard_id``,
-``sequence_number``), and writes every count to ``RESULT.json``. If stdin closes first (the demo is gone),
-it exits without doing anything; it also exits when the demo process dies. :class:`SparkStep` is the demo's
-side of this.
+It starts a local[2] session at once (the slow part) and waits for a line on stdin, so the demo starts it
+before the fleet and uses it once the fleet is done: then it compacts and aggregates ``WORK/lake/raw`` and
+checks the curated table against ``WORK/produced.jsonl`` (JSON lines of stream, shard_id, sequence_number).
+:class:`SparkStep` is the demo's side.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import IO, Any, Final
-
-from tools.demo_support import stop_process_group
 
 __all__ = ["SparkStep", "main"]
 
@@ -36,26 +29,8 @@ REPO: Final = Path(__file__).resolve().parents[1]
 _KEY: Final = ["stream", "shard_id", "sequence_number", "sub_sequence_number"]
 
 
-def _exit_with_parent() -> None:
-    """Exit when the demo that started this process is gone (Spark's JVM follows its Python parent)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
 def _say(message: str) -> None:
     print(f"  spark: {message}", flush=True)
-
-
-def _session(local_dir: Path) -> Any:
-    from spark_jobs.local import local_session
-
-    return local_session("demo", str(local_dir))
 
 
 def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str) -> dict[str, Any]:
@@ -67,39 +42,35 @@ def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str
         spark.read.schema("stream string, shard_id string, sequence_number string")
         .json(produced_path)
         .withColumn("sub_sequence_number", F.lit(0).cast("long"))  # the demo producer does not aggregate
+        .distinct()
     )
-    rows = curated.count()
-    distinct = curated.distinct().count()
-    produced_distinct = produced.distinct().count()
+    rows, distinct, produced_distinct = curated.count(), curated.distinct().count(), produced.count()
     missing = produced.join(curated, _KEY, "left_anti").count()
-    unexpected = curated.join(produced.distinct(), _KEY, "left_anti").count()
-    per_hour = spark.read.parquet(f"{metrics_root}/per_hour")
-    per_minute = spark.read.parquet(f"{metrics_root}/per_minute")
-    aggregated = per_hour.agg(F.sum("records")).first()[0] or 0
+    unexpected = curated.join(produced, _KEY, "left_anti").count()
+    aggregated = spark.read.parquet(f"{metrics_root}/per_hour").agg(F.sum("records")).first()[0] or 0
     return {
-        "curated_rows": rows,
-        "curated_distinct_records": distinct,
-        "curated_duplicate_rows": rows - distinct,
-        "produced_distinct": produced_distinct,
-        "produced_missing_from_curated": missing,
-        "curated_not_produced": unexpected,
+        "rows": rows,
+        "duplicate_rows": rows - distinct,
+        "distinct_produced": produced_distinct,
+        "missing": missing,
+        "unexpected": unexpected,
         "exactly_once": rows == distinct == produced_distinct and missing == 0 and unexpected == 0,
-        "metrics_per_hour_rows": per_hour.count(),
-        "metrics_per_minute_rows": per_minute.count(),
-        "metrics_records": int(aggregated),
+        "metrics_records": int(aggregated),  # the aggregation saw every curated row when it is ``rows``
     }
 
 
-def _run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
+def _run(spark: Any, work: Path) -> dict[str, Any]:
+    """Compaction and aggregation of every hour in ``work/lake/raw``, then :func:`_verify`."""
     from spark_jobs import aggregate, compact
 
-    lake = Path(request["lake"]).resolve()
+    lake = work / "lake"
     raw, curated, quarantine, metrics = (str(lake / d) for d in ("raw", "curated", "quarantine", "metrics"))
-    hours = ["--start", request["start"], "--end", request["end"]]
+    found = sorted({f"{p.parent.name[5:]}T{p.name[5:]}" for p in lake.glob("raw/stream=*/date=*/hour=*")})
+    _say(f"hours {found[0]} .. {found[-1]} (UTC)")
+    hours = ["--start", found[0], "--end", found[-1]]
     began = time.monotonic()
     counts = compact.run(
-        spark,
-        compact.parse_args(["--input", raw, "--output", curated, "--quarantine", quarantine, *hours]),
+        spark, compact.parse_args(["--input", raw, "--output", curated, "--quarantine", quarantine, *hours])
     )
     compact_s = time.monotonic() - began
     _say(
@@ -110,85 +81,74 @@ def _run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
     aggregated = aggregate.run(spark, aggregate.parse_args(["--input", curated, "--output", metrics, *hours]))
     aggregate_s = time.monotonic() - began
     _say(f"aggregation: {aggregated['hours']} hour(s) -> per_minute/ and per_hour/ in {aggregate_s:.1f}s")
-    check = _verify(spark, curated, metrics, request["produced"])
     return {
         "compact": counts,
         "aggregate": aggregated,
-        "check": check,
+        "curated": _verify(spark, curated, metrics, str(work / "produced.jsonl")),
         "seconds": {"compact": round(compact_s, 1), "aggregate": round(aggregate_s, 1)},
-        "paths": {"curated": curated, "quarantine": quarantine, "metrics": metrics},
     }
 
 
 class SparkStep:
-    """The demo's side: start this module as a child in its own process group, send it the request, stop it.
-
-    ``work`` receives ``spark.log`` (Spark's stderr), ``spark-result.json`` and ``spark-tmp/``.
-    """
+    """The demo's side: this module as a child in its own process group (``work`` gets ``spark.log``,
+    ``spark-result.json`` and ``spark-tmp/``), sent one request, then stopped with its JVM."""
 
     def __init__(self, work: Path) -> None:
         self.work = work
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-
-    def start(self) -> SparkStep:
-        self._log = (self.work / "spark.log").open("ab")
+        self._log: IO[bytes] = (work / "spark.log").open("ab")
         self._proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tools.demo_spark",
-                "--result",
-                str(self.work / "spark-result.json"),
-                "--spark-local-dir",
-                str(self.work / "spark-tmp"),
-            ],
+            [sys.executable, "-m", "tools.demo_spark", str(work)],
             cwd=REPO,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"},
             stdin=subprocess.PIPE,
             stderr=self._log,
             start_new_session=True,  # its own process group: the JVM goes with it on stop()
         )
-        return self
 
-    def run(self, request: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
-        """Send the request, wait for the jobs, return the counts (see the module docstring)."""
-        assert self._proc is not None and self._proc.stdin is not None, "start() first"
-        self._proc.stdin.write((json.dumps(request) + "\n").encode())
+    def run(self) -> dict[str, Any]:
+        """Start the jobs on ``work/lake`` and ``work/produced.jsonl``, wait for them, return the counts."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(b"run\n")
         self._proc.stdin.close()
-        code = self._proc.wait(timeout=timeout)
-        if code != 0:
+        if code := self._proc.wait(timeout=240):
             raise RuntimeError(f"the Spark step failed (exit {code}); see {self.work / 'spark.log'}")
         result: dict[str, Any] = json.loads((self.work / "spark-result.json").read_text(encoding="utf-8"))
         return result
 
     def stop(self) -> None:
-        """Stop the child and its JVM (SIGTERM to the group, SIGKILL after 5 s). Idempotent."""
-        stop_process_group(self._proc)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Stop the child's whole group, its JVM included (SIGTERM, SIGKILL after 5 s). Idempotent."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            deadline = time.monotonic() + 5
+            with contextlib.suppress(ProcessLookupError):  # raised once the group is empty
+                os.killpg(self._proc.pid, sig)
+                while time.monotonic() < deadline:
+                    self._proc.poll()  # reaps the child: a zombie would keep the group alive
+                    os.killpg(self._proc.pid, 0)
+                    time.sleep(0.05)
+        self._log.close()
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Start the session, then run the jobs once a line comes on stdin (none if stdin closes first)."""
     parser = argparse.ArgumentParser(prog="python -m tools.demo_spark", description=__doc__)
-    parser.add_argument("--result", required=True, type=Path, help="where to write the counts (JSON)")
-    parser.add_argument("--spark-local-dir", required=True, type=Path, help="Spark scratch space")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "work", type=Path, help="gets spark-result.json (the counts) and spark-tmp/ (scratch)"
+    )
+    work = parser.parse_args(argv).work
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _exit_with_parent()
-    args.spark_local_dir.mkdir(parents=True, exist_ok=True)
+    # PR_SET_PDEATHSIG: SIGTERM when the demo dies; the JVM exits when its pipe from this process closes.
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
     began = time.monotonic()
-    spark = _session(args.spark_local_dir)
+    from spark_jobs.local import local_session
+
+    spark = local_session("demo", str(work / "spark-tmp"))
     started_s = time.monotonic() - began
-    line = sys.stdin.readline()
-    if not line.strip():
+    if not sys.stdin.readline().strip():
         return 0  # the demo went away before asking for anything
-    request = json.loads(line)
     _say(f"local[2] session ready (started in {started_s:.1f}s)")
-    result = _run(spark, request)
+    result = _run(spark, work)
     result["seconds"]["session_start"] = round(started_s, 1)
-    args.result.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    (work / "spark-result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     spark.stop()
     return 0
 
