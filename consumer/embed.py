@@ -99,7 +99,11 @@ def create_worker(
     if unknown:
         raise ConfigError("endpoints", f"unknown service {unknown[0]!r}; known: {', '.join(_SERVICES)}")
     target = AwsTarget(session=session, region=region)
-    pools = {"kinesis": config.threads.kinesis_connections, "dynamodb": config.threads.dynamodb_connections}
+    fanout = config.retrieval.mode == "fanout"
+    pools = {
+        "kinesis": config.threads.kinesis_connections(fanout),
+        "dynamodb": config.threads.dynamodb_connections,
+    }
     clients = _Clients(target, endpoint_url, dict(endpoints or {}), pools)
     if checks:
         try:

@@ -110,7 +110,7 @@ class Worker(BackgroundControl):
         threads = config.threads
         self.runner = ShardRunner(
             self._clock,
-            GrowingPool(f"fetch-{self.id}", threads.fetch_threads),
+            GrowingPool(f"fetch-{self.id}", threads.fetch_limit(config.retrieval.mode == "fanout")),
             GrowingPool(f"shards-{self.id}", threads.processor_threads),
             name=f"shard-runner-{self.id}",
         )

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 
 from consumer.errors import ConfigError
 
-__all__ = ["ThreadsConfig"]
+__all__ = ["FANOUT_SUBSCRIPTIONS", "ThreadsConfig"]
 
 
 @dataclass(frozen=True)
 class ThreadsConfig:
     """The worker's shard runner: two bounded pools, each growing a thread at a time as the work needs it.
 
-    ``fetch_threads`` run GetRecords (or wait on fan-out subscriptions) for every shard; ``processor_threads``
+    ``fetch_threads`` run GetRecords for every shard (fan-out: a thread per subscribed shard, whatever this
+    says, since a subscription holds its thread while it waits for its next event); ``processor_threads``
     run the processors' calls and the checkpoint writes, one at a time per shard. A processor that blocks
     holds one processor thread: past ``processor_threads`` blocked shards, the others' batches wait (their
     fetches, the heartbeats and the coordinator never do). The clients' connection pools follow: Kinesis
@@ -29,10 +30,15 @@ class ThreadsConfig:
             if not 1 <= getattr(self, name) <= 4096:
                 raise ConfigError(f"threads.{name}", f"must be 1..4096, got {getattr(self, name)}")
 
-    @property
-    def kinesis_connections(self) -> int:
-        """The Kinesis client's ``max_pool_connections``: one per fetch thread, and the coordinator's."""
-        return self.fetch_threads + _SPARE_CONNECTIONS
+    def fetch_limit(self, fanout: bool) -> int:
+        """The fetch pool's bound: ``fetch_threads`` when polling; with fan-out, as many as a worker can own
+        (threads start only as subscriptions wait for them)."""
+        return max(self.fetch_threads, FANOUT_SUBSCRIPTIONS) if fanout else self.fetch_threads
+
+    def kinesis_connections(self, fanout: bool) -> int:
+        """The Kinesis client's ``max_pool_connections``: one per fetch thread (opened only when used), and the
+        coordinator's."""
+        return self.fetch_limit(fanout) + _SPARE_CONNECTIONS
 
     @property
     def dynamodb_connections(self) -> int:
@@ -41,4 +47,6 @@ class ThreadsConfig:
         return self.processor_threads + _SPARE_CONNECTIONS
 
 
+# Fan-out subscriptions one worker may hold at once, each on a thread and a connection of its own.
+FANOUT_SUBSCRIPTIONS = 4096
 _SPARE_CONNECTIONS = 12  # the coordinator and its 8 hand-off writers, the background lane, start-up checks

@@ -7,8 +7,13 @@ needs a patch of botocore, which integration tests here must not do. So fan-out 
 
 from __future__ import annotations
 
-from consumer.config import RetrievalConfig
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from consumer.config import RetrievalConfig, ThreadsConfig
 from consumer.leases.memory import InMemoryTables
+from consumer.retrieval.kinesis import GetRecordsResult, SubscriptionEvent
 from consumer.retrieval.memory import InMemoryKinesis
 
 from .helpers import Journal, make_worker, start, wait_until
@@ -65,3 +70,81 @@ def test_fanout_hand_off_interrupts_the_subscription() -> None:
         t.join(5)
     for shard, expected in seqs.items():
         assert journal.sequences(shard) == expected
+
+
+class _WaitingSubscription:
+    """A subscription as AWS serves one: an event only when records come (or a heartbeat after ``quiet``), so a
+    fetch holds its thread while the shard is quiet."""
+
+    def __init__(self, kinesis: WaitingKinesis, iterator: str) -> None:
+        self._k, self._iterator, self._closed = kinesis, iterator, threading.Event()
+
+    def __iter__(self) -> Iterator[SubscriptionEvent]:
+        while not self._closed.is_set():
+            result = InMemoryKinesis.get_records(self._k, self._iterator, 100)
+            if not result.records:
+                with self._k.put_cond:
+                    self._k.put_cond.wait(self._k.quiet)
+                if self._closed.is_set():
+                    return
+                result = InMemoryKinesis.get_records(self._k, self._iterator, 100)
+            assert result.next_iterator is not None
+            self._iterator = result.next_iterator
+            last = result.records[-1]["SequenceNumber"] if result.records else None
+            yield SubscriptionEvent(result.records, last or self._k.last_sequence(result), 0)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._k.put_cond:
+            self._k.put_cond.notify_all()
+
+
+class WaitingKinesis(InMemoryKinesis):
+    quiet = 30.0  # longer than the test: a quiet shard's subscription holds its thread throughout
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.put_cond = threading.Condition()
+
+    def put(self, stream: str, shard_id: str, data: bytes) -> str:
+        seq = super().put(stream, shard_id, data)
+        with self.put_cond:
+            self.put_cond.notify_all()
+        return seq
+
+    def last_sequence(self, result: GetRecordsResult) -> str:
+        assert result.next_iterator is not None
+        stream, shard_id, index = result.next_iterator.split("|")
+        records = self._streams[stream][shard_id].records
+        return records[int(index) - 1]["SequenceNumber"] if int(index) > 0 else "0"
+
+    def subscribe(
+        self, consumer_arn: str, shard_id: str, position_type: str, **kw: Any
+    ) -> _WaitingSubscription:
+        stream = consumer_arn.split(":", 2)[2].split("/consumer/", maxsplit=1)[0]
+        kind = "AFTER_SEQUENCE_NUMBER" if position_type == "AFTER_SEQUENCE_NUMBER" else position_type
+        with self._lock:
+            self._count("SubscribeToShard")
+        return _WaitingSubscription(self, self.get_shard_iterator(stream, shard_id, kind, **kw))
+
+
+def test_fanout_reads_every_shard_at_once_even_past_fetch_threads() -> None:
+    """Six quiet shards, two fetch threads: every subscription still waits on a thread of its own, so a
+    record on any shard is delivered at once, not when a quiet shard's subscription lets its thread go."""
+    tables, kinesis, journal = InMemoryTables(), WaitingKinesis(), Journal()
+    kinesis.create_stream("s", 6)
+    worker = make_worker(
+        "w1", tables, kinesis, journal, retrieval=FANOUT, threads=ThreadsConfig(fetch_threads=2)
+    )
+    t = start(worker)
+    try:
+        wait_until(lambda: len(worker.owned) == 6, what="every lease owned")
+        for i, shard in enumerate(s.shard_id for s in kinesis.list_shards("s")):
+            kinesis.put("s", shard, b"x")
+            wait_until(
+                lambda n=i + 1: len(journal.deliveries) == n, timeout=10, what=f"the record on {shard}"
+            )
+    finally:
+        worker.request_shutdown()
+        t.join(10)
+    assert not t.is_alive()

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.config import ConfigError, StreamSpec, ThreadsConfig, WorkerConfig, worker_config_from_env
+from consumer.config import (
+    ConfigError,
+    RetrievalConfig,
+    StreamSpec,
+    ThreadsConfig,
+    WorkerConfig,
+    worker_config_from_env,
+)
 from consumer.embed import create_worker
 from consumer.examples.logging_processor import LoggingProcessor
+from consumer.settings.threads import FANOUT_SUBSCRIPTIONS
 
 
 @pytest.mark.parametrize("field", ["fetch_threads", "processor_threads"])
@@ -44,4 +52,26 @@ def test_the_kinesis_and_dynamodb_connection_pools_fit_the_thread_pools_they_ser
     dynamodb = worker._repo._c  # type: ignore[attr-defined]
     assert kinesis.meta.config.max_pool_connections >= 100
     assert dynamodb.meta.config.max_pool_connections >= 300
-    assert kinesis.meta.config.max_pool_connections == config.threads.kinesis_connections
+    assert kinesis.meta.config.max_pool_connections == config.threads.kinesis_connections(fanout=False)
+
+
+def test_with_fan_out_the_fetch_pool_and_kinesis_connections_follow_the_subscriptions_not_fetch_threads() -> (
+    None
+):
+    """A subscription holds its thread and its connection while it waits for its next event (AWS sends one at
+    least every 5 s): a bound below the shards a worker owns would leave the others unread meanwhile."""
+    threads = ThreadsConfig(fetch_threads=4)
+    assert threads.fetch_limit(fanout=False) == 4
+    assert threads.fetch_limit(fanout=True) == FANOUT_SUBSCRIPTIONS
+    assert threads.kinesis_connections(fanout=True) > FANOUT_SUBSCRIPTIONS
+    config = WorkerConfig(
+        application="a",
+        lease_table="l",
+        checkpoint_table="c",
+        streams=(StreamSpec("s", LoggingProcessor),),
+        retrieval=RetrievalConfig(mode="fanout", fanout_consumer_name="efo"),
+        threads=threads,
+    )
+    worker = create_worker(config, endpoint_url="http://127.0.0.1:9", region="us-east-1", checks=False)
+    kinesis = worker._kinesis._c  # type: ignore[attr-defined]
+    assert kinesis.meta.config.max_pool_connections == threads.kinesis_connections(fanout=True)
