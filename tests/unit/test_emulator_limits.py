@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
@@ -16,8 +17,7 @@ from tools.emulators.kinesis_proxy import (
     region_of,
     stream_name,
 )
-from tools.emulators.limits import MIB, Limits, LimitsError
-from tools.emulators.rates import Keyed, SlidingWindow, TokenBucket
+from tools.emulators.limits import MIB, Keyed, Limits, LimitsError, SlidingWindow, TokenBucket
 from tools.http_framing import Head, initial_response_message
 
 # ------------------------------------------------------------------------------------------ rate primitives
@@ -61,10 +61,10 @@ def test_token_bucket_oversized_take_needs_a_full_bucket() -> None:
 
 
 def test_keyed_prunes_idle_entries() -> None:
-    keyed: Keyed[SlidingWindow] = Keyed(lambda now: SlidingWindow(1, 1.0), max_keys=10)
+    keyed: Keyed[SlidingWindow] = Keyed(partial(SlidingWindow, 1, 1.0), max_keys=10)
     for i in range(10):
-        keyed.get(i, 0.0).try_acquire(0.0)
-    keyed.get("new", 5.0)
+        keyed.at(i, 0.0).try_acquire(0.0)
+    keyed.at("new", 5.0)
     assert len(keyed) == 1
 
 
@@ -172,7 +172,9 @@ def test_puts_per_shard_records_and_bytes() -> None:
     big = limiter.admit_puts("t", [("shard-0", 600 * 1024), ("shard-0", 600 * 1024), ("shard-0", 100)], 0.0)
     assert big == [True, False, True]  # 1 MiB/s: the second does not fit, a small one still does
     assert limiter.refusals["PutRecords"] == 2
-    assert KinesisLimiter(Limits(enabled=False)).admit_puts("s", [("shard-0", 10)] * 2000, 0.0) == [True] * 2000
+    assert (
+        KinesisLimiter(Limits(enabled=False)).admit_puts("s", [("shard-0", 10)] * 2000, 0.0) == [True] * 2000
+    )
 
 
 def test_routing_helpers() -> None:

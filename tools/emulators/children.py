@@ -18,7 +18,6 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Final
 
 from tools.emulators.settings import LOOPBACK, EmulatorError
@@ -54,14 +53,6 @@ def listening_addresses(port: int) -> list[str] | None:
                 words = struct.unpack(f"={len(raw) // 4}I", raw)
                 found.append(str(ipaddress.ip_address(struct.pack(f">{len(words)}I", *words))))
     return found if readable else None
-
-
-def is_loopback(address: str) -> bool:
-    """127.0.0.0/8, ::1, or an IPv4-mapped loopback address."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped.is_loopback
-    return ip.is_loopback
 
 
 def http_ok(url: str, timeout: float = 1.0) -> bool:
@@ -142,7 +133,7 @@ class Child:
         """Raise :class:`EmulatorError` if any of its ports listens on a non-loopback address."""
         assert self.spec is not None
         for port in self.spec.ports:
-            if exposed := [a for a in listening_addresses(port) or [] if not is_loopback(a)]:
+            if exposed := [a for a in listening_addresses(port) or [] if not _is_loopback(a)]:
                 raise EmulatorError(
                     f"{self.name} listens on {', '.join(exposed)} port {port}, not only {LOOPBACK}"
                 )
@@ -181,6 +172,11 @@ class Child:
             self.popen.wait(timeout=5)
 
 
+def _is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -215,13 +211,6 @@ def child_base_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
 
 
-def _exit_now(signum: int, frame: FrameType | None) -> None:
-    # At once: an emulator keeps nothing worth flushing, and a clean interpreter exit could wait for request
-    # threads still busy (a request stuck in a corrupted moto backend once kept the server up > 10 s).
-    logging.shutdown()
-    os._exit(0)
-
-
 def _watch_parent(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(0.5)
@@ -229,8 +218,7 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def exit_with_parent(parent_pid: int) -> None:
-    """In a Python child: exit at once on SIGTERM/SIGINT, and within 0.5 s of ``parent_pid`` going away."""
-    signal.signal(signal.SIGTERM, _exit_now)
-    signal.signal(signal.SIGINT, _exit_now)
+    """In a Python child: exit within 0.5 s of ``parent_pid`` going away. (SIGTERM needs nothing: Python
+    leaves its default action, to end the process at once, without waiting for busy request threads.)"""
     if parent_pid > 0:
         threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()

@@ -15,10 +15,10 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
-from tools.emulators.limits import Limits
-from tools.emulators.rates import Keyed, TokenBucket
+from tools.emulators.limits import Keyed, Limits, TokenBucket
 
 PROVISIONED_MESSAGE: Final = (
     "The level of configured provisioned throughput for the table was exceeded. "
@@ -114,7 +114,7 @@ class DynamoDBLimiter:
 
     @staticmethod
     def _partition_buckets(rate: float | None) -> Keyed[TokenBucket] | None:
-        return None if rate is None else Keyed(lambda now: TokenBucket(rate, rate, now))
+        return None if rate is None else Keyed(partial(TokenBucket, rate, rate))
 
     def _buckets(
         self, table: TableInfo, partition: str | None, write: bool, now: float
@@ -137,7 +137,7 @@ class DynamoDBLimiter:
             found.append((self._tables[key], False))
         partitions = self._partitions[write]
         if partitions is not None and partition is not None:
-            found.append((partitions.get((table.arn, partition), now), True))
+            found.append((partitions.at((table.arn, partition), now), True))
         return found
 
     def take_writes(
@@ -288,29 +288,24 @@ def plan(operation: str, request: dict[str, Any], lookup: Lookup) -> Plan | None
     p = Plan(operation, request)
     # (table name, Key or Item, write units or None for a read, batch slot or None) of each entry
     entries: list[tuple[str, dict[str, Any] | None, float | None, tuple[str, int] | None]] = []
-    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
-        item = request.get("Item") if operation == "PutItem" else request.get("Key")
-        size = json_size(item) + json_size(request.get("ExpressionAttributeValues", {}))
-        entries.append((str(request.get("TableName", "")), item, write_units(size), None))
-    elif operation == "TransactWriteItems":
-        for entry in request.get("TransactItems", []):
+    if operation in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"):
+        single = operation != "TransactWriteItems"  # a PutItem is sized as a transaction's Put, at 1x
+        for entry in (
+            [{operation.removesuffix("Item"): request}] if single else request.get("TransactItems", [])
+        ):
             kind, body = next(iter(entry.items()))
             item = body.get("Item") if kind == "Put" else body.get("Key")
             size = json_size(item) + json_size(body.get("ExpressionAttributeValues", {}))
-            entries.append(
-                (str(body.get("TableName", "")), item, write_units(size, transactional=True), None)
-            )
+            entries.append((str(body.get("TableName", "")), item, write_units(size, not single), None))
     elif operation == "BatchWriteItem":
         for name, writes in request.get("RequestItems", {}).items():
             for index, entry in enumerate(writes):
                 body = entry.get("PutRequest", {}).get("Item") or entry.get("DeleteRequest", {}).get("Key")
                 entries.append((name, body, write_units(json_size(body)), (name, index)))
-    elif operation in ("GetItem", "Query", "Scan"):
-        entries.append((str(request.get("TableName", "")), request.get("Key"), None, None))
-    elif operation == "TransactGetItems":
-        for entry in request.get("TransactItems", []):
-            body = entry.get("Get", {})
-            entries.append((str(body.get("TableName", "")), body.get("Key"), None, None))
+    elif operation in ("GetItem", "Query", "Scan", "TransactGetItems"):
+        single = operation != "TransactGetItems"
+        bodies = [request] if single else [entry.get("Get", {}) for entry in request.get("TransactItems", [])]
+        entries += [(str(body.get("TableName", "")), body.get("Key"), None, None) for body in bodies]
     elif operation == "BatchGetItem":
         for name, spec in request.get("RequestItems", {}).items():
             entries += [(name, key, None, (name, index)) for index, key in enumerate(spec.get("Keys", []))]

@@ -9,7 +9,6 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,25 +48,17 @@ _ANY_ADDRESS_LITERAL: Final = re.compile(rb"""(["'`])0\.0\.0\.0\1""")
 _ANY_ADDRESS_ANYWHERE: Final = re.compile(rb"(?<![\d.])0\.0\.0\.0(?![\d.])")
 # Preloaded into node (``--require``): exit when the Python parent is gone (reparented or dead).
 _PARENT_WATCH_JS: Final = """'use strict';
-const parent = Number(process.env.EMULATOR_PARENT_PID || 0);
-if (parent > 0) {
-  setInterval(() => {
-    let alive = process.ppid === parent;
-    if (alive) {
-      try { process.kill(parent, 0); } catch (e) { alive = false; }
-    }
-    if (!alive) { process.exit(0); }
-  }, 500).unref();
-}
+const parent = Number(process.env.EMULATOR_PARENT_PID);
+setInterval(() => {
+  try { if (process.ppid !== parent) { throw new Error('reparented'); } process.kill(parent, 0); }
+  catch (e) { process.exit(0); }
+}, 500).unref();
 """
 
 
 def loopback_main_js(source: bytes) -> bytes:
-    """kinesis-local's ``main.js`` (which binds 0.0.0.0, with no host option) bound to 127.0.0.1 instead.
-
-    Raises :class:`EmulatorError` if there is no ``"0.0.0.0"`` literal (a new release changed how it binds)
-    or a wildcard address is left after the replacement, rather than listening on every interface.
-    """
+    """kinesis-local's ``main.js`` (which binds 0.0.0.0, with no host option) bound to 127.0.0.1 instead;
+    :class:`EmulatorError` rather than a wildcard address left anywhere (a release that binds differently)."""
     patched, count = _ANY_ADDRESS_LITERAL.subn(rb"\g<1>" + LOOPBACK.encode() + rb"\g<1>", source)
     if count == 0:
         raise EmulatorError(
@@ -82,14 +73,11 @@ def loopback_main_js(source: bytes) -> bytes:
 
 
 class Emulators:
-    """kinesis-local and moto server as child processes on free 127.0.0.1 ports.
+    """kinesis-local and moto server as child processes on free 127.0.0.1 ports; a context manager.
 
-    Use as a context manager, or call :meth:`start` and :meth:`stop` (idempotent). ``start_timeout`` bounds
-    how long each may take to answer HTTP; on timeout or an early exit, :class:`EmulatorError` carries the
-    tail of that emulator's log. ``moto_serialize`` names the services moto handles one request at a time
-    (default ``$EMULATORS_MOTO_SERIALIZE`` or ``dynamodb,s3``; ``none`` is moto's threaded server as it comes,
-    which does not isolate transactions). ``limits`` are the AWS quotas enforced (:meth:`Limits.resolve`):
-    Kinesis calls then go through a limits proxy in front of kinesis-local, and moto enforces DynamoDB's.
+    A start that times out or fails raises :class:`EmulatorError` with the tail of the emulator's log.
+    ``moto_serialize``: the services moto handles one request at a time (docs/emulators.md). ``limits``: the
+    AWS quotas enforced (:meth:`Limits.resolve`); Kinesis calls then go through a limits proxy.
     """
 
     def __init__(
@@ -103,11 +91,9 @@ class Emulators:
     ) -> None:
         self.start_timeout = 60.0 if start_timeout is None else start_timeout
         self.stop_timeout = 10.0
-        #: Services whose requests moto handles one at a time (docs/emulators.md); "none" = moto as it comes.
         self.moto_serialize = moto_serialize or os.environ.get(
             "EMULATORS_MOTO_SERIALIZE", DEFAULT_MOTO_SERIALIZE
         )
-        #: The AWS quotas the emulators enforce (docs/emulators.md).
         self.limits = Limits.resolve(limits)
         #: Seconds from spawn until each child answered HTTP, plus ``total`` for :meth:`start` as a whole.
         self.startup_seconds: dict[str, float] = {}
@@ -117,7 +103,6 @@ class Emulators:
         self._children: list[Child] = []
         self._endpoints: AwsEndpoints | None = None
         self._kinesis_upstream = ""
-        self._lock = threading.RLock()
 
     @property
     def endpoints(self) -> AwsEndpoints:
@@ -153,50 +138,46 @@ class Emulators:
 
     def start(self) -> Emulators:
         """Start every child and wait until each answers; a no-op when running."""
-        with self._lock:
-            if self._endpoints is not None:
-                return self
-            began = time.monotonic()
-            node = self._node or shutil.which("node")
-            if node is None:
-                raise EmulatorError("`node` is not on PATH; kinesis-local needs Node.js (see the Makefile)")
-            workdir = self._workdir = self._make_workdir()
-            atexit.register(self.stop)
-            try:
-                main_js = self._prepare_kinesis_local(workdir)
-                kinesis = Child(
-                    "kinesis-local",
-                    lambda: self._kinesis_spec(node, main_js),
-                    workdir / "kinesis-local.log",
-                    term_grace=KINESIS_TERM_GRACE,
-                )
-                moto = Child("moto", self._moto_spec, workdir / "moto.log")
-                self._children = [kinesis, moto]
-                self._spawn_and_wait(began, [kinesis, moto])
-                front = kinesis
-                if self.limits.enabled:  # the proxy needs kinesis-local's final port
-                    front = Child(
-                        "kinesis-limits", lambda: self._proxy_spec(kinesis), workdir / "kinesis-limits.log"
-                    )
-                    self._children.append(front)
-                    self._spawn_and_wait(began, [front])
-                for child in self._children:
-                    child.verify_loopback()
-            except BaseException as exc:
-                # Keep the logs of a failed start for a look; an interrupted one leaves nothing behind.
-                self._shutdown(remove_workdir=not isinstance(exc, EmulatorError))
-                raise
-            self._kinesis_upstream = kinesis.endpoint
-            self._endpoints = AwsEndpoints(kinesis_endpoint=front.endpoint, aws_endpoint=moto.endpoint)
-            self.startup_seconds = {child.name: child.ready_seconds or 0.0 for child in self._children}
-            self.startup_seconds["total"] = time.monotonic() - began
-            logger.info("emulators up in %.2fs: %s; logs in %s", self.startup_seconds["total"], self, workdir)
+        if self._endpoints is not None:
             return self
+        began = time.monotonic()
+        node = self._node or shutil.which("node")
+        if node is None:
+            raise EmulatorError("`node` is not on PATH; kinesis-local needs Node.js (see the Makefile)")
+        workdir = self._workdir = self._make_workdir()
+        atexit.register(self.stop)
+        try:
+            main_js = self._prepare_kinesis_local(workdir)
+            kinesis = Child(
+                "kinesis-local", lambda: self._kinesis_spec(node, main_js), workdir / "kinesis-local.log"
+            )
+            kinesis.term_grace = KINESIS_TERM_GRACE
+            moto = Child("moto", self._moto_spec, workdir / "moto.log")
+            self._children = [kinesis, moto]
+            self._spawn_and_wait(began, [kinesis, moto])
+            front = kinesis
+            if self.limits.enabled:  # the proxy needs kinesis-local's final port
+                front = Child(
+                    "kinesis-limits", lambda: self._proxy_spec(kinesis), workdir / "kinesis-limits.log"
+                )
+                self._children.append(front)
+                self._spawn_and_wait(began, [front])
+            for child in self._children:
+                child.verify_loopback()
+        except BaseException as exc:
+            # Keep the logs of a failed start for a look; an interrupted one leaves nothing behind.
+            self._shutdown(remove_workdir=not isinstance(exc, EmulatorError))
+            raise
+        self._kinesis_upstream = kinesis.endpoint
+        self._endpoints = AwsEndpoints(kinesis_endpoint=front.endpoint, aws_endpoint=moto.endpoint)
+        self.startup_seconds = {child.name: child.ready_seconds or 0.0 for child in self._children}
+        self.startup_seconds["total"] = time.monotonic() - began
+        logger.info("emulators up in %.2fs: %s; logs in %s", self.startup_seconds["total"], self, workdir)
+        return self
 
     def stop(self) -> None:
         """Stop every child (SIGTERM to each process group, SIGKILL after ``stop_timeout``). Idempotent."""
-        with self._lock:
-            self._shutdown(remove_workdir=True)
+        self._shutdown(remove_workdir=True)
 
     def check_alive(self) -> None:
         """Raise :class:`EmulatorError` (with the log tail) if an emulator process has died since start."""

@@ -1,9 +1,5 @@
-"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given what came before.
-
-:class:`KinesisLimiter` keeps the per-shard, per-stream, per-account and per-consumer rates and the shard
-iterators it has seen issued; the proxy (:mod:`tools.emulators.kinesis_proxy`) asks it before forwarding a
-call and tells it what kinesis-local answered. Every method takes ``now`` (monotonic seconds).
-"""
+"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given what came before (the
+rates, and the shard iterators seen issued). Every method takes ``now`` (monotonic seconds)."""
 
 from __future__ import annotations
 
@@ -12,10 +8,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
-from tools.emulators.limits import Limits
-from tools.emulators.rates import Keyed, SlidingWindow, TokenBucket
+from tools.emulators.limits import Keyed, Limits, SlidingWindow, TokenBucket
 from tools.emulators.settings import ACCOUNT_ID
 
 logger = logging.getLogger(__name__)
@@ -73,9 +69,7 @@ class KinesisLimiter:
         for name in _WINDOWS:
             if (rate := limits.active(name)) is not None:
                 calls = max(1, round(rate * limits.window_seconds))
-                self._windows[name] = Keyed(
-                    lambda now, calls=calls: SlidingWindow(calls, limits.window_seconds)
-                )
+                self._windows[name] = Keyed(partial(SlidingWindow, calls, limits.window_seconds))
         self._read_bytes = self._buckets("get_records_bytes_per_shard", limits.get_records_burst_bytes)
         self._put_records = self._buckets("put_records_per_shard")
         self._put_bytes = self._buckets("put_bytes_per_shard")
@@ -91,7 +85,7 @@ class KinesisLimiter:
         if rate is None:
             return None
         capacity = rate * self.limits.window_seconds if burst is None else burst
-        return Keyed(lambda now: TokenBucket(rate, capacity, now))
+        return Keyed(partial(TokenBucket, rate, capacity))
 
     @property
     def enabled(self) -> bool:
@@ -105,7 +99,7 @@ class KinesisLimiter:
 
     def _window_full(self, name: str, key: object, now: float) -> bool:
         keyed = self._windows.get(name)
-        return keyed is not None and not keyed.get(key, now).try_acquire(now)
+        return keyed is not None and not keyed.at(key, now).try_acquire(now)
 
     def _check(self, name: str, key: object, now: float, operation: str, refusal: Refusal) -> Refusal | None:
         with self._lock:
@@ -116,24 +110,15 @@ class KinesisLimiter:
         if operation not in CONTROL_LIMITS:
             return None
         name, scope = CONTROL_LIMITS[operation]
-        if scope == "stream":
-            return self._check(
-                name,
-                stream,
-                now,
-                operation,
-                Refusal(LIMIT, f"Rate exceeded for stream {stream} under account {ACCOUNT_ID}."),
-            )
-        return self._check(
-            name, None, now, operation, Refusal(LIMIT, f"Rate exceeded for account {ACCOUNT_ID}.")
-        )
+        key = stream if scope == "stream" else None
+        where = f"stream {stream} under account {ACCOUNT_ID}" if key else f"account {ACCOUNT_ID}"
+        return self._check(name, key, now, operation, Refusal(LIMIT, f"Rate exceeded for {where}."))
 
-    def check_subscribe(self, consumer_arn: str, shard: str, now: float) -> Refusal | None:
+    def check_subscribe(self, consumer: str, shard: str, now: float) -> Refusal | None:
         """LimitExceededException past one SubscribeToShard per second per consumer and shard."""
-        refusal = Refusal(LIMIT, f"Rate exceeded for consumer {consumer_arn} and shard {shard}.")
-        return self._check(
-            "subscribe_to_shard_per_consumer_shard", (consumer_arn, shard), now, "SubscribeToShard", refusal
-        )
+        refusal = Refusal(LIMIT, f"Rate exceeded for consumer {consumer} and shard {shard}.")
+        key = (consumer, shard)
+        return self._check("subscribe_to_shard_per_consumer_shard", key, now, "SubscribeToShard", refusal)
 
     def check_get_shard_iterator(self, stream: str, shard: str, now: float) -> Refusal | None:
         """ProvisionedThroughputExceededException past 5 GetShardIterator calls per second per shard."""
@@ -183,7 +168,7 @@ class KinesisLimiter:
                 )
                 return key, self._refuse(Refusal(EXPIRED, message), "GetRecords")
             if self._window_full("get_records_per_shard", key, now) or (
-                self._read_bytes is not None and not self._read_bytes.get(key, now).admit(now)
+                self._read_bytes is not None and not self._read_bytes.at(key, now).admit(now)
             ):
                 return key, self._refuse(shard_throttled(stream, shard), "GetRecords")
             return key, None
@@ -192,7 +177,7 @@ class KinesisLimiter:
         """Charge a served GetRecords call's data bytes to its shard's read rate."""
         if self._read_bytes is not None and nbytes:
             with self._lock:
-                self._read_bytes.get(key, now).charge(now, nbytes)
+                self._read_bytes.at(key, now).charge(now, nbytes)
 
     def admit_puts(self, stream: str, records: list[tuple[str, int]], now: float) -> list[bool]:
         """For each (shard, size) of a PutRecord(s) call, in order: True if the shard can take it now.
@@ -202,10 +187,8 @@ class KinesisLimiter:
         admitted: list[bool] = []
         with self._lock:
             for shard, size in records:
-                counts = (
-                    self._put_records.get((stream, shard), now) if self._put_records is not None else None
-                )
-                sizes = self._put_bytes.get((stream, shard), now) if self._put_bytes is not None else None
+                counts = self._put_records.at((stream, shard), now) if self._put_records is not None else None
+                sizes = self._put_bytes.at((stream, shard), now) if self._put_bytes is not None else None
                 ok = (counts is None or counts.available(now) >= 1) and (
                     sizes is None or sizes.try_take(now, size)
                 )

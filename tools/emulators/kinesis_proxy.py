@@ -20,6 +20,7 @@ import logging
 import re
 import select
 import socket
+import socketserver
 import threading
 import time
 from typing import Any, Final
@@ -85,23 +86,23 @@ class ShardMap:
         return self._ids[i] if i >= 0 else None
 
 
-class KinesisLimitsProxy:
+class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
     """Listens on 127.0.0.1:``port`` (0 = a free one) and forwards to kinesis-local at ``upstream``."""
+
+    daemon_threads = True
+    request_queue_size = 128  # many workers may connect at once
 
     def __init__(self, upstream: tuple[str, int], limits: Limits, port: int = 0) -> None:
         if upstream[0] not in (LOOPBACK, "localhost"):
             raise ValueError(f"upstream {upstream} is not on {LOOPBACK}")
+        super().__init__((LOOPBACK, port), _Conn)
         self.upstream = (LOOPBACK, upstream[1])
+        self.port: int = self.server_address[1]
         self.limiter = KinesisLimiter(limits)
-        self._listener = socket.create_server((LOOPBACK, port))
-        self.port: int = self._listener.getsockname()[1]
-        self._stop = threading.Event()
         #: open sockets, shut down on stop (set.add/discard/copy are atomic under the GIL: no lock)
         self.sockets: set[socket.socket] = set()
-        self._threads: set[threading.Thread] = set()
         self._shard_maps: dict[tuple[str, str], ShardMap] = {}
         self._warned_encoding = False
-        self._accept = threading.Thread(target=self._accept_loop, daemon=True, name="kinesis-limits")
 
     def set_limits(self, limits: Limits) -> None:
         """Enforce ``limits`` from now on, on open connections too (rates start afresh; the iterators seen
@@ -115,52 +116,23 @@ class KinesisLimitsProxy:
         return f"http://{LOOPBACK}:{self.port}"
 
     def start(self) -> KinesisLimitsProxy:
-        """Start accepting connections."""
-        self._accept.start()
+        """Start accepting connections (one thread each)."""
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True, name="kinesis-limits").start()
         return self
 
     def stop(self) -> None:
-        """Close the listener and every connection; join the threads."""
-        self._stop.set()
-        with contextlib.suppress(OSError):  # wakes the accept() under way (close alone does not, on Linux)
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
+        """Stop accepting, and shut every open connection down (their threads then end)."""
+        self.shutdown()
+        self.server_close()
         for sock in self.sockets.copy():
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        for t in [*self._threads.copy(), self._accept]:
-            if t.is_alive():
-                t.join(5)
 
     def __enter__(self) -> KinesisLimitsProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                continue
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t = threading.Thread(target=self._serve, args=(client,), daemon=True, name="kinesis-limits-conn")
-            self.sockets.add(client)
-            self._threads = {x for x in self._threads if x.is_alive()} | {t}
-            t.start()
-
-    def _serve(self, client: socket.socket) -> None:
-        conn = _Conn(self, client)
-        try:
-            conn.run()
-        except (Closed, OSError) as exc:
-            logger.debug("connection ended: %s", exc)
-        except Exception:  # a bug here must not take the emulator down; the client sees a reset
-            logger.exception("kinesis limits proxy: unexpected error")
-        finally:
-            conn.close()
-            self.sockets.discard(client)
 
     def shard_map(
         self, region: str, stream: str, signature: dict[str, str], refresh: bool = False
@@ -200,19 +172,23 @@ class KinesisLimitsProxy:
             logger.warning("kinesis limits: %r requests are forwarded without limits", content_type)
 
 
-class _Conn:
+class _Conn(socketserver.BaseRequestHandler):
     """One client connection and its kept-alive upstream connection."""
 
-    def __init__(self, proxy: KinesisLimitsProxy, client: socket.socket) -> None:
-        self.proxy = proxy
-        self.client = client
-        self.creader = Reader(client)
+    server: KinesisLimitsProxy
+    request: socket.socket
+
+    def setup(self) -> None:
+        self.proxy, self.client = self.server, self.request
+        self.client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.proxy.sockets.add(self.client)
+        self.creader = Reader(self.client)
         self.upstream: socket.socket | None = None
         self.ureader: Reader | None = None
 
-    def close(self) -> None:
+    def finish(self) -> None:
         self._drop_upstream()
-        self.client.close()
+        self.proxy.sockets.discard(self.client)
 
     def _drop_upstream(self) -> None:
         if self.upstream is not None:
@@ -230,7 +206,12 @@ class _Conn:
             self.ureader = Reader(self.upstream)
         return self.upstream, self.ureader
 
-    def run(self) -> None:
+    def handle(self) -> None:
+        with contextlib.suppress(Closed, OSError):  # the client or kinesis-local went away
+            self.serve()
+
+    def serve(self) -> None:
+        """Answer the client's requests until it closes the connection."""
         while (raw := self.creader.head()) is not None:
             head = Head.parse(raw)
             if head.chunked():
@@ -238,13 +219,13 @@ class _Conn:
                 raw = head.with_length(len(body))
             else:
                 body = self.creader.exact(head.content_length() or 0)
-            self.handle(head, raw, body)
+            self.dispatch(head, raw, body)
 
     def reply(self, refusal: Refusal) -> None:
         body = json.dumps({"__type": refusal.code, "message": refusal.message}).encode()
         self.client.sendall(json_response(400, body, JSON_11))
 
-    def handle(self, head: Head, raw: bytes, body: bytes) -> None:
+    def dispatch(self, head: Head, raw: bytes, body: bytes) -> None:
         limiter = (
             self.proxy.limiter
         )  # of the moment: a test may change the limits while connections stay open
@@ -335,7 +316,7 @@ class _Conn:
 
     def route(self, head: Head, stream: str, records: list[dict[str, Any]]) -> list[str]:
         """Each record's open shard (the shard map refreshed once if a key falls outside it)."""
-        signature = {name: head.headers[name] for name in _SIGNATURE if name in head.headers}
+        signature: dict[str, str] = {name: head.headers[name] for name in _SIGNATURE if name in head.headers}
         region, keys = region_of(signature.get("authorization", "")), [hash_key(r) for r in records]
         for refresh in (False, True):
             shard_map = self.proxy.shard_map(region, stream, signature, refresh)
@@ -412,31 +393,20 @@ class _Conn:
 
 
 class _EventBoundary:
-    """Follows event-stream message lengths through a de-chunked body, to end it between messages."""
-
-    __slots__ = ("_left", "_prelude")
+    """Follows event-stream messages (each starts with its 4-byte length) through a de-chunked body, to end
+    it between two messages; holds at most the message under way."""
 
     def __init__(self) -> None:
-        self._left = 0
-        self._prelude = b""
+        self._pending = bytearray()
 
     def feed(self, data: memoryview) -> None:
-        i, n = 0, len(data)
-        while i < n:
-            if self._left:
-                step = min(self._left, n - i)
-                self._left -= step
-                i += step
-                continue
-            need = 4 - len(self._prelude)
-            self._prelude += bytes(data[i : i + need])
-            i += need
-            if len(self._prelude) == 4:
-                self._left = int.from_bytes(self._prelude, "big") - 4
-                self._prelude = b""
+        pending = self._pending
+        pending += data
+        while len(pending) >= 4 and len(pending) >= (size := max(4, int.from_bytes(pending[:4], "big"))):
+            del pending[:size]
 
     def at_boundary(self) -> bool:
-        return self._left == 0 and not self._prelude
+        return not self._pending
 
 
 def main(argv: list[str] | None = None) -> None:

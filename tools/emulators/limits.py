@@ -3,6 +3,9 @@
 Every limit is on by default at the value AWS documents. ``EMULATORS_LIMITS=off`` switches them all off,
 ``EMULATORS_LIMIT_<NAME>=<number>`` or ``=off`` changes one (``<NAME>``: the field in upper case); in code,
 ``Emulators(limits=...)`` (see :meth:`Limits.resolve`). Rates are per second unless the name says otherwise.
+
+The rate primitives that count them take ``now`` (monotonic seconds) and neither read a clock nor lock: the unit
+tests drive them on made-up time, and the limiters decide under their own lock.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from tools.emulators.settings import EmulatorError
 
@@ -103,7 +107,7 @@ class Limits:
             return value
         base = cls.from_env()
         if isinstance(value, bool | str):
-            return dataclasses.replace(base, enabled=_parse("limits", "enabled", str(value)))
+            return dataclasses.replace(base, enabled=bool(_parse("limits", "enabled", str(value))))
         return base.replace(**(value or {}))
 
     def replace(self, **changes: Any) -> Limits:
@@ -156,3 +160,100 @@ def _parse(setting: str, name: str, raw: str) -> bool | float | None:
         return float(word)
     except ValueError:
         raise LimitsError(f"{setting}: expected a number, got {raw!r}") from None
+
+
+class SlidingWindow:
+    """At most ``limit`` events in any window of ``window`` seconds (a log of the last ``limit`` events).
+
+    A refused call is not counted, as on AWS, where a throttled request consumes no quota.
+    """
+
+    __slots__ = ("_times", "limit", "window")
+
+    def __init__(self, limit: int, window: float = 1.0) -> None:
+        self.limit = limit
+        self.window = window
+        self._times: deque[float] = deque(maxlen=limit)
+
+    def try_acquire(self, now: float) -> bool:
+        """Count one event at ``now`` if the window has room; False (nothing counted) if it is full."""
+        if len(self._times) == self.limit and now - self._times[0] < self.window:
+            return False
+        self._times.append(now)  # maxlen drops the oldest
+        return True
+
+    def idle(self, now: float) -> bool:
+        """True when no event is inside the window any more (the window can be forgotten)."""
+        return not self._times or now - self._times[-1] >= self.window
+
+
+class TokenBucket:
+    """Tokens refill at ``rate`` per second up to ``capacity``; the level may go below zero (a debt).
+
+    Spend with ``try_take`` (a write sized up front), or ``admit`` then ``charge`` (a read whose size is known
+    only from its response: a big read leaves a debt that refuses later calls until it is paid back).
+    """
+
+    __slots__ = ("_last", "capacity", "level", "rate")
+
+    def __init__(self, rate: float, capacity: float, now: float = -math.inf) -> None:
+        self.rate = rate
+        self.capacity = capacity
+        self.level = capacity
+        self._last = now
+
+    def available(self, now: float) -> float:
+        """The level at ``now`` (negative while a debt is outstanding)."""
+        if now > self._last:
+            self.level = min(self.capacity, self.level + (now - self._last) * self.rate)
+            self._last = now
+        return self.level
+
+    def try_take(self, now: float, amount: float) -> bool:
+        """Take ``amount`` tokens if at least that many are there (or, for an amount larger than the
+        capacity, if the bucket is full); otherwise take nothing and return False."""
+        if self.available(now) >= min(amount, self.capacity):
+            self.level -= amount
+            return True
+        return False
+
+    def admit(self, now: float) -> bool:
+        """True while the level is not negative (no outstanding debt)."""
+        return self.available(now) >= 0
+
+    def charge(self, now: float, amount: float) -> None:
+        """Spend ``amount`` tokens unconditionally (the level may go negative)."""
+        self.available(now)
+        self.level -= amount
+
+    def idle(self, now: float) -> bool:
+        """True when the bucket is full again (it can be forgotten and recreated full)."""
+        return self.available(now) >= self.capacity
+
+
+class _Idle(Protocol):
+    def idle(self, now: float) -> bool: ...
+
+
+T = TypeVar("T", bound=_Idle)
+
+
+class Keyed(dict[object, T]):
+    """Rate objects by key, made by ``factory()`` on first use; idle ones are dropped past ``max_keys``."""
+
+    def __init__(self, factory: Callable[[], T], max_keys: int = 50_000) -> None:
+        super().__init__()
+        self.factory = factory
+        self.max_keys = max_keys
+        self._next_prune = max_keys
+
+    def at(self, key: object, now: float) -> T:
+        """The rate object for ``key``, created (full) if it is new."""
+        item = self.get(key)
+        if item is None:
+            if len(self) >= self._next_prune:
+                for idle in [k for k, v in self.items() if v.idle(now)]:
+                    del self[idle]
+                self._next_prune = max(self.max_keys, 2 * len(self))
+            item = self[key] = self.factory()
+        return item
