@@ -1,15 +1,9 @@
-"""Child-process entry of the moto server that :mod:`tools.emulators` runs (docs/emulators.md).
+"""The moto server child of :mod:`tools.emulators` (docs/emulators.md), on 127.0.0.1, ending with its parent.
 
-``python -P tools/_emulator_moto.py --port N --parent-pid P [--serialize dynamodb,s3] [--limits JSON]``, with
-the repository root on ``PYTHONPATH``. Binds 127.0.0.1; exits by itself when its parent dies.
-
-Isolation: moto's threaded server takes no locks, so concurrent requests interleave (a failing
-TransactWriteItems restores a copy of the tables taken when it began, over other requests' writes). The server
-stays threaded here, but each request to a serialized service runs alone: its body is read first, then its
-whole response is produced under that service's lock (:class:`SerializedApp`). ``--serialize none`` runs moto
-as it comes. SQS is not serialized by default: its ReceiveMessage long poll waits inside the request for a
-message that only another request can send. Limits: DynamoDB requests past AWS's throughput are answered
-with AWS's throttling errors (:class:`LimitedApp`).
+moto's threaded server takes no locks, so concurrent requests interleave (a failing TransactWriteItems restores
+the tables as they were when it began, over other requests' writes): :class:`SerializedApp` runs each request
+to a serialized service alone. :class:`LimitedApp` answers DynamoDB requests past AWS's throughput with AWS's
+throttling errors.
 """
 
 from __future__ import annotations
@@ -36,11 +30,8 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 def signing_service(environ: dict[str, Any]) -> str | None:
-    """The service a SigV4-signed request is for (its credential scope), e.g. ``dynamodb``; None if unsigned.
-
-    DynamoDB Streams is signed as ``dynamodb`` too, so it shares DynamoDB's lock (its backend reads the
-    tables' stream records).
-    """
+    """The service a SigV4-signed request is for, e.g. ``dynamodb`` (also DynamoDB Streams', whose backend reads
+    the tables: it shares their lock); None if unsigned."""
     scope = credential_scope(environ.get("HTTP_AUTHORIZATION") or "")
     return scope[3].lower() if scope else None
 

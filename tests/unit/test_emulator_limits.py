@@ -60,12 +60,13 @@ def test_token_bucket_oversized_take_needs_a_full_bucket() -> None:
     assert bucket.try_take(5.0, 1)
 
 
-def test_keyed_prunes_idle_entries() -> None:
+def test_keyed_keeps_state_and_drops_the_least_recently_used() -> None:
     keyed: Keyed[SlidingWindow] = Keyed(partial(SlidingWindow, 1, 1.0), max_keys=10)
     for i in range(10):
-        keyed.at(i, 0.0).try_acquire(0.0)
-    keyed.at("new", 5.0)
-    assert len(keyed) == 1
+        assert keyed.at(i).try_acquire(0.0)
+    assert not keyed.at(0).try_acquire(0.5)  # the same window: full
+    keyed.at("new")  # 1 is now the least recently used
+    assert len(keyed) == 10 and 1 not in keyed and 0 in keyed
 
 
 # ---------------------------------------------------------------------------------------------- settings

@@ -1,10 +1,6 @@
-"""Local AWS emulators for integration tests, the demo and the benchmarks (docs/emulators.md).
-
-``with Emulators() as emu: emu.endpoints.client("kinesis")`` runs kinesis-local (Kinesis) and moto server
-(DynamoDB, S3, SQS and the rest) as children on free 127.0.0.1 ports, with AWS's limits enforced; from a
-shell, ``python -m tools.emulators [--format env]``. The children exit by themselves when the Python process
-that started them dies, so even a SIGKILLed test run leaves no orphaned servers.
-"""
+"""Local AWS emulators for integration tests, the demo and the benchmarks (docs/emulators.md):
+``with Emulators() as emu: emu.endpoints.client("kinesis")``, or ``python -m tools.emulators [--format env]``.
+The children exit by themselves when the Python process that started them dies (even SIGKILLed)."""
 
 from __future__ import annotations
 

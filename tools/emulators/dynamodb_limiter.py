@@ -137,7 +137,7 @@ class DynamoDBLimiter:
             found.append((self._tables[key], False))
         partitions = self._partitions[write]
         if partitions is not None and partition is not None:
-            found.append((partitions.at((table.arn, partition), now), True))
+            found.append((partitions.at((table.arn, partition)), True))
         return found
 
     def take_writes(

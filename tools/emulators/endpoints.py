@@ -15,12 +15,8 @@ from tools.emulators.settings import ACCESS_KEY_ID, LOOPBACK, REGION, SECRET_ACC
 
 
 def client_kwargs(endpoint_url: str, *, region: str = REGION, **config: Any) -> dict[str, Any]:
-    """Keyword arguments for ``boto3.client(service, **kwargs)`` against a local emulator endpoint.
-
-    The botocore ``Config``: a short connect timeout (loopback), a generous read timeout (kinesis-local slows
-    down as streams grow), 3 standard-mode attempts, and ``proxies={}`` so that an ``HTTP(S)_PROXY`` in the
-    environment is never used. ``config`` overrides any of these.
-    """
+    """Keyword arguments for ``boto3.client(service, **kwargs)`` against a local emulator endpoint; ``config``
+    overrides the botocore Config (a generous read timeout: kinesis-local slows down as streams grow)."""
     if urllib.parse.urlsplit(endpoint_url).hostname not in {LOOPBACK, "localhost"}:
         raise EmulatorError(
             f"emulator endpoint {endpoint_url!r} is not on 127.0.0.1; refusing to send traffic there"
@@ -30,7 +26,7 @@ def client_kwargs(endpoint_url: str, *, region: str = REGION, **config: Any) -> 
         "connect_timeout": 2,
         "read_timeout": 30,
         "max_pool_connections": 32,
-        "proxies": {},
+        "proxies": {},  # never an HTTP(S)_PROXY of the environment
         **config,
     }
     return {
@@ -52,7 +48,7 @@ class AwsEndpoints:
 
     def __post_init__(self) -> None:
         for url in (self.kinesis_endpoint, self.aws_endpoint):
-            client_kwargs(url)  # raises unless on 127.0.0.1
+            client_kwargs(url)  # raises unless on 127.0.0.1 (env() hands them to child processes)
 
     def client_kwargs(self, service: str, **config: Any) -> dict[str, Any]:
         """Kwargs for ``boto3.client(service, **kwargs)``; ``config`` overrides the botocore Config."""

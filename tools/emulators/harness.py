@@ -85,7 +85,7 @@ class Emulators:
         *,
         start_timeout: float | None = None,
         node: str | None = None,
-        work_root: Path | None = WORK_ROOT,
+        work_root: Path = WORK_ROOT,
         moto_serialize: str | None = None,
         limits: Limits | Mapping[str, Any] | bool | str | None = None,
     ) -> None:
@@ -203,16 +203,11 @@ class Emulators:
     # -- internals
 
     def _make_workdir(self) -> Path:
-        if self._work_root is not None:
-            try:
-                self._work_root.mkdir(parents=True, exist_ok=True)
-                remove_stale_workdirs(self._work_root)
-                workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self._work_root))
-                (workdir / OWNER_FILE).write_text(f"{os.getpid()}\n")
-                return workdir
-            except OSError as exc:
-                logger.debug("cannot use %s (%s), using the system temp dir", self._work_root, exc)
-        return Path(tempfile.mkdtemp(prefix="emulators-"))
+        self._work_root.mkdir(parents=True, exist_ok=True)
+        remove_stale_workdirs(self._work_root)
+        workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self._work_root))
+        (workdir / OWNER_FILE).write_text(f"{os.getpid()}\n")
+        return workdir
 
     def _prepare_kinesis_local(self, workdir: Path) -> Path:
         main_js = KINESIS_LOCAL_DIR / "main.js"

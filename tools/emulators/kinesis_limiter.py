@@ -87,11 +87,6 @@ class KinesisLimiter:
         capacity = rate * self.limits.window_seconds if burst is None else burst
         return Keyed(partial(TokenBucket, rate, capacity))
 
-    @property
-    def enabled(self) -> bool:
-        """False when nothing is enforced (the proxy then only forwards)."""
-        return self.limits.enabled
-
     def _refuse(self, refusal: Refusal, operation: str) -> Refusal:
         self.refusals[operation] = self.refusals.get(operation, 0) + 1
         logger.debug("%s refused: %s", operation, refusal.message)
@@ -99,7 +94,7 @@ class KinesisLimiter:
 
     def _window_full(self, name: str, key: object, now: float) -> bool:
         keyed = self._windows.get(name)
-        return keyed is not None and not keyed.at(key, now).try_acquire(now)
+        return keyed is not None and not keyed.at(key).try_acquire(now)
 
     def _check(self, name: str, key: object, now: float, operation: str, refusal: Refusal) -> Refusal | None:
         with self._lock:
@@ -148,11 +143,8 @@ class KinesisLimiter:
             self._issued.extend(issued)
 
     def check_get_records(self, iterator: str, now: float) -> tuple[tuple[str, str] | None, Refusal | None]:
-        """Before a GetRecords call: (its (stream, shard) if known, a refusal or None).
-
-        Expired iterator first (AWS checks the iterator before the rate), then 5 calls/s, then the read
-        bytes/s debt left by earlier calls. An iterator never seen issued passes, unattributed.
-        """
+        """Before a GetRecords call: (its (stream, shard) if its iterator was seen issued, a refusal or None).
+        The iterator's age first (as AWS), then the calls per second, then the debt of bytes read."""
         with self._lock:
             entry = self._iterators.get(iterator)
             if entry is None:
@@ -168,7 +160,7 @@ class KinesisLimiter:
                 )
                 return key, self._refuse(Refusal(EXPIRED, message), "GetRecords")
             if self._window_full("get_records_per_shard", key, now) or (
-                self._read_bytes is not None and not self._read_bytes.at(key, now).admit(now)
+                self._read_bytes is not None and not self._read_bytes.at(key).admit(now)
             ):
                 return key, self._refuse(shard_throttled(stream, shard), "GetRecords")
             return key, None
@@ -177,18 +169,16 @@ class KinesisLimiter:
         """Charge a served GetRecords call's data bytes to its shard's read rate."""
         if self._read_bytes is not None and nbytes:
             with self._lock:
-                self._read_bytes.at(key, now).charge(now, nbytes)
+                self._read_bytes.at(key).charge(now, nbytes)
 
     def admit_puts(self, stream: str, records: list[tuple[str, int]], now: float) -> list[bool]:
-        """For each (shard, size) of a PutRecord(s) call, in order: True if the shard can take it now.
-
-        A refused record takes nothing from its shard's budget; a later, smaller one may still fit.
-        """
+        """For each (shard, size) of a PutRecord(s) call, in order: True if the shard can take it now (a refused
+        record takes nothing: a later, smaller one may still fit)."""
         admitted: list[bool] = []
         with self._lock:
             for shard, size in records:
-                counts = self._put_records.at((stream, shard), now) if self._put_records is not None else None
-                sizes = self._put_bytes.at((stream, shard), now) if self._put_bytes is not None else None
+                counts = self._put_records.at((stream, shard)) if self._put_records is not None else None
+                sizes = self._put_bytes.at((stream, shard)) if self._put_bytes is not None else None
                 ok = (counts is None or counts.available(now) >= 1) and (
                     sizes is None or sizes.try_take(now, size)
                 )

@@ -1,11 +1,8 @@
-"""An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded.
+"""An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded (docs/emulators.md).
 
-Each JSON 1.1 request (botocore's Kinesis protocol) is read whole, checked with the
-:class:`~tools.emulators.kinesis_limiter.KinesisLimiter`, and either refused here with AWS's error or forwarded
-to kinesis-local over a kept-alive connection. Sized answers are read whole (they give the iterators issued and
-the bytes read); chunked ones (SubscribeToShard's event streams) are relayed chunk by chunk, and ended at an
-event boundary after ``subscription_seconds``. Other encodings (CBOR) are forwarded untouched. Binds
-127.0.0.1 only; one thread per connection.
+Each JSON 1.1 request is read whole, checked with the :class:`~tools.emulators.kinesis_limiter.KinesisLimiter`,
+and refused here or forwarded over a kept-alive connection; event streams (SubscribeToShard) are relayed
+chunk by chunk, and ended at an event boundary after ``subscription_seconds``.
 """
 
 from __future__ import annotations
@@ -141,23 +138,18 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         cached = self._shard_maps.get((region, stream))
         if cached is not None and not refresh:
             return cached
-        shards: list[dict[str, Any]] = []
-        request: dict[str, Any] = {"StreamName": stream}
         upstream = http.client.HTTPConnection(*self.upstream, timeout=30)
         headers = {"Content-Type": JSON_11, "X-Amz-Target": "Kinesis_20131202.ListShards", **signature}
-        try:
-            while request:
-                upstream.request("POST", "/", json.dumps(request), headers)
-                response = upstream.getresponse()
-                answer = json.loads(response.read())
-                if response.status != 200:
-                    raise LookupError(answer.get("message") or answer.get("__type"))
-                shards += answer.get("Shards", [])
-                request = {"NextToken": answer["NextToken"]} if answer.get("NextToken") else {}
+        try:  # one page: up to 10,000 shards
+            upstream.request("POST", "/", json.dumps({"StreamName": stream, "MaxResults": 10_000}), headers)
+            response = upstream.getresponse()
+            answer = json.loads(response.read())
         finally:
             upstream.close()
-        shard_map = ShardMap(shards)
-        if shards:  # a stream still CREATING lists none yet
+        if response.status != 200:
+            raise LookupError(answer.get("message") or answer.get("__type"))
+        shard_map = ShardMap(answer.get("Shards", []))
+        if answer.get("Shards"):  # a stream still CREATING lists none yet
             self._shard_maps[(region, stream)] = shard_map
         return shard_map
 
@@ -226,12 +218,10 @@ class _Conn(socketserver.BaseRequestHandler):
         self.client.sendall(json_response(400, body, JSON_11))
 
     def dispatch(self, head: Head, raw: bytes, body: bytes) -> None:
-        limiter = (
-            self.proxy.limiter
-        )  # of the moment: a test may change the limits while connections stay open
-        content_type = head.headers.get("content-type", "")
-        if not limiter.enabled or not body or not content_type.startswith("application/x-amz-json"):
-            if limiter.enabled and body:
+        limiter = self.proxy.limiter  # of this request: set_limits may change it while connections stay open
+        content_type, enabled = head.headers.get("content-type", ""), limiter.limits.enabled
+        if not enabled or not body or not content_type.startswith("application/x-amz-json"):
+            if enabled and body:
                 self.proxy.warn_encoding(content_type)
             self.exchange(raw, body)
             return

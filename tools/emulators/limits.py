@@ -14,10 +14,10 @@ import dataclasses
 import json
 import math
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 from tools.emulators.settings import EmulatorError
 
@@ -163,10 +163,8 @@ def _parse(setting: str, name: str, raw: str) -> bool | float | None:
 
 
 class SlidingWindow:
-    """At most ``limit`` events in any window of ``window`` seconds (a log of the last ``limit`` events).
-
-    A refused call is not counted, as on AWS, where a throttled request consumes no quota.
-    """
+    """At most ``limit`` events in any window of ``window`` seconds; a refused call is not counted (as on AWS,
+    where a throttled request consumes no quota)."""
 
     __slots__ = ("_times", "limit", "window")
 
@@ -182,17 +180,10 @@ class SlidingWindow:
         self._times.append(now)  # maxlen drops the oldest
         return True
 
-    def idle(self, now: float) -> bool:
-        """True when no event is inside the window any more (the window can be forgotten)."""
-        return not self._times or now - self._times[-1] >= self.window
-
 
 class TokenBucket:
-    """Tokens refill at ``rate`` per second up to ``capacity``; the level may go below zero (a debt).
-
-    Spend with ``try_take`` (a write sized up front), or ``admit`` then ``charge`` (a read whose size is known
-    only from its response: a big read leaves a debt that refuses later calls until it is paid back).
-    """
+    """Tokens refill at ``rate`` per second up to ``capacity``; ``charge`` may leave a debt (a big read, known from
+    its response), and ``admit`` refuses calls until it is paid back."""
 
     __slots__ = ("_last", "capacity", "level", "rate")
 
@@ -226,34 +217,24 @@ class TokenBucket:
         self.available(now)
         self.level -= amount
 
-    def idle(self, now: float) -> bool:
-        """True when the bucket is full again (it can be forgotten and recreated full)."""
-        return self.available(now) >= self.capacity
+
+T = TypeVar("T")
 
 
-class _Idle(Protocol):
-    def idle(self, now: float) -> bool: ...
-
-
-T = TypeVar("T", bound=_Idle)
-
-
-class Keyed(dict[object, T]):
-    """Rate objects by key, made by ``factory()`` on first use; idle ones are dropped past ``max_keys``."""
+class Keyed(OrderedDict[object, T]):
+    """Rate objects by key, made by ``factory()`` on first use. Past ``max_keys`` the least recently used one
+    is dropped: long idle, as no 50,000 keys see calls within a second here."""
 
     def __init__(self, factory: Callable[[], T], max_keys: int = 50_000) -> None:
         super().__init__()
         self.factory = factory
         self.max_keys = max_keys
-        self._next_prune = max_keys
 
-    def at(self, key: object, now: float) -> T:
+    def at(self, key: object) -> T:
         """The rate object for ``key``, created (full) if it is new."""
-        item = self.get(key)
-        if item is None:
-            if len(self) >= self._next_prune:
-                for idle in [k for k, v in self.items() if v.idle(now)]:
-                    del self[idle]
-                self._next_prune = max(self.max_keys, 2 * len(self))
-            item = self[key] = self.factory()
-        return item
+        if key not in self:
+            if len(self) >= self.max_keys:
+                self.popitem(last=False)
+            self[key] = self.factory()
+        self.move_to_end(key)
+        return self[key]
