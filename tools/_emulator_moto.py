@@ -8,7 +8,6 @@ throttling errors.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
@@ -18,10 +17,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tools.emulators.children import exit_with_parent
+from tools.emulators.children import child_main
 from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan
 from tools.emulators.limits import Limits
-from tools.emulators.settings import DEFAULT_MOTO_SERIALIZE, LOOPBACK, REGION, credential_scope
+from tools.emulators.settings import LOOPBACK, REGION, credential_scope
 
 logger = logging.getLogger(__name__)
 
@@ -146,19 +145,8 @@ def parse_services(value: str) -> tuple[str, ...]:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve moto on 127.0.0.1 until SIGTERM or the parent's death."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
-    parser.add_argument(
-        "--serialize", default=DEFAULT_MOTO_SERIALIZE, help="services run one request at a time"
-    )
-    parser.add_argument(
-        "--limits", default=None, help="tools.emulators.limits.Limits as JSON (default: none)"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = child_main(argv, __doc__, serialize=str)  # services whose requests run one at a time, or none
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-    exit_with_parent(args.parent_pid)
 
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
@@ -171,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     services = parse_services(args.serialize)
     app: Any = DomainDispatcherApplication(create_backend_app)
     app = SerializedApp(app, services) if services else app
-    limits = Limits.from_json(args.limits) if args.limits else Limits(enabled=False)
+    limits = Limits.from_json(args.limits)
     app = LimitedApp(app, limits) if limits.enabled else app
     logger.info(
         "moto server on http://%s:%d; serialized: %s", LOOPBACK, args.port, ", ".join(services) or "none"

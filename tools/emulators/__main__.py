@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the emulators until a signal; print the endpoints as JSON or as environment lines."""
     parser = argparse.ArgumentParser(prog="python -m tools.emulators", description=__doc__)
     parser.add_argument("--format", choices=("json", "env"), default="json", help="JSON or KEY=value lines")
-    parser.add_argument("--timeout", type=float, default=None, help="start-up timeout in seconds")
+    parser.add_argument("--timeout", type=float, default=60.0, help="start-up timeout in seconds")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):  # stop as on Ctrl-C

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import http.client
 import ipaddress
@@ -217,8 +218,14 @@ def _watch_parent(parent_pid: int) -> None:
     os._exit(0)
 
 
-def exit_with_parent(parent_pid: int) -> None:
-    """In a Python child: exit within 0.5 s of ``parent_pid`` going away. (SIGTERM needs nothing: Python
-    leaves its default action, to end the process at once, without waiting for busy request threads.)"""
-    if parent_pid > 0:
-        threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
+def child_main(argv: list[str] | None, description: str | None, **extra: type) -> argparse.Namespace:
+    """In a Python child (moto, the limits proxy): its arguments (``--port``, ``--parent-pid``, ``--limits``
+    and ``extra``), logging, and a watch that exits within 0.5 s of the parent going away. (SIGTERM needs
+    nothing: its default action ends the process at once, without waiting for busy request threads.)"""
+    parser = argparse.ArgumentParser(description=description)
+    for name, kind in {"port": int, "parent_pid": int, "limits": str, **extra}.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True, name="parent-watch").start()
+    return args

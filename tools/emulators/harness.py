@@ -83,13 +83,13 @@ class Emulators:
     def __init__(
         self,
         *,
-        start_timeout: float | None = None,
+        start_timeout: float = 60.0,
         node: str | None = None,
         work_root: Path = WORK_ROOT,
         moto_serialize: str | None = None,
         limits: Limits | Mapping[str, Any] | bool | str | None = None,
     ) -> None:
-        self.start_timeout = 60.0 if start_timeout is None else start_timeout
+        self.start_timeout = start_timeout
         self.stop_timeout = 10.0
         self.moto_serialize = moto_serialize or os.environ.get(
             "EMULATORS_MOTO_SERIALIZE", DEFAULT_MOTO_SERIALIZE
@@ -102,7 +102,8 @@ class Emulators:
         self._workdir: Path | None = None
         self._children: list[Child] = []
         self._endpoints: AwsEndpoints | None = None
-        self._kinesis_upstream = ""
+        #: kinesis-local itself, behind the limits proxy (the Kinesis endpoint when limits are off).
+        self.kinesis_upstream = ""
 
     @property
     def endpoints(self) -> AwsEndpoints:
@@ -110,12 +111,6 @@ class Emulators:
         if self._endpoints is None:
             raise EmulatorError("emulators are not running; call start() or use `with Emulators() as emu:`")
         return self._endpoints
-
-    @property
-    def kinesis_upstream(self) -> str:
-        """kinesis-local itself, behind the limits proxy (the same as the Kinesis endpoint with limits off)."""
-        self.endpoints  # noqa: B018 - raises when not running
-        return self._kinesis_upstream
 
     @property
     def running(self) -> bool:
@@ -168,7 +163,7 @@ class Emulators:
             # Keep the logs of a failed start for a look; an interrupted one leaves nothing behind.
             self._shutdown(remove_workdir=not isinstance(exc, EmulatorError))
             raise
-        self._kinesis_upstream = kinesis.endpoint
+        self.kinesis_upstream = kinesis.endpoint
         self._endpoints = AwsEndpoints(kinesis_endpoint=front.endpoint, aws_endpoint=moto.endpoint)
         self.startup_seconds = {child.name: child.ready_seconds or 0.0 for child in self._children}
         self.startup_seconds["total"] = time.monotonic() - began
@@ -196,7 +191,7 @@ class Emulators:
 
     def __repr__(self) -> str:
         state = (
-            f"{self._endpoints}, kinesis_upstream={self._kinesis_upstream}" if self._endpoints else "stopped"
+            f"{self._endpoints}, kinesis_upstream={self.kinesis_upstream}" if self._endpoints else "stopped"
         )
         return f"Emulators({state})"
 

@@ -7,7 +7,6 @@ chunk by chunk, and ended at an event boundary after ``subscription_seconds``.
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import contextlib
 import hashlib
@@ -22,7 +21,7 @@ import threading
 import time
 from typing import Any, Final
 
-from tools.emulators.children import exit_with_parent
+from tools.emulators.children import child_main
 from tools.emulators.kinesis_limiter import THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
 from tools.emulators.limits import Limits
 from tools.emulators.settings import LOOPBACK, credential_scope
@@ -343,13 +342,6 @@ class _Conn(socketserver.BaseRequestHandler):
             self.client.sendall(head_raw + answer)
         return head.status, answer
 
-    def _client_gone(self) -> bool:
-        """The client closed or reset its connection (it sends nothing while a stream is relayed)."""
-        try:
-            return self.client.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
-
     def relay_chunks(self, upstream: socket.socket, reader: Reader, seconds: float | None) -> None:
         """Pass chunks through as they come; after ``seconds``, end the body at an event boundary."""
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -363,10 +355,9 @@ class _Conn(socketserver.BaseRequestHandler):
                     return
                 wait = remaining if 0 < remaining < 1.0 else 1.0
                 readable, _, _ = select.select([upstream, self.client], [], [], wait)
-                if self.client in readable and self._client_gone():
-                    # Close kinesis-local's side at once: it refuses a new subscription of the same consumer
-                    # and shard (ResourceInUse) for as long as it believes this one open.
-                    self._drop_upstream()
+                if self.client in readable and not self.client.recv(1, socket.MSG_PEEK):
+                    # The client went away (an OSError if reset). finish() closes kinesis-local's side at once:
+                    # it refuses a new subscription of the consumer and shard while it believes this one open.
                     raise Closed("the client went away mid-stream")
                 if upstream not in readable:
                     continue
@@ -400,20 +391,11 @@ class _EventBoundary:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m tools.emulators.kinesis_proxy --port N --upstream-port M --limits JSON``: the harness's child."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--upstream-port", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, default=0)
-    parser.add_argument("--limits", required=True, help="Limits as JSON")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    exit_with_parent(args.parent_pid)
-    proxy = KinesisLimitsProxy(
-        (LOOPBACK, args.upstream_port), Limits.from_json(args.limits), args.port
-    ).start()
+    """``python -m tools.emulators.kinesis_proxy``: the harness's child, until SIGTERM or the parent's death."""
+    args = child_main(argv, __doc__, upstream_port=int)
+    proxy = KinesisLimitsProxy((LOOPBACK, args.upstream_port), Limits.from_json(args.limits), args.port)
     logger.info("kinesis limits proxy on %s -> %d", proxy.url(), args.upstream_port)
-    threading.Event().wait()
+    proxy.serve_forever()
 
 
 if __name__ == "__main__":

@@ -73,18 +73,15 @@ class Limits:
     def __post_init__(self) -> None:
         for name, value in dataclasses.asdict(self).items():
             if name == "enabled":
-                if not isinstance(value, bool):
-                    raise LimitsError(f"Limits.enabled: expected True or False, got {value!r}")
-                continue
-            number = isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
-            if (value is None and name in _OPTIONAL) or (
-                number and (value > 0 or (value == 0 and name in _ZERO_OK))
-            ):
-                continue
-            expected = (
-                f"a number {'>= 0' if name in _ZERO_OK else '> 0'}{' or None (off)' * (name in _OPTIONAL)}"
-            )
-            raise LimitsError(f"Limits.{name}: expected {expected}, got {value!r}")
+                valid, expected = isinstance(value, bool), "True or False"
+            else:  # a bool is no number here, and NaN fails both comparisons
+                number = type(value) in (int, float)
+                valid = (value is None and name in _OPTIONAL) or (
+                    number and (value > 0 or (value == 0 and name in _ZERO_OK))
+                )
+                expected = f"a number {'>= 0' if name in _ZERO_OK else '> 0'}{' or None (off)' * (name in _OPTIONAL)}"
+            if not valid:
+                raise LimitsError(f"Limits.{name}: expected {expected}, got {value!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
