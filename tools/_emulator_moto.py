@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     services = parse_services(args.serialize)
     app: Any = DomainDispatcherApplication(create_backend_app)
     app = SerializedApp(app, services) if services else app
-    limits = Limits.from_json(args.limits)
+    limits = Limits(**json.loads(args.limits))
     app = LimitedApp(app, limits) if limits.enabled else app
     logger.info(
         "moto server on http://%s:%d; serialized: %s", LOOPBACK, args.port, ", ".join(services) or "none"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import hashlib
 import http.client
 import json
@@ -64,6 +65,12 @@ def hash_key(record: dict[str, Any]) -> int:
     return int.from_bytes(hashlib.md5(str(record.get("PartitionKey", "")).encode()).digest(), "big")
 
 
+@functools.cache
+def _warn_unlimited(content_type: str) -> None:
+    """Warn once per encoding (CBOR) that its requests are forwarded without limits."""
+    logger.warning("kinesis limits: %r requests are forwarded without limits", content_type)
+
+
 class ShardMap:
     """Open shards of one stream by starting hash key, for routing a put to its shard."""
 
@@ -98,7 +105,6 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         #: open sockets, shut down on stop (set.add/discard/copy are atomic under the GIL: no lock)
         self.sockets: set[socket.socket] = set()
         self._shard_maps: dict[tuple[str, str], ShardMap] = {}
-        self._warned_encoding = False
 
     def set_limits(self, limits: Limits) -> None:
         """Enforce ``limits`` from now on, on open connections too (rates start afresh; the iterators seen
@@ -155,12 +161,6 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
     def forget_shards(self, region: str, stream: str) -> None:
         """Drop a stream's cached shard map (after a call that reshards, creates or deletes it)."""
         self._shard_maps.pop((region, stream), None)
-
-    def warn_encoding(self, content_type: str) -> None:
-        """Warn once that requests in another encoding pass unlimited."""
-        if not self._warned_encoding:
-            self._warned_encoding = True
-            logger.warning("kinesis limits: %r requests are forwarded without limits", content_type)
 
 
 class _Conn(socketserver.BaseRequestHandler):
@@ -221,7 +221,7 @@ class _Conn(socketserver.BaseRequestHandler):
         content_type, enabled = head.headers.get("content-type", ""), limiter.limits.enabled
         if not enabled or not body or not content_type.startswith("application/x-amz-json"):
             if enabled and body:
-                self.proxy.warn_encoding(content_type)
+                _warn_unlimited(content_type)
             self.exchange(raw, body)
             return
         operation = head.headers.get("x-amz-target", "").rpartition(".")[2]
@@ -285,10 +285,7 @@ class _Conn(socketserver.BaseRequestHandler):
         if operation == "PutRecord":
             self.reply(shard_throttled(stream, shards[0]))
             return
-        results = [
-            {"ErrorCode": THROUGHPUT, "ErrorMessage": shard_throttled(stream, s).message} for s in shards
-        ]
-        extra: dict[str, Any] = {}
+        parsed: dict[str, Any] = {}
         if kept := [r for r, ok in zip(records, admitted, strict=True) if ok]:
             subset = json.dumps({**request, "Records": kept}).encode()
             status, answer = self.exchange(head.with_length(len(subset)), subset, relay=False)
@@ -296,11 +293,13 @@ class _Conn(socketserver.BaseRequestHandler):
                 self.client.sendall(json_response(status, answer, JSON_11))
                 return
             parsed = json.loads(answer)
-            served = iter(parsed.get("Records", []))
-            results = [next(served) if ok else failure for ok, failure in zip(admitted, results, strict=True)]
-            extra = {k: v for k, v in parsed.items() if k not in ("Records", "FailedRecordCount")}
+        served = iter(parsed.get("Records", []))
+        results: list[dict[str, Any]] = []
+        for ok, shard in zip(admitted, shards, strict=True):
+            message = shard_throttled(stream, shard).message
+            results.append(next(served) if ok else {"ErrorCode": THROUGHPUT, "ErrorMessage": message})
         failed = sum(1 for r in results if r.get("ErrorCode"))
-        out = json.dumps({"FailedRecordCount": failed, "Records": results, **extra}).encode()
+        out = json.dumps({**parsed, "FailedRecordCount": failed, "Records": results}).encode()
         self.client.sendall(json_response(200, out, JSON_11))
 
     def route(self, head: Head, stream: str, records: list[dict[str, Any]]) -> list[str]:
@@ -393,7 +392,7 @@ class _EventBoundary:
 def main(argv: list[str] | None = None) -> None:
     """``python -m tools.emulators.kinesis_proxy``: the harness's child, until SIGTERM or the parent's death."""
     args = child_main(argv, __doc__, upstream_port=int)
-    proxy = KinesisLimitsProxy((LOOPBACK, args.upstream_port), Limits.from_json(args.limits), args.port)
+    proxy = KinesisLimitsProxy((LOOPBACK, args.upstream_port), Limits(**json.loads(args.limits)), args.port)
     logger.info("kinesis limits proxy on %s -> %d", proxy.url(), args.upstream_port)
     proxy.serve_forever()
 

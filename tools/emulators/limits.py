@@ -105,23 +105,15 @@ class Limits:
         base = cls.from_env()
         if isinstance(value, bool | str):
             return dataclasses.replace(base, enabled=bool(_parse("limits", "enabled", str(value))))
-        return base.replace(**(value or {}))
-
-    def replace(self, **changes: Any) -> Limits:
-        """A copy with some fields changed; string values are parsed as in the environment ("off", "5")."""
-        for name, value in changes.items():
-            if isinstance(value, str) or name not in _FIELDS:
-                changes[name] = _parse(f"Limits.{name}", name, str(value))
-        return dataclasses.replace(self, **changes)
+        changes = dict(value or {})
+        for name, setting in changes.items():  # text as in the environment ("off", "5")
+            if isinstance(setting, str) or name not in _FIELDS:
+                changes[name] = _parse(f"Limits.{name}", name, str(setting))
+        return dataclasses.replace(base, **changes)
 
     def to_json(self) -> str:
         """All fields as one JSON object (how the children get their settings)."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Limits:
-        """The inverse of :meth:`to_json`."""
-        return cls(**json.loads(text))
 
     def describe(self) -> dict[str, Any]:
         """``{"enabled": ..., name: value or "off"}`` for printing (``python -m tools.emulators``)."""
