@@ -67,11 +67,11 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
 
 @dataclass
 class LaunchSpec:
-    """How to start a child once: argv, environment, where it will answer, and the ports it binds."""
+    """How to start a child once: argv, environment, the path probed until it answers, and the ports it binds
+    (it answers HTTP on the first)."""
 
     argv: list[str]
     env: dict[str, str]
-    endpoint: str
     ready_path: str
     ports: tuple[int, ...]
 
@@ -96,7 +96,7 @@ class Child:
     def endpoint(self) -> str:
         """``http://127.0.0.1:<port>`` of the current attempt."""
         assert self.spec is not None
-        return self.spec.endpoint
+        return f"http://{LOOPBACK}:{self.spec.ports[0]}"
 
     @property
     def ready_url(self) -> str:
@@ -183,28 +183,17 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by someone else
-    return True
-
-
 def remove_stale_workdirs(work_root: Path, max_age: float = 3600.0) -> None:
     """Drop run directories that a killed run (or a failed start, which keeps its logs) left behind: older
     than ``max_age`` and whose owner process (``owner.pid``) is gone. Other sessions' live runs are kept."""
     cutoff = time.time() - max_age
     for path in work_root.glob("run-*"):
-        with contextlib.suppress(OSError, ValueError):
-            if not path.is_dir() or path.stat().st_mtime >= cutoff:
-                continue
-            owner = path / OWNER_FILE
-            if owner.is_file() and _alive(int(owner.read_text().strip())):
-                continue
-            shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError, ValueError):  # e.g. PermissionError: its owner runs as another user
+            if path.stat().st_mtime < cutoff:
+                try:
+                    os.kill(int((path / OWNER_FILE).read_text()), 0)  # its owner still runs: keep it
+                except (ProcessLookupError, FileNotFoundError):
+                    shutil.rmtree(path, ignore_errors=True)
 
 
 def child_base_env() -> dict[str, str]:

@@ -64,10 +64,8 @@ class Throttle:
     @property
     def reason(self) -> str:
         """The ``ThrottlingReasons`` reason."""
-        kind = "Write" if self.write else "Read"
-        if self.partition:
-            return f"Table{kind}KeyRangeThroughputExceeded"
-        return f"Table{kind}{'AccountLimitExceeded' if self.table.on_demand else 'ProvisionedThroughputExceeded'}"
+        limit = "AccountLimit" if self.table.on_demand else "ProvisionedThroughput"
+        return f"Table{'Write' if self.write else 'Read'}{'KeyRangeThroughput' if self.partition else limit}Exceeded"
 
     def body(self) -> bytes:
         """The JSON 1.0 error body AWS sends (HTTP 400)."""

@@ -225,9 +225,7 @@ class Emulators:
             "EMULATOR_PARENT_PID": str(os.getpid()),
         }
         argv = [node, "--require", str(main_js.parent / "parent-watch.js"), str(main_js)]
-        return LaunchSpec(
-            argv, env, f"http://{LOOPBACK}:{plain_port}", "/healthcheck", (plain_port, tls_port)
-        )
+        return LaunchSpec(argv, env, "/healthcheck", (plain_port, tls_port))
 
     def _python_spec(self, entry: list[str], extra: list[str], ready_path: str) -> LaunchSpec:
         port = free_port()
@@ -241,7 +239,7 @@ class Emulators:
         }
         argv = [sys.executable, "-P", *entry, "--port", str(port), "--parent-pid", str(os.getpid())]
         argv += ["--limits", self.limits.to_json(), *extra]
-        return LaunchSpec(argv, env, f"http://{LOOPBACK}:{port}", ready_path, (port,))
+        return LaunchSpec(argv, env, ready_path, (port,))
 
     def _moto_spec(self) -> LaunchSpec:
         return self._python_spec([str(MOTO_ENTRY)], ["--serialize", self.moto_serialize], "/moto-api/")
