@@ -37,7 +37,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "access_key_id": ACCESS_KEY_ID,
                     "secret_access_key": SECRET_ACCESS_KEY,
                     "pids": emulators.pids,
-                    "logs": {name: str(path) for name, path in emulators.log_paths.items()},
                     "startup_seconds": {k: round(v, 3) for k, v in emulators.startup_seconds.items()},
                     "kinesis_upstream": emulators.kinesis_upstream,
                     "limits": limits,

@@ -122,11 +122,6 @@ class Emulators:
         """Process (group) id of each child."""
         return {child.name: child.popen.pid for child in self._children if child.popen is not None}
 
-    @property
-    def log_paths(self) -> dict[str, Path]:
-        """Log file of each child."""
-        return {child.name: child.log_path for child in self._children}
-
     def client(self, service: str, **config: Any) -> Any:
         """A boto3 client for ``service`` (:meth:`AwsEndpoints.client`)."""
         return self.endpoints.client(service, **config)
@@ -167,7 +162,9 @@ class Emulators:
         self._endpoints = AwsEndpoints(kinesis_endpoint=front.endpoint, aws_endpoint=moto.endpoint)
         self.startup_seconds = {child.name: child.ready_seconds or 0.0 for child in self._children}
         self.startup_seconds["total"] = time.monotonic() - began
-        logger.info("emulators up in %.2fs: %s; logs in %s", self.startup_seconds["total"], self, workdir)
+        logger.info(
+            "emulators up: %s, kinesis-local %s; logs in %s", self._endpoints, kinesis.endpoint, workdir
+        )
         return self
 
     def stop(self) -> None:
@@ -188,12 +185,6 @@ class Emulators:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def __repr__(self) -> str:
-        state = (
-            f"{self._endpoints}, kinesis_upstream={self.kinesis_upstream}" if self._endpoints else "stopped"
-        )
-        return f"Emulators({state})"
 
     # -- internals
 
