@@ -101,16 +101,8 @@ class LimitedApp:
         if reduced is not None:  # a batch with some items throttled: the rest go to moto
             body = json.dumps(reduced).encode()
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
-        statuses: list[str] = []
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            statuses.append(status)
-            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
-
-        answer = _drain(self._app(environ, capture))
-        if statuses and statuses[-1].startswith("200"):
-            answer = cost.served(self.limiter, answer, time.monotonic())
-        return [answer]
+        answer = _drain(self._app(environ, start_response))
+        return [cost.served(self.limiter, answer, time.monotonic())]
 
 
 def _table_lookup(environ: dict[str, Any]) -> Callable[[str], TableInfo | None]:

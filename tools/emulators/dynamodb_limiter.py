@@ -105,14 +105,14 @@ class DynamoDBLimiter:
         self.limits = limits
         self._lock = threading.Lock()
         self._tables: dict[tuple[str, bool, float], TokenBucket] = {}
-        self._partitions: dict[bool, Keyed[TokenBucket] | None] = {
-            write: self._partition_buckets(limits.active(name))
-            for write, name in ((False, "dynamodb_partition_rcu"), (True, "dynamodb_partition_wcu"))
+        rates = {
+            False: limits.active("dynamodb_partition_rcu"),
+            True: limits.active("dynamodb_partition_wcu"),
         }
-
-    @staticmethod
-    def _partition_buckets(rate: float | None) -> Keyed[TokenBucket] | None:
-        return None if rate is None else Keyed(partial(TokenBucket, rate, rate))
+        self._partitions: dict[bool, Keyed[TokenBucket] | None] = {
+            write: None if rate is None else Keyed(partial(TokenBucket, rate, rate))
+            for write, rate in rates.items()
+        }
 
     def _buckets(
         self, table: TableInfo, partition: str | None, write: bool, now: float
@@ -236,12 +236,15 @@ class Plan:
         }
 
     def served(self, limiter: DynamoDBLimiter, answer: bytes, now: float) -> bytes:
-        """Charge the reads of a served request; add throttled batch items to its Unprocessed* field."""
+        """Charge the reads of a served request; add throttled batch items to its Unprocessed* field. (An error
+        answer, with its ``__type``, is left as it is.)"""
         if not self.reads and not self.unprocessed:
             return answer
         try:
             parsed = json.loads(answer)
         except ValueError:
+            return answer
+        if "__type" in parsed:
             return answer
         if self.reads:
             limiter.charge_reads(self._read_costs(parsed), now)

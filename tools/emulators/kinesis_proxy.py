@@ -105,6 +105,9 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         #: open sockets, shut down on stop (set.add/discard/copy are atomic under the GIL: no lock)
         self.sockets: set[socket.socket] = set()
         self._shard_maps: dict[tuple[str, str], ShardMap] = {}
+        self._serving = threading.Thread(
+            target=self.serve_forever, args=(0.05,), daemon=True, name="kinesis-limits"
+        )
 
     def set_limits(self, limits: Limits) -> None:
         """Enforce ``limits`` from now on, on open connections too (rates start afresh; the iterators seen
@@ -119,12 +122,13 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
 
     def start(self) -> KinesisLimitsProxy:
         """Start accepting connections (one thread each)."""
-        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True, name="kinesis-limits").start()
+        self._serving.start()
         return self
 
     def stop(self) -> None:
         """Stop accepting, and shut every open connection down (their threads then end)."""
-        self.shutdown()
+        if self._serving.is_alive():  # shutdown() waits for serve_forever() to end: only once it runs
+            self.shutdown()
         self.server_close()
         for sock in self.sockets.copy():
             with contextlib.suppress(OSError):
