@@ -149,9 +149,10 @@ class Child:
             return f"(log {self.log_path} unreadable: {exc})"
         return "\n".join(lines) if lines else "(log is empty)"
 
-    def describe_failure(self, headline: str) -> str:
-        """``headline`` followed by the tail of its log."""
-        return f"{headline}\n--- last lines of {self.log_path} ---\n{self.log_tail()}\n--- end of {self.name} log ---"
+    def failed(self, what: str) -> EmulatorError:
+        """The error that says it ``what`` (e.g. "exited with code 1"), with the tail of its log."""
+        log = f"--- last lines of {self.log_path} ---\n{self.log_tail()}\n--- end of {self.name} log ---"
+        return EmulatorError(f"{self.name} {what}\n{log}")
 
     def terminate(self) -> None:
         """SIGTERM to its process group."""

@@ -174,11 +174,8 @@ class Emulators:
     def check_alive(self) -> None:
         """Raise :class:`EmulatorError` (with the log tail) if an emulator process has died since start."""
         for child in self._children:
-            code = child.exit_code()
-            if code is not None:
-                raise EmulatorError(
-                    child.describe_failure(f"{child.name} exited unexpectedly with code {code}")
-                )
+            if (code := child.exit_code()) is not None:
+                raise child.failed(f"exited unexpectedly with code {code}")
 
     def __enter__(self) -> Emulators:
         return self.start()
@@ -250,20 +247,15 @@ class Emulators:
                         logger.info("%s: port taken by someone else, retrying on another port", child.name)
                         child.spawn()
                         continue
-                    failure = f"{child.name} exited with code {code} before it answered on {child.ready_url}"
-                    raise EmulatorError(child.describe_failure(failure))
+                    raise child.failed(f"exited with code {code} before it answered on {child.ready_url}")
                 if http_ok(child.ready_url):
                     child.ready_seconds = time.monotonic() - child.started_at
                     pending.remove(child)
             if pending and time.monotonic() > began + self.start_timeout:
-                raise EmulatorError(
-                    "\n".join(
-                        c.describe_failure(
-                            f"{c.name} did not answer on {c.ready_url} within {self.start_timeout:.0f}s"
-                        )
-                        for c in pending
-                    )
+                late = (
+                    c.failed(f"did not answer on {c.ready_url} in {self.start_timeout:.0f}s") for c in pending
                 )
+                raise EmulatorError("\n".join(map(str, late)))
             if pending:
                 time.sleep(0.05)
 
