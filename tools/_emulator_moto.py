@@ -1,41 +1,28 @@
-"""Child-process entry point for the moto server used by :mod:`tools.emulators`.
+"""The moto server child of :mod:`tools.emulators` (docs/emulators.md), on 127.0.0.1, ending with its parent.
 
-Run as a script (``python -P tools/_emulator_moto.py --port N --parent-pid P``); tests import it only to
-check :class:`SerializedApp` directly.
-It always binds 127.0.0.1, keeps werkzeug's per-request log quiet unless ``--verbose``, and exits by itself
-when its parent process dies, so a killed test run cannot leave an orphaned server behind.
-
-Isolation: moto's own server is threaded and its backends take no locks, so concurrent requests interleave
-(a failing TransactWriteItems restores a copy of the tables taken when it began, over other requests'
-writes). Here the server stays threaded (connections, keep-alive and request parsing run in parallel), but
-every request to a *serialized* service runs alone: its body is read first, then the request is handled and
-its whole response produced under that service's lock. ``--serialize dynamodb,s3`` is the default;
-``--serialize none`` runs moto exactly as it comes (the old, unsafe way; for showing what the lock fixes).
-SQS is not serialized by default: moto's ReceiveMessage long poll waits inside the request for a message
-that only another request can send.
-
-Limits: with ``--limits <JSON>`` (:class:`tools.emulators.limits.Limits`), DynamoDB requests past AWS's
-throughput per table and per partition key are answered with ProvisionedThroughputExceededException or
-ThrottlingException (:class:`LimitedApp`, docs/emulators.md); the repository root must be importable.
+moto's threaded server takes no locks, so concurrent requests interleave (a failing TransactWriteItems restores
+the tables as they were when it began, over other requests' writes): :class:`SerializedApp` runs each request
+to a serialized service alone. :class:`LimitedApp` answers DynamoDB requests past AWS's throughput with AWS's
+throttling errors.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import io
 import json
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from types import FrameType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
-LOOPBACK = "127.0.0.1"
-DEFAULT_SERIALIZED = ("dynamodb", "s3")
+from tools.emulators.children import child_main
+from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan
+from tools.emulators.limits import Limits
+from tools.emulators.settings import LOOPBACK, REGION, credential_scope
 
 logger = logging.getLogger(__name__)
 
@@ -43,41 +30,27 @@ StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-def _watch_parent(parent_pid: int, interval: float) -> None:
-    while True:
-        if os.getppid() != parent_pid:
-            os._exit(0)
-        time.sleep(interval)
-
-
 def signing_service(environ: dict[str, Any]) -> str | None:
-    """The service a SigV4-signed request is for (its credential scope), e.g. ``dynamodb``; None if unsigned.
-
-    DynamoDB Streams is signed as ``dynamodb`` too, so it shares DynamoDB's lock (its backend reads the
-    tables' stream records).
-    """
-    auth = environ.get("HTTP_AUTHORIZATION") or ""
-    marker = "Credential="
-    start = auth.find(marker)
-    if start < 0:
-        return None
-    scope = auth[start + len(marker) :].split(",", 1)[0].strip().split("/")
-    return scope[3].lower() if len(scope) == 5 else None
+    """The service a SigV4-signed request is for, e.g. ``dynamodb`` (also DynamoDB Streams', whose backend reads
+    the tables: it shares their lock); None if unsigned."""
+    scope = credential_scope(environ.get("HTTP_AUTHORIZATION") or "")
+    return scope[3].lower() if scope else None
 
 
 def _buffer_body(environ: dict[str, Any]) -> None:
     """Read the request body before taking a lock, so a slow client cannot hold the service."""
-    stream = environ.get("wsgi.input")
-    if stream is None:
-        return
-    length = environ.get("CONTENT_LENGTH") or ""
-    if length.isdigit():
-        body = stream.read(int(length)) if int(length) else b""
-    elif environ.get("wsgi.input_terminated"):
-        body = stream.read()
-    else:
-        return
-    environ["wsgi.input"] = io.BytesIO(body)
+    stream, length = environ.get("wsgi.input"), environ.get("CONTENT_LENGTH") or ""
+    if stream is not None and (length.isdigit() or environ.get("wsgi.input_terminated")):
+        environ["wsgi.input"] = io.BytesIO(stream.read(int(length)) if length.isdigit() else stream.read())
+
+
+def _drain(result: Iterable[bytes]) -> bytes:
+    """The whole body of a WSGI result, closing it."""
+    try:
+        return b"".join(result)
+    finally:
+        if (close := getattr(result, "close", None)) is not None:
+            close()
 
 
 class SerializedApp:
@@ -88,94 +61,63 @@ class SerializedApp:
         self._locks = {service: threading.Lock() for service in services}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        service = signing_service(environ)
-        lock = self._locks.get(service) if service is not None else None
+        lock = self._locks.get(signing_service(environ) or "")
         if lock is None:
             return self._app(environ, start_response)
         _buffer_body(environ)
         with lock:
-            # werkzeug sends nothing before the first body chunk; the whole response is built here, under
-            # the lock, and written to the socket after it is released.
-            result = self._app(environ, start_response)
-            try:
-                return [b"".join(result)]
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
+            # werkzeug sends nothing before the first body chunk: the whole response is built under the lock
+            # and written to the socket after it is released.
+            return [_drain(self._app(environ, start_response))]
 
 
 class LimitedApp:
-    """WSGI middleware: DynamoDB requests past AWS's throughput (tools/emulators/dynamodb_limiter.py) are
-    answered with AWS's throttling error instead of reaching moto; served reads are charged afterwards."""
+    """WSGI middleware: DynamoDB requests past AWS's throughput (:mod:`tools.emulators.dynamodb_limiter`)
+    are answered with AWS's throttling error instead of reaching moto; served reads are charged afterwards."""
 
-    def __init__(self, app: WsgiApp, limits: Any) -> None:
-        from tools.emulators.dynamodb_limiter import DynamoDBLimiter
-
+    def __init__(self, app: WsgiApp, limits: Limits) -> None:
         self._app = app
         self.limiter = DynamoDBLimiter(limits)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET") or ""
-        if not target.startswith("DynamoDB_20120810.") or not self.limiter.enabled:
+        if not target.startswith("DynamoDB_20120810."):
             return self._app(environ, start_response)
         _buffer_body(environ)
-        stream = environ["wsgi.input"]
         try:
-            request = json.loads(stream.getvalue() or b"{}") if isinstance(stream, io.BytesIO) else None
-        except ValueError:
+            request = json.loads(environ["wsgi.input"].getvalue() or b"{}")
+        except (ValueError, AttributeError):
             request = None
-        if not isinstance(request, dict):
+        cost = (
+            plan(target.rpartition(".")[2], request, _table_lookup(environ))
+            if isinstance(request, dict)
+            else None
+        )
+        if cost is None:
             return self._app(environ, start_response)
-        from tools.emulators import dynamodb_requests
-
-        plan = dynamodb_requests.plan(target.rpartition(".")[2], request, _table_lookup(environ))
-        if plan is None:
-            return self._app(environ, start_response)
-        refusal, request = plan.admit(self.limiter, time.monotonic())
+        refusal, reduced = cost.admit(self.limiter, time.monotonic())
         if refusal is not None:
-            start_response(
-                "400 Bad Request",
-                [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(refusal)))],
-            )
+            headers = [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(refusal)))]
+            start_response("400 Bad Request", headers)
             return [refusal]
-        if request is not None:  # a batch with some items throttled: the rest go to moto
-            body = json.dumps(request).encode()
+        if reduced is not None:  # a batch with some items throttled: the rest go to moto
+            body = json.dumps(reduced).encode()
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
-        captured: dict[str, Any] = {}
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            captured["status"] = status
-            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
-
-        result = self._app(environ, capture)
-        try:
-            answer = b"".join(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        if str(captured.get("status", "")).startswith("200"):
-            answer = plan.served(self.limiter, answer, time.monotonic())
-        return [answer]
+        answer = _drain(self._app(environ, start_response))
+        return [cost.served(self.limiter, answer, time.monotonic())]
 
 
-def _table_lookup(environ: dict[str, Any]) -> Callable[[str], Any]:
+def _table_lookup(environ: dict[str, Any]) -> Callable[[str], TableInfo | None]:
     """``lookup(table name or ARN) -> TableInfo | None`` from moto's backend for the request's region."""
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from tools.emulators.dynamodb_limiter import TableInfo
-
-    auth = environ.get("HTTP_AUTHORIZATION") or ""
-    start = auth.find("Credential=")
-    scope = auth[start + 11 :].split(",", 1)[0].split("/") if start >= 0 else []
-    region = scope[2] if len(scope) == 5 else "us-east-1"
+    scope = credential_scope(environ.get("HTTP_AUTHORIZATION") or "")
+    region = scope[2] if scope else REGION
 
     def lookup(name: str) -> TableInfo | None:
-        name = name.rsplit(":table/", 1)[-1]
         try:
-            table = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables.get(name)
+            table = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables.get(name.rsplit(":table/", 1)[-1])
         except KeyError:
             return None
         if table is None:
@@ -195,13 +137,6 @@ def parse_services(value: str) -> tuple[str, ...]:
     return () if names in {(), ("none",)} else names
 
 
-def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
-    # Exit at once: moto keeps nothing worth flushing, and a clean interpreter exit could wait for request
-    # threads still busy (an unsafe-mode request stuck in a corrupted backend kept the old server up >10 s).
-    logging.shutdown()
-    os._exit(0)
-
-
 def one_backup_per_table() -> None:
     """moto's TransactWriteItems backs up a table once per item it writes: a deep copy of the whole table each
     time, so 100 items over two tables cost 100 copies, and a transaction grows with the table times its
@@ -209,30 +144,33 @@ def one_backup_per_table() -> None:
     DynamoDB serialized: the backend module's ``copy`` is swapped for the call."""
     from moto.dynamodb import models
 
-    real = copy
     original = models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        tables = {id(t): t for t in self.tables.values()}
+        tables = {id(t) for t in self.tables.values()}
         copies: dict[int, Any] = {}
 
         def deepcopy(obj: Any, memo: Any = None) -> Any:
             if id(obj) not in tables:
-                return real.deepcopy(obj, memo)
+                return copy.deepcopy(obj, memo)
             if id(obj) not in copies:
-                copies[id(obj)] = real.deepcopy(obj, memo)
+                copies[id(obj)] = copy.deepcopy(obj, memo)
             return copies[id(obj)]
 
         setattr(models, "copy", SimpleNamespace(deepcopy=deepcopy))  # noqa: B010 - moto's own name for it
         try:
             original(self, transact_items)
         finally:
-            setattr(models, "copy", real)  # noqa: B010
+            setattr(models, "copy", copy)  # noqa: B010
 
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
 
-def serve(port: int, services: tuple[str, ...], limits_json: str | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Serve moto on 127.0.0.1 until SIGTERM or the parent's death."""
+    args = child_main(argv, __doc__, serialize=str)  # services whose requests run one at a time, or none
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -240,51 +178,18 @@ def serve(port: int, services: tuple[str, ...], limits_json: str | None = None) 
     )
     from werkzeug.serving import run_simple
 
-    os.environ.setdefault("MOTO_PORT", str(port))
-    signal.signal(signal.SIGINT, _exit_on_signal)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    os.environ.setdefault("MOTO_PORT", str(args.port))  # the port in the URLs moto answers with
+    services = parse_services(args.serialize)
     if "dynamodb" in services:
         one_backup_per_table()
-    dispatcher = DomainDispatcherApplication(create_backend_app)
-    app: Any = SerializedApp(dispatcher, services) if services else dispatcher
-    if limits_json:
-        from tools.emulators.limits import Limits
-
-        limits = Limits.from_json(limits_json)
-        if limits.enabled:
-            app = LimitedApp(app, limits)
+    app: Any = DomainDispatcherApplication(create_backend_app)
+    app = SerializedApp(app, services) if services else app
+    limits = Limits(**json.loads(args.limits))
+    app = LimitedApp(app, limits) if limits.enabled else app
     logger.info(
-        "moto server starting on http://%s:%d; serialized services: %s",
-        LOOPBACK,
-        port,
-        ", ".join(services) or "none (moto's threaded server as it comes)",
+        "moto server on http://%s:%d; serialized: %s", LOOPBACK, args.port, ", ".join(services) or "none"
     )
-    run_simple(LOOPBACK, port, app, threaded=True, request_handler=MotoRequestHandler)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
-    parser.add_argument("--verbose", action="store_true", help="log every request (werkzeug)")
-    parser.add_argument(
-        "--serialize",
-        default=",".join(DEFAULT_SERIALIZED),
-        help="comma-separated signing names of services whose requests run one at a time, or 'none'",
-    )
-    parser.add_argument(
-        "--limits", default=None, help="tools.emulators.limits.Limits as JSON (default: none)"
-    )
-    args = parser.parse_args(argv)
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    if args.parent_pid > 0:
-        threading.Thread(
-            target=_watch_parent, args=(args.parent_pid, 0.5), name="parent-watch", daemon=True
-        ).start()
-    serve(args.port, parse_services(args.serialize), args.limits)
+    run_simple(LOOPBACK, args.port, app, threaded=True, request_handler=MotoRequestHandler)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
-from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, read_units, write_units
-from tools.emulators.dynamodb_requests import plan
+from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan, read_units, write_units
 from tools.emulators.kinesis_limiter import EXPIRED, LIMIT, THROUGHPUT, KinesisLimiter
 from tools.emulators.kinesis_proxy import (
     ShardMap,
@@ -17,8 +17,7 @@ from tools.emulators.kinesis_proxy import (
     region_of,
     stream_name,
 )
-from tools.emulators.limits import MIB, Limits, LimitsError
-from tools.emulators.rates import Keyed, SlidingWindow, TokenBucket
+from tools.emulators.limits import MIB, Keyed, Limits, LimitsError, SlidingWindow, TokenBucket
 from tools.http_framing import Head, initial_response_message
 
 # ------------------------------------------------------------------------------------------ rate primitives
@@ -29,7 +28,6 @@ def test_sliding_window_allows_limit_per_window_and_refused_calls_do_not_count()
     assert all(window.try_acquire(0.1 * i) for i in range(5))
     assert not window.try_acquire(0.5)
     assert not window.try_acquire(0.99)
-    assert window.retry_after(0.99) == pytest.approx(0.01)
     assert window.try_acquire(1.0)  # the first call (t=0) left the window
     assert not window.try_acquire(1.05)
     assert window.try_acquire(1.1)
@@ -47,7 +45,7 @@ def test_token_bucket_take_refill_and_debt() -> None:
     assert bucket.try_take(0.0, 10)
     assert not bucket.try_take(0.0, 1)
     assert bucket.try_take(0.1, 1)  # refilled one token
-    assert bucket.retry_after(0.1, 5) == pytest.approx(0.5)
+    assert bucket.available(0.1) == pytest.approx(0.0)
     debt = TokenBucket(rate=2 * MIB, capacity=0, now=0.0)
     assert debt.admit(0.0)
     debt.charge(0.0, 10 * MIB)  # AWS: a 10 MiB read, then 5 s of ProvisionedThroughputExceeded
@@ -62,12 +60,13 @@ def test_token_bucket_oversized_take_needs_a_full_bucket() -> None:
     assert bucket.try_take(5.0, 1)
 
 
-def test_keyed_prunes_idle_entries() -> None:
-    keyed: Keyed[SlidingWindow] = Keyed(lambda now: SlidingWindow(1, 1.0), max_keys=10)
+def test_keyed_keeps_state_and_drops_the_least_recently_used() -> None:
+    keyed: Keyed[SlidingWindow] = Keyed(partial(SlidingWindow, 1, 1.0), max_keys=10)
     for i in range(10):
-        keyed.get(i, 0.0).try_acquire(0.0)
-    keyed.get("new", 5.0)
-    assert len(keyed) == 1
+        assert keyed.at(i).try_acquire(0.0)
+    assert not keyed.at(0).try_acquire(0.5)  # the same window: full
+    keyed.at("new")  # 1 is now the least recently used
+    assert len(keyed) == 10 and 1 not in keyed and 0 in keyed
 
 
 # ---------------------------------------------------------------------------------------------- settings
@@ -89,7 +88,7 @@ def test_limits_from_env_switches_and_names_the_bad_setting() -> None:
     with pytest.raises(LimitsError, match=r"Limits\.window_seconds"):
         Limits(window_seconds=0)
     with pytest.raises(LimitsError, match="window_seconds: cannot be switched off"):
-        Limits().replace(window_seconds="off")
+        Limits.resolve({"window_seconds": "off"})
 
 
 def test_limits_resolve_and_json_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,9 +98,9 @@ def test_limits_resolve_and_json_round_trip(monkeypatch: pytest.MonkeyPatch) -> 
     assert Limits.resolve({"put_records_per_shard": "off"}).iterator_ttl_seconds == 7
     assert not Limits.resolve("off").enabled and not Limits.resolve(False).enabled
     limits = Limits(subscription_seconds=None, get_records_burst_bytes=5)
-    assert Limits.from_json(limits.to_json()) == limits
+    assert Limits(**json.loads(limits.to_json())) == limits
     assert limits.describe()["subscription_seconds"] == "off"
-    assert Limits.off().active("get_records_per_shard") is None
+    assert Limits(enabled=False).active("get_records_per_shard") is None
 
 
 # ----------------------------------------------------------------------------------------------- Kinesis
@@ -140,7 +139,7 @@ def test_iterators_expire_and_unknown_ones_pass() -> None:
     assert "tolerated delay of 300000 milliseconds" in refusal.message
     assert limiter.check_get_records("never-seen", 310.1) == (None, None)
     limiter.iterator_issued("later", "s", "shard-0", 1000.0)  # prunes entries older than 2 TTLs
-    assert limiter.iterator_shard("it") is None
+    assert limiter.check_get_records("it", 1000.0) == (None, None)  # forgotten: passes, unattributed
 
 
 def test_get_shard_iterator_and_control_plane_limits() -> None:
@@ -174,7 +173,9 @@ def test_puts_per_shard_records_and_bytes() -> None:
     big = limiter.admit_puts("t", [("shard-0", 600 * 1024), ("shard-0", 600 * 1024), ("shard-0", 100)], 0.0)
     assert big == [True, False, True]  # 1 MiB/s: the second does not fit, a small one still does
     assert limiter.refusals["PutRecords"] == 2
-    assert KinesisLimiter(Limits.off()).admit_puts("s", [("shard-0", 10)] * 2000, 0.0) == [True] * 2000
+    assert (
+        KinesisLimiter(Limits(enabled=False)).admit_puts("s", [("shard-0", 10)] * 2000, 0.0) == [True] * 2000
+    )
 
 
 def test_routing_helpers() -> None:

@@ -1,40 +1,77 @@
-"""One emulator child process in its own process group, with its log, start-up probe and shutdown."""
+"""Emulator child processes (each in its own process group, with its log and start-up probe) and sockets."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import http.client
+import ipaddress
 import logging
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
+import threading
 import time
+import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import Final
 
-from tools.emulators.network import http_ok, is_loopback, listening_addresses
-from tools.emulators.settings import (
-    LOOPBACK,
-    OWNER_FILE,
-    POLL_INTERVAL,
-    PORT_IN_USE,
-    STALE_WORKDIR_SECONDS,
-    EmulatorError,
-)
+from tools.emulators.settings import LOOPBACK, EmulatorError
 
 logger = logging.getLogger(__name__)
 
+OWNER_FILE: Final = "owner.pid"
+_NO_PROXY_OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
-# ------------------------------------------------------------------------------------------ child processes
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1 (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def listening_addresses(port: int) -> list[str] | None:
+    """Local addresses with a TCP socket listening on ``port`` (Linux ``/proc``); None where unavailable."""
+    found: list[str] = []
+    readable = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        for fields in (line.split() for line in lines):
+            addr_hex, port_hex = fields[1].split(":")
+            if fields[3] == "0A" and int(port_hex, 16) == port:  # 0A = LISTEN
+                # /proc prints addresses as 32-bit words in host byte order.
+                raw = bytes.fromhex(addr_hex)
+                words = struct.unpack(f"={len(raw) // 4}I", raw)
+                found.append(str(ipaddress.ip_address(struct.pack(f">{len(words)}I", *words))))
+    return found if readable else None
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """``url`` answers 2xx, fetched without any HTTP proxy."""
+    try:
+        with _NO_PROXY_OPENER.open(url, timeout=timeout) as response:
+            return bool(200 <= response.status < 300)
+    except (OSError, http.client.HTTPException):  # URLError/HTTPError are OSErrors
+        return False
 
 
 @dataclass
 class LaunchSpec:
+    """How to start a child once: argv, environment, the path probed until it answers, and the ports it binds
+    (it answers HTTP on the first)."""
+
     argv: list[str]
     env: dict[str, str]
-    endpoint: str
     ready_path: str
     ports: tuple[int, ...]
 
@@ -44,127 +81,102 @@ class Child:
     """One emulator process in its own process group (session), logging to ``log_path``."""
 
     name: str
+    #: A fresh spec (and ports) for each attempt: another process may take a free port before the child binds.
     make_spec: Callable[[], LaunchSpec]
-    cwd: Path
     log_path: Path
+    #: Seconds to wait after SIGTERM before SIGKILL (capped by the caller's stop timeout).
+    term_grace: float = float("inf")
     spec: LaunchSpec | None = None
     popen: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     ready_seconds: float | None = None
     attempts: int = 0
-    #: Seconds to wait after SIGTERM before SIGKILL; None = the caller's stop timeout.
-    term_grace: float | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
     def endpoint(self) -> str:
+        """``http://127.0.0.1:<port>`` of the current attempt."""
         assert self.spec is not None
-        return self.spec.endpoint
+        return f"http://{LOOPBACK}:{self.spec.ports[0]}"
 
     @property
     def ready_url(self) -> str:
-        assert self.spec is not None
-        return self.spec.endpoint + self.spec.ready_path
+        """The URL probed until it answers."""
+        return self.endpoint + (self.spec.ready_path if self.spec else "")
 
     def spawn(self) -> None:
+        """Start (another attempt of) the process, appending to its log."""
         self.attempts += 1
         self.spec = self.make_spec()
-        self._close_log()
-        self._log = self.log_path.open("ab")
-        self._log.write(f"--- {self.name} attempt {self.attempts}: {' '.join(self.spec.argv)}\n".encode())
-        self._log.flush()
-        self.started_at = time.monotonic()
-        self.ready_seconds = None
-        self.popen = subprocess.Popen(
-            self.spec.argv,
-            cwd=self.cwd,
-            env=self.spec.env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: signals reach node/python and anything they spawn
-            close_fds=True,
-        )
-        logger.debug("%s: started pid %d on %s", self.name, self.popen.pid, self.spec.endpoint)
+        with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
+            log.write(f"--- {self.name} attempt {self.attempts}: {' '.join(self.spec.argv)}\n".encode())
+            log.flush()
+            self.started_at = time.monotonic()
+            self.popen = subprocess.Popen(
+                self.spec.argv,
+                cwd=self.log_path.parent,
+                env=self.spec.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: signals reach node/python and anything they spawn
+            )
 
     def exit_code(self) -> int | None:
+        """The exit code, or None while it runs (or before it was spawned)."""
         return None if self.popen is None else self.popen.poll()
 
     def port_conflict(self) -> bool:
+        """Its log says the port was taken by someone else."""
         tail = self.log_tail()
-        return any(marker in tail for marker in PORT_IN_USE)
-
-    def probe(self) -> bool:
-        return http_ok(self.ready_url)
+        return "EADDRINUSE" in tail or "Address already in use" in tail
 
     def verify_loopback(self) -> None:
+        """Raise :class:`EmulatorError` if any of its ports listens on a non-loopback address."""
         assert self.spec is not None
         for port in self.spec.ports:
-            addresses = listening_addresses(port)
-            if addresses is None:
-                logger.debug("%s: /proc/net/tcp unavailable, cannot double-check the bind address", self.name)
-                return
-            exposed = [address for address in addresses if not is_loopback(address)]
-            if exposed:
+            if exposed := [a for a in listening_addresses(port) or [] if not _is_loopback(a)]:
                 raise EmulatorError(
-                    f"{self.name} listens on {', '.join(exposed)} port {port}, not only on {LOOPBACK}"
+                    f"{self.name} listens on {', '.join(exposed)} port {port}, not only {LOOPBACK}"
                 )
 
-    def log_tail(self, max_lines: int = 40, max_bytes: int = 16_384) -> str:
+    def log_tail(self, max_lines: int = 40) -> str:
+        """The last lines of its log."""
         try:
             with self.log_path.open("rb") as log:
-                log.seek(0, os.SEEK_END)
-                size = log.tell()
-                log.seek(max(0, size - max_bytes))
-                data = log.read()
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 16_384))
+                lines = log.read().decode("utf-8", "replace").splitlines()[-max_lines:]
         except OSError as exc:
             return f"(log {self.log_path} unreadable: {exc})"
-        lines = data.decode("utf-8", "replace").splitlines()[-max_lines:]
         return "\n".join(lines) if lines else "(log is empty)"
 
-    def describe_failure(self, headline: str) -> str:
-        return (
-            f"{headline}\n--- last lines of {self.log_path} ---\n{self.log_tail()}\n"
-            f"--- end of {self.name} log ---"
-        )
+    def failed(self, what: str) -> EmulatorError:
+        """The error that says it ``what`` (e.g. "exited with code 1"), with the tail of its log."""
+        log = f"--- last lines of {self.log_path} ---\n{self.log_tail()}\n--- end of {self.name} log ---"
+        return EmulatorError(f"{self.name} {what}\n{log}")
 
     def terminate(self) -> None:
+        """SIGTERM to its process group."""
         if self.popen is not None:
             _signal_group(self.popen.pid, signal.SIGTERM)
 
-    def wait_or_kill(self, timeout: float) -> None:
-        """Wait for the group leader and the rest of its group to exit; SIGKILL them after ``timeout``
-        (or after ``term_grace``, for an emulator whose graceful shutdown is known to be slow)."""
+    def kill(self, grace: float = 0.0) -> None:
+        """Wait up to ``grace`` seconds (at most ``term_grace``) for it to exit, then SIGKILL what is left of its
+        group (idempotent)."""
         if self.popen is None:
             return
-        pgid = self.popen.pid
-        grace = timeout if self.term_grace is None else min(timeout, self.term_grace)
-        deadline = time.monotonic() + timeout
         try:
-            self.popen.wait(timeout=grace)
+            self.popen.wait(timeout=min(grace, self.term_grace))
         except subprocess.TimeoutExpired:
-            log = logger.debug if self.term_grace is not None else logger.warning
-            log("%s (pid %d) still running %.1fs after SIGTERM, killing it", self.name, pgid, grace)
-            _signal_group(pgid, signal.SIGKILL)
+            log = logger.warning if grace and grace <= self.term_grace else logger.debug
+            log("%s (pid %d) still running %.1fs after SIGTERM, killing it", self.name, self.popen.pid, grace)
+        _signal_group(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=5)
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(POLL_INTERVAL)
-        if _group_alive(pgid):
-            logger.warning("%s: group %d outlived its leader, killing it", self.name, pgid)
-            _signal_group(pgid, signal.SIGKILL)
 
-    def kill(self) -> None:
-        """SIGKILL whatever is left of the group (idempotent backstop) and release the log file."""
-        if self.popen is not None:
-            _signal_group(self.popen.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=5)
-        self._close_log()
 
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+def _is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -172,40 +184,38 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_workdirs(work_root: Path, max_age: float = STALE_WORKDIR_SECONDS) -> None:
+def remove_stale_workdirs(work_root: Path, max_age: float = 3600.0) -> None:
     """Drop run directories that a killed run (or a failed start, which keeps its logs) left behind: older
     than ``max_age`` and whose owner process (``owner.pid``) is gone. Other sessions' live runs are kept."""
     cutoff = time.time() - max_age
     for path in work_root.glob("run-*"):
-        with contextlib.suppress(OSError, ValueError):
-            if not path.is_dir() or path.stat().st_mtime >= cutoff:
-                continue
-            owner = path / OWNER_FILE
-            if owner.is_file() and _process_alive(int(owner.read_text().strip())):
-                continue
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with contextlib.suppress(OSError, ValueError):  # e.g. PermissionError: its owner runs as another user
+            if path.stat().st_mtime < cutoff:
+                try:
+                    os.kill(int((path / OWNER_FILE).read_text()), 0)  # its owner still runs: keep it
+                except (ProcessLookupError, FileNotFoundError):
+                    shutil.rmtree(path, ignore_errors=True)
 
 
 def child_base_env() -> dict[str, str]:
     """The parent's environment without AWS settings (no real credentials, profiles or regions leak in)."""
     return {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def child_main(argv: list[str] | None, description: str | None, **extra: type) -> argparse.Namespace:
+    """In a Python child (moto, the limits proxy): its arguments (``--port``, ``--parent-pid``, ``--limits``
+    and ``extra``), logging, and a watch that exits within 0.5 s of the parent going away. (SIGTERM needs
+    nothing: its default action ends the process at once, without waiting for busy request threads.)"""
+    parser = argparse.ArgumentParser(description=description)
+    for name, kind in {"port": int, "parent_pid": int, "limits": str, **extra}.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True, name="parent-watch").start()
+    return args

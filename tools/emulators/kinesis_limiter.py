@@ -1,10 +1,5 @@
-"""Kinesis quota decisions, without any I/O: what AWS would answer to a call, given what came before.
-
-:class:`KinesisLimiter` keeps the per-shard, per-stream, per-account and per-consumer rates and the shard
-iterators it has seen issued; the HTTP proxy (:mod:`tools.emulators.kinesis_proxy`) asks it before
-forwarding a call and tells it what the emulator answered. Every method takes ``now`` (monotonic seconds)
-and the wall-clock time only shows in messages, so the unit tests run it on made-up time.
-"""
+"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given what came before (the
+rates, and the shard iterators seen issued). Every method takes ``now`` (monotonic seconds)."""
 
 from __future__ import annotations
 
@@ -12,12 +7,11 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
-from tools.emulators.limits import Limits
-from tools.emulators.rates import Keyed, SlidingWindow, TokenBucket
+from tools.emulators.limits import Keyed, Limits, SlidingWindow, TokenBucket
 from tools.emulators.settings import ACCOUNT_ID
 
 logger = logging.getLogger(__name__)
@@ -36,6 +30,12 @@ CONTROL_LIMITS: Final[dict[str, tuple[str, str]]] = {
     "DescribeStreamConsumer": ("describe_stream_consumer_per_stream", "stream"),
     "DeregisterStreamConsumer": ("deregister_stream_consumer_per_stream", "stream"),
 }
+_WINDOWS: Final = (
+    "get_records_per_shard",
+    "get_shard_iterator_per_shard",
+    "subscribe_to_shard_per_consumer_shard",
+    *(name for name, _ in CONTROL_LIMITS.values()),
+)
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,6 @@ def _http_date(wall: float) -> str:
     return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(wall))
 
 
-def _window_factory(calls: int, window: float) -> Callable[[float], SlidingWindow]:
-    return lambda now: SlidingWindow(calls, window)
-
-
 class KinesisLimiter:
     """The rates and iterator ages of one Kinesis emulator. Thread-safe (one lock, held briefly)."""
 
@@ -69,90 +65,74 @@ class KinesisLimiter:
         self._lock = threading.Lock()
         #: wall time = monotonic + offset (for ExpiredIteratorException's message only)
         self._wall_offset = time.time() - time.monotonic() if wall_offset is None else wall_offset
-        window = limits.window_seconds
         self._windows: dict[str, Keyed[SlidingWindow]] = {}
-        for field_name in (
-            "get_records_per_shard",
-            "get_shard_iterator_per_shard",
-            "subscribe_to_shard_per_consumer_shard",
-            *(name for name, _ in CONTROL_LIMITS.values()),
-        ):
-            rate = limits.active(field_name)
-            if rate is not None:
-                self._windows[field_name] = Keyed(_window_factory(max(1, round(rate * window)), window))
+        for name in _WINDOWS:
+            if (rate := limits.active(name)) is not None:
+                calls = max(1, round(rate * limits.window_seconds))
+                self._windows[name] = Keyed(partial(SlidingWindow, calls, limits.window_seconds))
         self._read_bytes = self._buckets("get_records_bytes_per_shard", limits.get_records_burst_bytes)
-        self._put_records = self._buckets("put_records_per_shard", None)
-        self._put_bytes = self._buckets("put_bytes_per_shard", None)
+        self._put_records = self._buckets("put_records_per_shard")
+        self._put_bytes = self._buckets("put_bytes_per_shard")
         self._ttl = limits.active("iterator_ttl_seconds")
         #: iterator -> (stream, shard, issued at); ``_issued`` keeps them in issue order for pruning
         self._iterators: dict[str, tuple[str, str, float]] = {}
         self._issued: deque[tuple[float, str]] = deque()
+        #: Refused calls (PutRecords: records) by operation.
         self.refusals: dict[str, int] = {}
 
-    def _buckets(self, field_name: str, burst: float | None) -> Keyed[TokenBucket] | None:
-        rate = self.limits.active(field_name)
+    def _buckets(self, name: str, burst: float | None = None) -> Keyed[TokenBucket] | None:
+        rate = self.limits.active(name)
         if rate is None:
             return None
         capacity = rate * self.limits.window_seconds if burst is None else burst
-        return Keyed(lambda now: TokenBucket(rate, capacity, now))
+        return Keyed(partial(TokenBucket, rate, capacity))
 
-    @property
-    def enabled(self) -> bool:
-        """False when nothing is enforced (the proxy then only forwards)."""
-        return self.limits.enabled
-
-    def _count(self, refusal: Refusal, operation: str) -> Refusal:
+    def _refuse(self, refusal: Refusal, operation: str) -> Refusal:
         self.refusals[operation] = self.refusals.get(operation, 0) + 1
         logger.debug("%s refused: %s", operation, refusal.message)
         return refusal
 
-    def _window_full(self, field_name: str, key: object, now: float) -> bool:
-        keyed = self._windows.get(field_name)
-        return keyed is not None and not keyed.get(key, now).try_acquire(now)
+    def _window_full(self, name: str, key: object, now: float) -> bool:
+        keyed = self._windows.get(name)
+        return keyed is not None and not keyed.at(key).try_acquire(now)
 
-    # -- control plane
+    def _check(self, name: str, key: object, now: float, operation: str, refusal: Refusal) -> Refusal | None:
+        with self._lock:
+            return self._refuse(refusal, operation) if self._window_full(name, key, now) else None
 
     def check_control(self, operation: str, stream: str | None, now: float) -> Refusal | None:
         """LimitExceededException when ``operation`` is over its per-stream or per-account rate."""
-        spec = CONTROL_LIMITS.get(operation)
-        if spec is None:
+        if operation not in CONTROL_LIMITS:
             return None
-        field_name, scope = spec
+        name, scope = CONTROL_LIMITS[operation]
         key = stream if scope == "stream" else None
-        with self._lock:
-            if not self._window_full(field_name, key, now):
-                return None
-            where = (
-                f"stream {stream} under account {ACCOUNT_ID}"
-                if scope == "stream"
-                else f"account {ACCOUNT_ID}"
-            )
-            return self._count(Refusal(LIMIT, f"Rate exceeded for {where}."), operation)
+        where = f"stream {stream} under account {ACCOUNT_ID}" if key else f"account {ACCOUNT_ID}"
+        return self._check(name, key, now, operation, Refusal(LIMIT, f"Rate exceeded for {where}."))
 
-    def check_subscribe(self, consumer_arn: str, shard: str, now: float) -> Refusal | None:
+    def check_subscribe(self, consumer: str, shard: str, now: float) -> Refusal | None:
         """LimitExceededException past one SubscribeToShard per second per consumer and shard."""
-        with self._lock:
-            if not self._window_full("subscribe_to_shard_per_consumer_shard", (consumer_arn, shard), now):
-                return None
-            message = f"Rate exceeded for consumer {consumer_arn} and shard {shard}."
-            return self._count(Refusal(LIMIT, message), "SubscribeToShard")
-
-    # -- iterators
+        refusal = Refusal(LIMIT, f"Rate exceeded for consumer {consumer} and shard {shard}.")
+        key = (consumer, shard)
+        return self._check("subscribe_to_shard_per_consumer_shard", key, now, "SubscribeToShard", refusal)
 
     def check_get_shard_iterator(self, stream: str, shard: str, now: float) -> Refusal | None:
         """ProvisionedThroughputExceededException past 5 GetShardIterator calls per second per shard."""
-        with self._lock:
-            if not self._window_full("get_shard_iterator_per_shard", (stream, shard), now):
-                return None
-            return self._count(shard_throttled(stream, shard), "GetShardIterator")
+        refusal = shard_throttled(stream, shard)
+        return self._check("get_shard_iterator_per_shard", (stream, shard), now, "GetShardIterator", refusal)
 
     def iterator_issued(self, iterator: str, stream: str, shard: str, now: float) -> None:
-        """Remember when ``iterator`` (from GetShardIterator or a NextShardIterator) was issued, and for which
-        shard."""
+        """Remember when ``iterator`` (from GetShardIterator or a NextShardIterator) was issued, for which shard."""
+        # Expired iterators are kept another TTL (a late caller still gets ExpiredIteratorException), and
+        # 10 minutes' worth when iterators never expire.
+        keep = 2 * self._ttl if self._ttl is not None else 600.0
         with self._lock:
             self._iterators[iterator] = (stream, shard, now)
             self._issued.append((now, iterator))
-            self._prune(now)
+            while self._issued and now - self._issued[0][0] > keep:
+                _, old = self._issued.popleft()
+                entry = self._iterators.get(old)
+                if entry is not None and now - entry[2] > keep:
+                    del self._iterators[old]
 
     def adopt_iterators(self, other: KinesisLimiter) -> None:
         """Know the iterators ``other`` has seen issued (limits changed while clients hold iterators)."""
@@ -162,35 +142,15 @@ class KinesisLimiter:
             self._iterators.update(iterators)
             self._issued.extend(issued)
 
-    def iterator_shard(self, iterator: str) -> tuple[str, str] | None:
-        """(stream, shard) of an iterator seen issued, or None."""
-        entry = self._iterators.get(iterator)
-        return None if entry is None else (entry[0], entry[1])
-
-    def _prune(self, now: float) -> None:
-        # Keep expired iterators for another TTL (so a late caller still gets ExpiredIteratorException),
-        # and at most 10 minutes' worth when iterators never expire.
-        keep = 2 * self._ttl if self._ttl is not None else 600.0
-        issued = self._issued
-        while issued and now - issued[0][0] > keep:
-            _, old = issued.popleft()
-            entry = self._iterators.get(old)
-            if entry is not None and now - entry[2] > keep:
-                del self._iterators[old]
-
-    # -- GetRecords
-
     def check_get_records(self, iterator: str, now: float) -> tuple[tuple[str, str] | None, Refusal | None]:
-        """Before a GetRecords call: (its (stream, shard) if known, a refusal or None).
-
-        Expired iterator first (AWS checks the iterator before the rate), then 5 calls/s, then the read
-        bytes/s debt left by earlier calls.
-        """
+        """Before a GetRecords call: (its (stream, shard) if its iterator was seen issued, a refusal or None).
+        The iterator's age first (as AWS), then the calls per second, then the debt of bytes read."""
         with self._lock:
             entry = self._iterators.get(iterator)
             if entry is None:
-                return None, None  # not issued through this proxy: nothing to attribute it to
+                return None, None
             stream, shard, issued = entry
+            key = (stream, shard)
             if self._ttl is not None and now - issued > self._ttl:
                 wall = self._wall_offset
                 message = (
@@ -198,41 +158,33 @@ class KinesisLimiter:
                     f"right now it is {_http_date(now + wall)} which is further in the future than the "
                     f"tolerated delay of {int(self._ttl * 1000)} milliseconds."
                 )
-                return (stream, shard), self._count(Refusal(EXPIRED, message), "GetRecords")
-            key = (stream, shard)
-            if self._window_full("get_records_per_shard", key, now):
-                return key, self._count(shard_throttled(stream, shard), "GetRecords")
-            if self._read_bytes is not None and not self._read_bytes.get(key, now).admit(now):
-                return key, self._count(shard_throttled(stream, shard), "GetRecords")
+                return key, self._refuse(Refusal(EXPIRED, message), "GetRecords")
+            if self._window_full("get_records_per_shard", key, now) or (
+                self._read_bytes is not None and not self._read_bytes.at(key).admit(now)
+            ):
+                return key, self._refuse(shard_throttled(stream, shard), "GetRecords")
             return key, None
 
     def records_read(self, key: tuple[str, str], nbytes: int, now: float) -> None:
         """Charge a served GetRecords call's data bytes to its shard's read rate."""
         if self._read_bytes is not None and nbytes:
             with self._lock:
-                self._read_bytes.get(key, now).charge(now, nbytes)
-
-    # -- writes
+                self._read_bytes.at(key).charge(now, nbytes)
 
     def admit_puts(self, stream: str, records: list[tuple[str, int]], now: float) -> list[bool]:
-        """For each (shard, size) in a PutRecord(s) call, in order: True if the shard can take it now.
-
-        A refused record takes nothing from its shard's budget; a later, smaller one may still fit.
-        """
-        if self._put_records is None and self._put_bytes is None:
-            return [True] * len(records)
+        """For each (shard, size) of a PutRecord(s) call, in order: True if the shard can take it now (a refused
+        record takes nothing: a later, smaller one may still fit)."""
         admitted: list[bool] = []
         with self._lock:
             for shard, size in records:
-                key = (stream, shard)
-                counts = self._put_records.get(key, now) if self._put_records is not None else None
-                sizes = self._put_bytes.get(key, now) if self._put_bytes is not None else None
-                full = counts is not None and counts.available(now) < 1
-                ok = not full and (sizes is None or sizes.try_take(now, size))
+                counts = self._put_records.at((stream, shard)) if self._put_records is not None else None
+                sizes = self._put_bytes.at((stream, shard)) if self._put_bytes is not None else None
+                ok = (counts is None or counts.available(now) >= 1) and (
+                    sizes is None or sizes.try_take(now, size)
+                )
                 if ok and counts is not None:
                     counts.charge(now, 1)
                 admitted.append(ok)
-            refused = admitted.count(False)
-            if refused:
+            if refused := admitted.count(False):
                 self.refusals["PutRecords"] = self.refusals.get("PutRecords", 0) + refused
         return admitted

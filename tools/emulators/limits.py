@@ -1,36 +1,29 @@
 """AWS's service quotas as the emulators enforce them: one typed, frozen setting per limit (docs/emulators.md).
 
-Every limit is on by default at the value AWS documents; each can be changed or switched off:
+Every limit is on by default at the value AWS documents. ``EMULATORS_LIMITS=off`` switches them all off,
+``EMULATORS_LIMIT_<NAME>=<number>`` or ``=off`` changes one (``<NAME>``: the field in upper case); in code,
+``Emulators(limits=...)`` (see :meth:`Limits.resolve`). Rates are per second unless the name says otherwise.
 
-* environment: ``EMULATORS_LIMITS=off`` switches them all off; ``EMULATORS_LIMIT_<NAME>=<value>`` sets one
-  (``<NAME>`` is the field name in upper case, e.g. ``EMULATORS_LIMIT_GET_RECORDS_PER_SHARD=10``), and
-  ``off`` (or ``none``) as the value switches that one off;
-* code: ``Emulators(limits=Limits(get_records_per_shard=10))``, ``Emulators(limits="off")`` or
-  ``Emulators(limits={"iterator_ttl_seconds": 2})`` (a mapping is applied over the environment's settings).
-
-A field set to ``None`` is not enforced. Rates are per second unless the name says otherwise.
+The rate primitives that count them take ``now`` (monotonic seconds) and neither read a clock nor lock: the unit
+tests drive them on made-up time, and the limiters decide under their own lock.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 import os
-from collections.abc import Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from tools.emulators.settings import EmulatorError
-
-logger = logging.getLogger(__name__)
 
 MIB: Final = 1024 * 1024
 ENV_ALL: Final = "EMULATORS_LIMITS"
 ENV_PREFIX: Final = "EMULATORS_LIMIT_"
-_OFF_WORDS: Final = frozenset({"off", "none", "false", "no", "0"})
-_ON_WORDS: Final = frozenset({"on", "true", "yes", "1", ""})
 
 
 class LimitsError(EmulatorError):
@@ -42,20 +35,17 @@ class Limits:
     """The quotas the emulators enforce; ``None`` switches one off, ``enabled=False`` all of them."""
 
     enabled: bool = True
-    # -- Kinesis, per shard
-    #: GetRecords calls per second per shard (ProvisionedThroughputExceededException).
+    # -- Kinesis, per shard (ProvisionedThroughputExceededException)
     get_records_per_shard: float | None = 5
-    #: GetRecords bytes per second per shard, charged after each call (a big read refuses the next ones).
+    #: Charged after each call, so a big read refuses the next ones.
     get_records_bytes_per_shard: float | None = 2 * MIB
     #: Bytes a shard may read ahead of its rate; 0 = AWS's "10 MiB read -> next 5 s throttled".
     get_records_burst_bytes: float = 0
-    #: GetShardIterator calls per second per shard (ProvisionedThroughputExceededException).
     get_shard_iterator_per_shard: float | None = 5
     #: Seconds a shard iterator stays valid after it was issued (ExpiredIteratorException).
     iterator_ttl_seconds: float | None = 300
-    #: Records written per second per shard, PutRecord and PutRecords together.
+    #: Records and bytes (data + partition key) written per shard, PutRecord and PutRecords together.
     put_records_per_shard: float | None = 1000
-    #: Bytes (data + partition key) written per second per shard.
     put_bytes_per_shard: float | None = 1 * MIB
     # -- Kinesis, per stream / account / consumer (LimitExceededException)
     list_shards_per_stream: float | None = 1000
@@ -65,149 +55,175 @@ class Limits:
     register_stream_consumer_per_account: float | None = 5
     describe_stream_consumer_per_stream: float | None = 20
     deregister_stream_consumer_per_stream: float | None = 5
-    #: SubscribeToShard calls per second per consumer and shard.
     subscribe_to_shard_per_consumer_shard: float | None = 1
     #: Seconds after which a SubscribeToShard event stream ends (the client subscribes again).
     subscription_seconds: float | None = 300
     # -- DynamoDB
-    #: Read / write capacity units per second per partition key value, in both capacity modes.
+    #: Capacity units per partition key value, in both capacity modes.
     dynamodb_partition_rcu: float | None = 3000
     dynamodb_partition_wcu: float | None = 1000
-    #: Per-table read / write request units per second of an on-demand table (account quota per table).
+    #: Request units per on-demand table (the per-table account quota).
     dynamodb_on_demand_table_rru: float | None = 40_000
     dynamodb_on_demand_table_wru: float | None = 40_000
-    #: Seconds of unused provisioned capacity a provisioned table may burst with (its own RCU/WCU rate).
+    #: Seconds of unused capacity a provisioned table may burst with (at its own RCU/WCU rate).
     dynamodb_burst_seconds: float = 300
     #: Length of the window that call-count limits are counted over, in seconds.
     window_seconds: float = 1.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "enabled":
-                if not isinstance(value, bool):
-                    raise LimitsError(f"Limits.enabled: expected True or False, got {value!r}")
-                continue
-            if value is None and _optional(f):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-                raise LimitsError(f"Limits.{f.name}: expected a number{_or_none(f)}, got {value!r}")
-            if value < 0 or (value == 0 and f.name not in _ZERO_OK):
-                raise LimitsError(f"Limits.{f.name}: must be {'>= 0' if f.name in _ZERO_OK else '> 0'}")
-
-    # -- construction
-
-    @classmethod
-    def off(cls) -> Limits:
-        """No limit enforced (the emulators as they come)."""
-        return cls(enabled=False)
+        for name, value in dataclasses.asdict(self).items():
+            if name == "enabled":
+                valid, expected = isinstance(value, bool), "True or False"
+            else:  # a bool is no number here, and NaN fails both comparisons
+                number = type(value) in (int, float)
+                valid = (value is None and name in _OPTIONAL) or (
+                    number and (value > 0 or (value == 0 and name in _ZERO_OK))
+                )
+                expected = f"a number {'>= 0' if name in _ZERO_OK else '> 0'}{' or None (off)' * (name in _OPTIONAL)}"
+            if not valid:
+                raise LimitsError(f"Limits.{name}: expected {expected}, got {value!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
         """The defaults, changed by ``EMULATORS_LIMITS`` and ``EMULATORS_LIMIT_<NAME>`` variables."""
         env = os.environ if environ is None else environ
-        known = {f.name for f in fields(cls)} - {"enabled"}
         overrides: dict[str, Any] = {}
-        switch = env.get(ENV_ALL)
-        if switch is not None:
-            overrides["enabled"] = _parse_switch(ENV_ALL, switch)
+        if ENV_ALL in env:
+            overrides["enabled"] = _parse(ENV_ALL, "enabled", env[ENV_ALL])
         for key, raw in env.items():
-            if not key.startswith(ENV_PREFIX):
-                continue
-            name = key[len(ENV_PREFIX) :].lower()
-            if name not in known:
-                raise LimitsError(f"{key}: no such limit (known: {', '.join(sorted(known))})")
-            overrides[name] = _parse_value(key, cls._field(name), raw)
+            if key.startswith(ENV_PREFIX):
+                name = key.removeprefix(ENV_PREFIX).lower()
+                overrides[name] = _parse(key, name, raw)
         return cls(**overrides)
 
     @classmethod
     def resolve(cls, value: Limits | Mapping[str, Any] | bool | str | None) -> Limits:
-        """``Emulators(limits=...)``: None = from the environment; True/"on" = the environment's settings
-        switched on; False/"off" = none; a mapping = the environment's settings with these fields replaced."""
+        """``Emulators(limits=...)``: a Limits as it is; None = from the environment; True/"on" = the
+        environment's switched on, False/"off" = none; a mapping = the environment's with these replaced."""
         if isinstance(value, Limits):
             return value
         base = cls.from_env()
-        if value is None:
-            return base
-        if isinstance(value, bool):
-            return dataclasses.replace(base, enabled=value)
-        if isinstance(value, str):
-            return dataclasses.replace(base, enabled=_parse_switch("limits", value))
-        return base.replace(**value)
-
-    def replace(self, **changes: Any) -> Limits:
-        """A copy with some fields changed; string values are parsed as in the environment ("off", "5")."""
-        parsed: dict[str, Any] = {}
-        for name, value in changes.items():
-            f = self._field(name, where=f"Limits.{name}")
-            parsed[name] = _parse_value(f"Limits.{name}", f, value) if isinstance(value, str) else value
-        return dataclasses.replace(self, **parsed)
-
-    # -- serialization (children get their settings as one JSON document)
+        if isinstance(value, bool | str):
+            return dataclasses.replace(base, enabled=bool(_parse("limits", "enabled", str(value))))
+        changes = dict(value or {})
+        for name, setting in changes.items():  # text as in the environment ("off", "5")
+            if isinstance(setting, str) or name not in _FIELDS:
+                changes[name] = _parse(f"Limits.{name}", name, str(setting))
+        return dataclasses.replace(base, **changes)
 
     def to_json(self) -> str:
-        """All fields as one JSON object."""
+        """All fields as one JSON object (how the children get their settings)."""
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Limits:
-        """The inverse of :meth:`to_json`."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise LimitsError(f"limits JSON: {exc}") from exc
-        return cls(**data)
 
     def describe(self) -> dict[str, Any]:
         """``{"enabled": ..., name: value or "off"}`` for printing (``python -m tools.emulators``)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = "off" if value is None else value
-        return out
+        return {name: "off" if value is None else value for name, value in dataclasses.asdict(self).items()}
 
     def active(self, name: str) -> float | None:
         """The value of limit ``name``, or None when it (or every limit) is switched off."""
-        if not self.enabled:
-            return None
-        value: float | None = getattr(self, name)
+        value: float | None = getattr(self, name) if self.enabled else None
         return value
 
-    @classmethod
-    def _field(cls, name: str, where: str | None = None) -> dataclasses.Field[Any]:
-        for f in fields(cls):
-            if f.name == name and name != "enabled":
-                return f
-        raise LimitsError(f"{where or name}: no such limit")
 
-
+_FIELDS: Final = frozenset(f.name for f in fields(Limits))
+_OPTIONAL: Final = frozenset(f.name for f in fields(Limits) if "None" in str(f.type))
 _ZERO_OK: Final = frozenset({"get_records_burst_bytes", "dynamodb_burst_seconds"})
 
 
-def _optional(f: dataclasses.Field[Any]) -> bool:
-    return "None" in str(f.type)
-
-
-def _or_none(f: dataclasses.Field[Any]) -> str:
-    return " or None (off)" if _optional(f) else ""
-
-
-def _parse_switch(setting: str, raw: str) -> bool:
+def _parse(setting: str, name: str, raw: str) -> bool | float | None:
+    """A setting's text: on/off for ``enabled``, else a number, or off/none for a limit that may be off."""
     word = raw.strip().lower()
-    if word in _OFF_WORDS:
-        return False
-    if word in _ON_WORDS:
-        return True
-    raise LimitsError(f"{setting}: expected on or off, got {raw!r}")
-
-
-def _parse_value(setting: str, f: dataclasses.Field[Any], raw: str) -> float | None:
-    word = raw.strip().lower()
+    if name == "enabled":
+        if word in {"off", "none", "false", "no", "0"}:
+            return False
+        if word in {"on", "true", "yes", "1", ""}:
+            return True
+        raise LimitsError(f"{setting}: expected on or off, got {raw!r}")
+    if name not in _FIELDS:
+        raise LimitsError(f"{setting}: no such limit (known: {', '.join(sorted(_FIELDS - {'enabled'}))})")
     if word in {"off", "none"}:
-        if not _optional(f):
+        if name not in _OPTIONAL:
             raise LimitsError(f"{setting}: cannot be switched off, give a number")
         return None
     try:
         return float(word)
     except ValueError:
-        raise LimitsError(f"{setting}: expected a number{_or_none(f)}, got {raw!r}") from None
+        raise LimitsError(f"{setting}: expected a number, got {raw!r}") from None
+
+
+class SlidingWindow:
+    """At most ``limit`` events in any window of ``window`` seconds; a refused call is not counted (as on AWS,
+    where a throttled request consumes no quota)."""
+
+    __slots__ = ("_times", "limit", "window")
+
+    def __init__(self, limit: int, window: float = 1.0) -> None:
+        self.limit = limit
+        self.window = window
+        self._times: deque[float] = deque(maxlen=limit)
+
+    def try_acquire(self, now: float) -> bool:
+        """Count one event at ``now`` if the window has room; False (nothing counted) if it is full."""
+        if len(self._times) == self.limit and now - self._times[0] < self.window:
+            return False
+        self._times.append(now)  # maxlen drops the oldest
+        return True
+
+
+class TokenBucket:
+    """Tokens refill at ``rate`` per second up to ``capacity``; ``charge`` may leave a debt (a big read, known from
+    its response), and ``admit`` refuses calls until it is paid back."""
+
+    __slots__ = ("_last", "capacity", "level", "rate")
+
+    def __init__(self, rate: float, capacity: float, now: float = -math.inf) -> None:
+        self.rate = rate
+        self.capacity = capacity
+        self.level = capacity
+        self._last = now
+
+    def available(self, now: float) -> float:
+        """The level at ``now`` (negative while a debt is outstanding)."""
+        if now > self._last:
+            self.level = min(self.capacity, self.level + (now - self._last) * self.rate)
+            self._last = now
+        return self.level
+
+    def try_take(self, now: float, amount: float) -> bool:
+        """Take ``amount`` tokens if at least that many are there (or, for an amount larger than the
+        capacity, if the bucket is full); otherwise take nothing and return False."""
+        if self.available(now) >= min(amount, self.capacity):
+            self.level -= amount
+            return True
+        return False
+
+    def admit(self, now: float) -> bool:
+        """True while the level is not negative (no outstanding debt)."""
+        return self.available(now) >= 0
+
+    def charge(self, now: float, amount: float) -> None:
+        """Spend ``amount`` tokens unconditionally (the level may go negative)."""
+        self.available(now)
+        self.level -= amount
+
+
+T = TypeVar("T")
+
+
+class Keyed(OrderedDict[object, T]):
+    """Rate objects by key, made by ``factory()`` on first use. Past ``max_keys`` the least recently used one
+    is dropped: long idle, as no 50,000 keys see calls within a second here."""
+
+    def __init__(self, factory: Callable[[], T], max_keys: int = 50_000) -> None:
+        super().__init__()
+        self.factory = factory
+        self.max_keys = max_keys
+
+    def at(self, key: object) -> T:
+        """The rate object for ``key``, created (full) if it is new."""
+        if key not in self:
+            if len(self) >= self.max_keys:
+                self.popitem(last=False)
+            self[key] = self.factory()
+        self.move_to_end(key)
+        return self[key]

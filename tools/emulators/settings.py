@@ -1,8 +1,7 @@
-"""Constants of the emulator harness: paths, credentials, ports, kinesis-local settings, the error type."""
+"""Constants of the emulator harness (paths, credentials, kinesis-local settings) and its error type."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -18,32 +17,26 @@ ACCESS_KEY_ID: Final = "testing"
 SECRET_ACCESS_KEY: Final = "testing"
 #: moto's default account; kinesis-local is configured to use the same one so ARNs agree across services.
 ACCOUNT_ID: Final = "123456789012"
-
-DEFAULT_START_TIMEOUT: Final = 60.0
-DEFAULT_STOP_TIMEOUT: Final = 10.0
-POLL_INTERVAL: Final = 0.05
-MAX_SPAWN_ATTEMPTS: Final = 3
-STALE_WORKDIR_SECONDS: Final = 3600.0
-OWNER_FILE: Final = "owner.pid"
-KINESIS_TERM_GRACE: Final = 1.0
 #: moto handles DynamoDB (+ Streams) and S3 requests one at a time, so conditional writes and transactions
 #: are atomic as on AWS. ``EMULATORS_MOTO_SERIALIZE=none`` restores moto's unsafe threaded server.
 DEFAULT_MOTO_SERIALIZE: Final = "dynamodb,s3"
 
-#: Environment for kinesis-local: every simulated state transition instant ("0ms" is accepted; a 2-shard
-#: stream is ACTIVE on the first DescribeStreamSummary), limits high enough that a whole test session can
-#: keep creating uniquely named streams, no persistence.
+_STEPS: Final = [
+    "CREATE_STREAM",
+    "DELETE_STREAM",
+    "REGISTER_STREAM_CONSUMER",
+    "DEREGISTER_STREAM_CONSUMER",
+    "MERGE_SHARDS",
+    "SPLIT_SHARD",
+    "START_STREAM_ENCRYPTION",
+    "STOP_STREAM_ENCRYPTION",
+    "UPDATE_SHARD_COUNT",
+    "UPDATE_STREAM_MODE",
+]
+#: kinesis-local: every simulated state transition instant ("0ms": a new stream is ACTIVE at once), limits
+#: high enough for a whole test session of uniquely named streams, no persistence.
 KINESIS_LOCAL_SETTINGS: Final[Mapping[str, str]] = {
-    "CREATE_STREAM_DURATION": "0ms",
-    "DELETE_STREAM_DURATION": "0ms",
-    "REGISTER_STREAM_CONSUMER_DURATION": "0ms",
-    "DEREGISTER_STREAM_CONSUMER_DURATION": "0ms",
-    "START_STREAM_ENCRYPTION_DURATION": "0ms",
-    "STOP_STREAM_ENCRYPTION_DURATION": "0ms",
-    "MERGE_SHARDS_DURATION": "0ms",
-    "SPLIT_SHARD_DURATION": "0ms",
-    "UPDATE_SHARD_COUNT_DURATION": "0ms",
-    "UPDATE_STREAM_MODE_DURATION": "0ms",
+    **{f"{step}_DURATION": "0ms" for step in _STEPS},
     "SHARD_LIMIT": "100000",
     "ON_DEMAND_STREAM_COUNT_LIMIT": "10000",
     "AWS_REGION": REGION,
@@ -54,24 +47,13 @@ KINESIS_LOCAL_SETTINGS: Final[Mapping[str, str]] = {
     "LOAD_DATA_IF_EXISTS": "false",
 }
 
-# Preloaded into node (``--require``): exit when the Python parent is gone (reparented or dead).
-PARENT_WATCH_JS: Final = """'use strict';
-const parent = Number(process.env.EMULATOR_PARENT_PID || 0);
-if (parent > 0) {
-  setInterval(() => {
-    let alive = process.ppid === parent;
-    if (alive) {
-      try { process.kill(parent, 0); } catch (e) { alive = false; }
-    }
-    if (!alive) { process.exit(0); }
-  }, 500).unref();
-}
-"""
-
-ANY_ADDRESS_LITERAL: Final = re.compile(rb"""(["'`])0\.0\.0\.0\1""")
-ANY_ADDRESS_ANYWHERE: Final = re.compile(rb"(?<![\d.])0\.0\.0\.0(?![\d.])")
-PORT_IN_USE: Final = ("EADDRINUSE", "Address already in use")
-
 
 class EmulatorError(RuntimeError):
     """An emulator could not be prepared, did not come up in time, or died."""
+
+
+def credential_scope(auth: str) -> list[str]:
+    """A SigV4 ``Authorization`` header's credential scope: [key, date, region, service, "aws4_request"]."""
+    start = auth.find("Credential=")
+    scope = auth[start + 11 :].split(",", 1)[0].strip().split("/") if start >= 0 else []
+    return scope if len(scope) == 5 else []
