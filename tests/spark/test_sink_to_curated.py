@@ -13,6 +13,7 @@ import pytest
 
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import RetrievalConfig, StreamSpec, WorkerConfig
+from consumer.errors import UnreachableError
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
@@ -45,7 +46,7 @@ class KilledBeforeCheckpoint:
 
     def save(self, stream: str, shard_id: str, epoch: int, position: Position) -> None:
         self.died.set()
-        raise ConnectionError("worker killed before the checkpoint landed")
+        raise UnreachableError("worker killed before the checkpoint landed")  # as the real store says it
 
 
 class Unreachable:
@@ -59,7 +60,7 @@ class Unreachable:
 
         def call(*args, **kwargs):
             if self.dead.is_set():
-                raise ConnectionError("worker is dead")
+                raise UnreachableError("worker is dead")  # what the real repository raises with no network
             return attr(*args, **kwargs)
 
         return call
