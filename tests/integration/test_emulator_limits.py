@@ -61,22 +61,36 @@ def _code(call: Callable[[], Any]) -> str | None:
     return None
 
 
-def _burst(call: Callable[[], Any], n: int) -> list[str | None]:
-    """``n`` calls started together from ``n`` threads (so a loaded machine cannot spread them over more
-    than a window); their error codes, None for a success."""
+def _burst(call: Callable[[], Any], n: int, window: float = 1.0) -> list[str | None]:
+    """``n`` calls started together from ``n`` threads; their error codes, None for a success. A loaded machine
+    can still spread them over more than the limit's window (an answer came later than ``window`` after they
+    started): then the burst is made again once that window has passed, up to five times."""
+    for _ in range(5):
+        began = time.monotonic()
+        codes, answered = _together(call, n)
+        if max(answered) - began < window:
+            return codes
+        time.sleep(window)  # the sliding window empties: time passing is the point
+    raise AssertionError(f"{n} calls never fitted in {window} s on this machine")
+
+
+def _together(call: Callable[[], Any], n: int) -> tuple[list[str | None], list[float]]:
+    """``call`` from ``n`` threads released at once: each one's error code and when its answer came."""
     barrier = threading.Barrier(n)
     codes: list[str | None] = [None] * n
+    answered = [0.0] * n
 
     def one(i: int) -> None:
         barrier.wait()
         codes[i] = _code(call)
+        answered[i] = time.monotonic()
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return codes
+    return codes, answered
 
 
 def _until(call: Callable[[], T], timeout: float = 10.0, pause: float = 0.05) -> T:
