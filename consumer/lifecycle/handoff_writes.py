@@ -35,12 +35,13 @@ class HandoffWriter:
         if len(plain) < 2:  # nothing to put together
             plain = []
         batches = [plain[i : i + RELEASE_ALL_MAX] for i in range(0, len(plain), RELEASE_ALL_MAX)]
-        single = [w for w in writes if not any(w is p for p in plain)]
+        together = {id(w) for w in plain}
+        single = [w for w in writes if id(w) not in together]
         ones = [self._pool.submit(self._run, w) for w in single]
-        together = [(batch, self._pool.submit(self._release_all, batch)) for batch in batches]
+        sent = [(batch, self._pool.submit(self._release_all, batch)) for batch in batches]
         events = _answers(ones)
         again: list[Future[Event | None]] = []
-        for batch, future in together:
+        for batch, future in sent:
             if (answered := future.result()) is not None:
                 events += answered
             else:
