@@ -55,7 +55,7 @@ __all__ = ["Worker"]
 logger = logging.getLogger(__name__)
 
 _HEARTBEAT_RETRY = 0.5  # seconds before a failed heartbeat is sent again (less with short windows)
-# A step's hand-off writes (one per lease: releases, transfers) run this many at once, e.g. a shutdown's.
+# The writes a step's run of hand-offs hands to the HandoffWriter (releases and transfers, e.g. a shutdown's).
 _HANDOFFS = (WriteKind.RELEASE, WriteKind.TRANSFER)
 
 
@@ -235,9 +235,9 @@ class Worker(BackgroundControl):
                 events = self._wait(max(0.0, wait))
 
     def _carry_out(self, actions: list[Action]) -> list[Event]:
-        """Each action's event, in order. A run of hand-off writes in a row goes out at once (``_handoff``), so
-        that a shutdown's releases do not queue one behind another (``HandoffWriter``); what follows the run
-        waits for all of it."""
+        """Each action's event, in order. A run of hand-off writes in a row goes out at once (``HandoffWriter``),
+        so that a shutdown's releases do not queue one behind another; what follows the run waits for all of
+        it."""
         events: list[Event] = []
         run: list[LeaseWrite] = []
         for action in [*actions, None]:
