@@ -277,7 +277,7 @@ def test_release_gives_the_lease_up_and_keeps_the_position(b: Backend) -> None:
     assert in_step(b, retaken).position == P1
 
 
-def test_release_all_releases_every_lease_in_one_write(b: Backend) -> None:
+def test_release_all_releases_every_lease_and_keeps_their_positions(b: Backend) -> None:
     leases = [b.owned(f"sh{i}", "w1") for i in range(RELEASE_ALL_MAX)]  # as many as one transaction holds
     b.store.save("s", "sh0", leases[0].epoch, P1)
     released = b.repo.release_all(leases)

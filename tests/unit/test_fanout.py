@@ -13,8 +13,8 @@ from typing import Any
 
 from consumer.config import RetrievalConfig, ThreadsConfig
 from consumer.leases.memory import InMemoryTables
-from consumer.retrieval.kinesis import GetRecordsResult, SubscriptionEvent
-from consumer.retrieval.memory import InMemoryKinesis
+from consumer.retrieval.kinesis import SubscriptionEvent
+from consumer.retrieval.memory import InMemoryKinesis, _MemorySubscription
 
 from .helpers import Journal, make_worker, start, wait_until
 
@@ -72,31 +72,31 @@ def test_fanout_hand_off_interrupts_the_subscription() -> None:
         assert journal.sequences(shard) == expected
 
 
-class _WaitingSubscription:
+class _WaitingSubscription(_MemorySubscription):
     """A subscription as AWS serves one: an event only when records come (or a heartbeat after ``quiet``), so a
     fetch holds its thread while the shard is quiet."""
 
     def __init__(self, kinesis: WaitingKinesis, iterator: str) -> None:
-        self._k, self._iterator, self._closed = kinesis, iterator, threading.Event()
+        super().__init__(kinesis, iterator, limit=0)
+        self._waiting = kinesis
 
     def __iter__(self) -> Iterator[SubscriptionEvent]:
-        while not self._closed.is_set():
-            result = InMemoryKinesis.get_records(self._k, self._iterator, 100)
+        while not self._closed.is_set() and self._iterator is not None:
+            result = self._k.get_records(self._iterator, 100)
             if not result.records:
-                with self._k.put_cond:
-                    self._k.put_cond.wait(self._k.quiet)
+                with self._waiting.put_cond:
+                    self._waiting.put_cond.wait(self._waiting.quiet)
                 if self._closed.is_set():
                     return
-                result = InMemoryKinesis.get_records(self._k, self._iterator, 100)
-            assert result.next_iterator is not None
+                result = self._k.get_records(self._iterator, 100)
             self._iterator = result.next_iterator
             last = result.records[-1]["SequenceNumber"] if result.records else None
-            yield SubscriptionEvent(result.records, last or self._k.last_sequence(result), 0)
+            yield SubscriptionEvent(result.records, last or self._continuation_of(result), 0)
 
     def close(self) -> None:
-        self._closed.set()
-        with self._k.put_cond:
-            self._k.put_cond.notify_all()
+        super().close()
+        with self._waiting.put_cond:
+            self._waiting.put_cond.notify_all()
 
 
 class WaitingKinesis(InMemoryKinesis):
@@ -112,20 +112,12 @@ class WaitingKinesis(InMemoryKinesis):
             self.put_cond.notify_all()
         return seq
 
-    def last_sequence(self, result: GetRecordsResult) -> str:
-        assert result.next_iterator is not None
-        stream, shard_id, index = result.next_iterator.split("|")
-        records = self._streams[stream][shard_id].records
-        return records[int(index) - 1]["SequenceNumber"] if int(index) > 0 else "0"
-
     def subscribe(
         self, consumer_arn: str, shard_id: str, position_type: str, **kw: Any
     ) -> _WaitingSubscription:
-        stream = consumer_arn.split(":", 2)[2].split("/consumer/", maxsplit=1)[0]
-        kind = "AFTER_SEQUENCE_NUMBER" if position_type == "AFTER_SEQUENCE_NUMBER" else position_type
-        with self._lock:
-            self._count("SubscribeToShard")
-        return _WaitingSubscription(self, self.get_shard_iterator(stream, shard_id, kind, **kw))
+        opened = super().subscribe(consumer_arn, shard_id, position_type, **kw)  # counted, positioned as ever
+        assert opened._iterator is not None
+        return _WaitingSubscription(self, opened._iterator)
 
 
 def test_fanout_reads_every_shard_at_once_even_past_fetch_threads() -> None:
