@@ -30,9 +30,11 @@ if str(REPO_ROOT) not in sys.path:  # `tools` is not an installed package; make 
     sys.path.insert(0, str(REPO_ROOT))
 
 _STARTUP_KEY = pytest.StashKey[dict[str, float]]()
+_FIRST = {"spark": 0, "infra": 1}  # see pytest_collection_modifyitems
 _MAX_NAME = 63  # the tightest limit of the lot: S3 bucket names (3-63 chars, lowercase, digits, hyphens)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which turns each item's xdist_group into its nodeid
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if (
@@ -42,6 +44,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if (group := _xdist_group(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    if config.getoption("dist", "no") == "loadgroup":
+        # xdist hands work out in collection order: the two longest groups (Spark's ~5 min, infra's ~3) go out
+        # first, so that neither starts last and runs alone at the end.
+        items.sort(key=lambda item: _FIRST.get(_xdist_group(item) or "", len(_FIRST)))
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
