@@ -94,7 +94,13 @@ def test_split_and_merge_during_consumption_parents_first_nothing_lost(
         wait_active(kinesis_client, names.stream)
         expected += [r["SequenceNumber"] for r in put_records(kinesis_client, names.stream, [b"c"] * 40)]
         wait_until(lambda: len(journal.deliveries) >= 150, timeout=60, what="all 150 records")
-        time.sleep(0.5)
+        wait_until(
+            lambda: all(
+                stored_checkpoints(dynamodb_client, names.checkpoint_table).get(s, (None,))[0] == "SHARD_END"
+                for s in (parent, *kids)
+            ),
+            what="the parent's and the children's SHARD_END checkpoints",
+        )
     finally:
         worker.request_shutdown()
         t.join(15)
@@ -258,8 +264,10 @@ def test_processor_failure_halts_the_shard_when_configured(
     t = run_in_thread(worker)
     try:
         wait_until(lambda: any(o.halted for o in worker.owned.values()), what="halt")
-        time.sleep(0.5)
-        assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == put[8]
+        wait_until(
+            lambda: stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == put[8],
+            what="the checkpoint at the last record delivered before the failing one",
+        )
         assert put[9] not in journal.sequences() and put[10] not in journal.sequences()
     finally:
         worker.request_shutdown()
