@@ -18,13 +18,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tools._emulator_moto import SerializedApp, parse_services, signing_service
-from tools.emulators import (
-    EmulatorError,
-    Emulators,
-    http_ok,
-    listening_addresses,
-    loopback_main_js,
-)
+from tools.emulators import EmulatorError, Emulators
+from tools.emulators.children import http_ok, listening_addresses
+from tools.emulators.harness import loopback_main_js
 
 pytestmark = pytest.mark.integration
 
