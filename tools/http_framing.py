@@ -13,8 +13,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Closed", "Framer", "Head", "Reader", "http_message", "initial_response_message", "json_response"]
-
 MAX_HEAD: Final = 64 * 1024
 _EVENTSTREAM: Final = "application/vnd.amazon.eventstream"
 _UNTIL_CLOSED: Final = 1 << 62  # the length of a response without one: it ends when the connection closes
@@ -36,7 +34,8 @@ def initial_response_message() -> bytes:
 _INITIAL_CHUNK: Final = b"%X\r\n%s\r\n" % (len(initial_response_message()), initial_response_message())
 
 
-def _chunk_size(line: bytes) -> int:
+def chunk_size(line: bytes) -> int:
+    """The size of a chunk from its size line."""
     return int(line.split(b";", 1)[0].strip() or b"0", 16)
 
 
@@ -116,7 +115,7 @@ class Framer:
             if head.chunked():
                 if self._eventstream and _EVENTSTREAM in head.headers.get("content-type", "").lower():
                     self._emit(_INITIAL_CHUNK)
-                while size := _chunk_size((yield from self._until(b"\r\n"))):
+                while size := chunk_size((yield from self._until(b"\r\n"))):
                     yield from self._pass(size + 2)
                 yield from self._pass(2)  # no trailers
             elif length is None and not self._requests:
@@ -159,7 +158,7 @@ def http_message(raw: bytes) -> tuple[str, dict[str, str], bytes]:
     if head.chunked():
         plain = bytearray()
         size_line, _, body = body.partition(b"\r\n")
-        while size := _chunk_size(size_line):
+        while size := chunk_size(size_line):
             plain += body[:size]
             size_line, _, body = body[size + 2 :].partition(b"\r\n")
         body = bytes(plain)
@@ -218,12 +217,16 @@ class Reader:
     def chunked_body(self) -> bytes:
         """A whole chunked body, de-chunked (trailers dropped)."""
         parts: list[bytes] = []
-        while size := _chunk_size(self.line()):
+        while size := chunk_size(self.line()):
             parts.append(self.exact(size))
             self.exact(2)
+        self.trailers()
+        return b"".join(parts)
+
+    def trailers(self) -> None:
+        """Skip a chunked body's trailers, through its blank line."""
         while self.line() != b"\r\n":
             pass
-        return b"".join(parts)
 
     def buffered(self) -> int:
         """Bytes already read from the socket and not yet consumed."""

@@ -13,6 +13,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -184,9 +185,10 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def remove_stale_workdirs(work_root: Path, max_age: float = 3600.0) -> None:
-    """Drop run directories that a killed run (or a failed start, which keeps its logs) left behind: older
-    than ``max_age`` and whose owner process (``owner.pid``) is gone. Other sessions' live runs are kept."""
+def make_workdir(work_root: Path, max_age: float = 3600.0) -> Path:
+    """A fresh run directory, owned by this process (``owner.pid``). First drops those that a killed run (or a
+    failed start, which keeps its logs) left behind: older than ``max_age`` and whose owner is gone."""
+    work_root.mkdir(parents=True, exist_ok=True)
     cutoff = time.time() - max_age
     for path in work_root.glob("run-*"):
         with contextlib.suppress(OSError, ValueError):  # e.g. PermissionError: its owner runs as another user
@@ -195,6 +197,9 @@ def remove_stale_workdirs(work_root: Path, max_age: float = 3600.0) -> None:
                     os.kill(int((path / OWNER_FILE).read_text()), 0)  # its owner still runs: keep it
                 except (ProcessLookupError, FileNotFoundError):
                     shutil.rmtree(path, ignore_errors=True)
+    workdir = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
+    (workdir / OWNER_FILE).write_text(f"{os.getpid()}\n")
+    return workdir
 
 
 def child_base_env() -> dict[str, str]:

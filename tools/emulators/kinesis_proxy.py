@@ -1,9 +1,7 @@
-"""An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded (docs/emulators.md).
-
-Each JSON 1.1 request is read whole, checked with the :class:`~tools.emulators.kinesis_limiter.KinesisLimiter`,
-and refused here or forwarded over a kept-alive connection; event streams (SubscribeToShard) are relayed
-chunk by chunk, and ended at an event boundary after ``subscription_seconds``.
-"""
+"""An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded (docs/emulators.md):
+each JSON request is read whole, checked with the :class:`~tools.emulators.kinesis_limiter.KinesisLimiter`, and
+refused or forwarded over a kept-alive connection; event streams are relayed chunk by chunk, and ended at an
+event boundary after ``subscription_seconds``."""
 
 from __future__ import annotations
 
@@ -26,7 +24,7 @@ from tools.emulators.children import child_main
 from tools.emulators.kinesis_limiter import THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
 from tools.emulators.limits import Limits
 from tools.emulators.settings import LOOPBACK, credential_scope
-from tools.http_framing import Closed, Head, Reader, json_response
+from tools.http_framing import Closed, Head, Reader, chunk_size, json_response
 
 logger = logging.getLogger(__name__)
 
@@ -348,11 +346,11 @@ class _Conn(socketserver.BaseRequestHandler):
     def relay_chunks(self, upstream: socket.socket, reader: Reader, seconds: float | None) -> None:
         """Pass chunks through as they come; after ``seconds``, end the body at an event boundary."""
         deadline = None if seconds is None else time.monotonic() + seconds
-        events = _EventBoundary()
+        pending = bytearray()  # the event-stream message under way
         while True:
             if reader.buffered() == 0:
                 remaining = 1.0 if deadline is None else deadline - time.monotonic()
-                if remaining <= 0 and events.at_boundary():
+                if remaining <= 0 and not pending:
                     self.client.sendall(b"0\r\n\r\n")
                     self._drop_upstream()  # kinesis-local would keep streaming on it
                     return
@@ -365,32 +363,16 @@ class _Conn(socketserver.BaseRequestHandler):
                 if upstream not in readable:
                     continue
             line = reader.line()
-            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                while reader.line() != b"\r\n":
-                    pass
+            if not (size := chunk_size(line)):
+                reader.trailers()
                 self.client.sendall(line + b"\r\n")
                 return
             data = reader.exact(size + 2)
-            events.feed(memoryview(data)[:size])
+            pending += memoryview(data)[:size]
+            # each event-stream message starts with its 4-byte length
+            while len(pending) >= 4 and len(pending) >= (n := max(4, int.from_bytes(pending[:4], "big"))):
+                del pending[:n]
             self.client.sendall(line + data)
-
-
-class _EventBoundary:
-    """Follows event-stream messages (each starts with its 4-byte length) through a de-chunked body, to end
-    it between two messages; holds at most the message under way."""
-
-    def __init__(self) -> None:
-        self._pending = bytearray()
-
-    def feed(self, data: memoryview) -> None:
-        pending = self._pending
-        pending += data
-        while len(pending) >= 4 and len(pending) >= (size := max(4, int.from_bytes(pending[:4], "big"))):
-            del pending[:size]
-
-    def at_boundary(self) -> bool:
-        return not self._pending
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,10 +21,18 @@ ACCOUNT_ID: Final = "123456789012"
 #: are atomic as on AWS. ``EMULATORS_MOTO_SERIALIZE=none`` restores moto's unsafe threaded server.
 DEFAULT_MOTO_SERIALIZE: Final = "dynamodb,s3"
 
-_STEPS: Final = (
-    "CREATE_STREAM DELETE_STREAM REGISTER_STREAM_CONSUMER DEREGISTER_STREAM_CONSUMER MERGE_SHARDS SPLIT_SHARD "
-    "START_STREAM_ENCRYPTION STOP_STREAM_ENCRYPTION UPDATE_SHARD_COUNT UPDATE_STREAM_MODE"
-).split()
+_STEPS: Final = [
+    "CREATE_STREAM",
+    "DELETE_STREAM",
+    "REGISTER_STREAM_CONSUMER",
+    "DEREGISTER_STREAM_CONSUMER",
+    "MERGE_SHARDS",
+    "SPLIT_SHARD",
+    "START_STREAM_ENCRYPTION",
+    "STOP_STREAM_ENCRYPTION",
+    "UPDATE_SHARD_COUNT",
+    "UPDATE_STREAM_MODE",
+]
 #: kinesis-local: every simulated state transition instant ("0ms": a new stream is ACTIVE at once), limits
 #: high enough for a whole test session of uniquely named streams, no persistence.
 KINESIS_LOCAL_SETTINGS: Final[Mapping[str, str]] = {
