@@ -11,8 +11,8 @@ from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan, r
 from tools.emulators.kinesis_limiter import EXPIRED, LIMIT, THROUGHPUT, KinesisLimiter
 from tools.emulators.kinesis_proxy import (
     ShardMap,
-    _EventBoundary,
     data_size,
+    drop_whole_events,
     hash_key,
     region_of,
     stream_name,
@@ -210,11 +210,11 @@ def test_event_boundary_follows_messages_split_anywhere() -> None:
     message = initial_response_message()
     stream = message * 3
     for cut in range(1, len(stream)):
-        events = _EventBoundary()
-        events.feed(memoryview(stream[:cut]))
-        assert events.at_boundary() == (cut % len(message) == 0)
-        events.feed(memoryview(stream[cut:]))
-        assert events.at_boundary()
+        pending = bytearray()
+        drop_whole_events(pending, memoryview(stream[:cut]))
+        assert (not pending) == (cut % len(message) == 0)
+        drop_whole_events(pending, memoryview(stream[cut:]))
+        assert not pending
 
 
 # ---------------------------------------------------------------------------------------------- DynamoDB

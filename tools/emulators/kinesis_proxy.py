@@ -63,6 +63,14 @@ def hash_key(record: dict[str, Any]) -> int:
     return int.from_bytes(hashlib.md5(str(record.get("PartitionKey", "")).encode()).digest(), "big")
 
 
+def drop_whole_events(pending: bytearray, data: memoryview) -> None:
+    """Append ``data`` to ``pending``, then drop the whole event-stream messages (each starts with its 4-byte
+    length) from its front: what is left is the message under way."""
+    pending += data
+    while len(pending) >= 4 and len(pending) >= (size := max(4, int.from_bytes(pending[:4], "big"))):
+        del pending[:size]
+
+
 @functools.cache
 def _warn_unlimited(content_type: str) -> None:
     """Warn once per encoding (CBOR) that its requests are forwarded without limits."""
@@ -368,10 +376,7 @@ class _Conn(socketserver.BaseRequestHandler):
                 self.client.sendall(line + b"\r\n")
                 return
             data = reader.exact(size + 2)
-            pending += memoryview(data)[:size]
-            # each event-stream message starts with its 4-byte length
-            while len(pending) >= 4 and len(pending) >= (n := max(4, int.from_bytes(pending[:4], "big"))):
-                del pending[:n]
+            drop_whole_events(pending, memoryview(data)[:size])
             self.client.sendall(line + data)
 
 
