@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import binascii
-import select
 import socket
 import struct
 import uuid
@@ -232,21 +231,10 @@ class Reader:
         """Bytes already read from the socket and not yet consumed."""
         return len(self._buf)
 
-    def dropped(self) -> bool:
-        """True if the peer has closed an idle connection (readable with nothing buffered means EOF/reset)."""
-        if self._buf:
-            return False
-        try:
-            if not select.select([self.sock], [], [], 0)[0]:
-                return False
-            return not self.sock.recv(65536, socket.MSG_PEEK)
-        except (OSError, ValueError):
-            return True
 
-
-def json_response(status: int, body: bytes, content_type: str, reason: str = "") -> bytes:
+def json_response(status: int, body: bytes, content_type: str) -> bytes:
     """A whole keep-alive HTTP/1.1 response with an AWS-style request id."""
-    reason = reason or ("OK" if status == 200 else "Bad Request")
+    reason = "OK" if status == 200 else "Bad Request"
     return (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nx-amzn-RequestId: {uuid.uuid4()}\r\n"
         f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"

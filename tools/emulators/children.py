@@ -68,8 +68,7 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
 
 @dataclass
 class LaunchSpec:
-    """How to start a child once: argv, environment, the path probed until it answers, and the ports it binds
-    (it answers HTTP on the first)."""
+    """How to start a child once; it answers HTTP on the first of its ``ports``."""
 
     argv: list[str]
     env: dict[str, str]
@@ -102,7 +101,8 @@ class Child:
     @property
     def ready_url(self) -> str:
         """The URL probed until it answers."""
-        return self.endpoint + (self.spec.ready_path if self.spec else "")
+        assert self.spec is not None
+        return self.endpoint + self.spec.ready_path
 
     def spawn(self) -> None:
         """Start (another attempt of) the process, appending to its log."""
@@ -123,13 +123,12 @@ class Child:
             )
 
     def exit_code(self) -> int | None:
-        """The exit code, or None while it runs (or before it was spawned)."""
+        """The exit code, or None while it runs (or before it is spawned)."""
         return None if self.popen is None else self.popen.poll()
 
     def port_conflict(self) -> bool:
         """Its log says the port was taken by someone else."""
-        tail = self.log_tail()
-        return "EADDRINUSE" in tail or "Address already in use" in tail
+        return any(word in self.log_tail() for word in ("EADDRINUSE", "Address already in use"))
 
     def verify_loopback(self) -> None:
         """Raise :class:`EmulatorError` if any of its ports listens on a non-loopback address."""
@@ -215,8 +214,8 @@ def _watch_parent(parent_pid: int) -> None:
 
 def child_main(argv: list[str] | None, description: str | None, **extra: type) -> argparse.Namespace:
     """In a Python child (moto, the limits proxy): its arguments (``--port``, ``--parent-pid``, ``--limits``
-    and ``extra``), logging, and a watch that exits within 0.5 s of the parent going away. (SIGTERM needs
-    nothing: its default action ends the process at once, without waiting for busy request threads.)"""
+    and ``extra``), logging, and a watch that exits within 0.5 s of the parent going away. (SIGTERM's default
+    action ends the process at once.)"""
     parser = argparse.ArgumentParser(description=description)
     for name, kind in {"port": int, "parent_pid": int, "limits": str, **extra}.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, required=True)

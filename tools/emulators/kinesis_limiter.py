@@ -1,12 +1,12 @@
-"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given what came before (the
-rates, and the shard iterators seen issued). Every method takes ``now`` (monotonic seconds)."""
+"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given the rates and the shard
+iterators seen issued before. Every method takes ``now`` (monotonic seconds)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Final
@@ -74,9 +74,8 @@ class KinesisLimiter:
         self._put_records = self._buckets("put_records_per_shard")
         self._put_bytes = self._buckets("put_bytes_per_shard")
         self._ttl = limits.active("iterator_ttl_seconds")
-        #: iterator -> (stream, shard, issued at); ``_issued`` keeps them in issue order for pruning
-        self._iterators: dict[str, tuple[str, str, float]] = {}
-        self._issued: deque[tuple[float, str]] = deque()
+        #: iterator -> (stream, shard, issued at), in issue order
+        self._iterators: OrderedDict[str, tuple[str, str, float]] = OrderedDict()
         #: Refused calls (PutRecords: records) by operation.
         self.refusals: dict[str, int] = {}
 
@@ -127,20 +126,16 @@ class KinesisLimiter:
         keep = 2 * self._ttl if self._ttl is not None else 600.0
         with self._lock:
             self._iterators[iterator] = (stream, shard, now)
-            self._issued.append((now, iterator))
-            while self._issued and now - self._issued[0][0] > keep:
-                _, old = self._issued.popleft()
-                entry = self._iterators.get(old)
-                if entry is not None and now - entry[2] > keep:
-                    del self._iterators[old]
+            self._iterators.move_to_end(iterator)
+            while now - next(iter(self._iterators.values()))[2] > keep:  # this one is 0 s old
+                self._iterators.popitem(last=False)
 
     def adopt_iterators(self, other: KinesisLimiter) -> None:
         """Know the iterators ``other`` has seen issued (limits changed while clients hold iterators)."""
         with other._lock:
-            iterators, issued = dict(other._iterators), list(other._issued)
+            iterators = list(other._iterators.items())
         with self._lock:
             self._iterators.update(iterators)
-            self._issued.extend(issued)
 
     def check_get_records(self, iterator: str, now: float) -> tuple[tuple[str, str] | None, Refusal | None]:
         """Before a GetRecords call: (its (stream, shard) if its iterator was seen issued, a refusal or None).

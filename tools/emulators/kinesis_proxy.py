@@ -110,7 +110,8 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         self.limiter = KinesisLimiter(limits)
         #: open sockets, shut down on stop (set.add/discard/copy are atomic under the GIL: no lock)
         self.sockets: set[socket.socket] = set()
-        self._shard_maps: dict[tuple[str, str], ShardMap] = {}
+        #: open shards by (region, stream); dropped after a call that reshards, creates or deletes the stream
+        self.shard_maps: dict[tuple[str, str], ShardMap] = {}
         self._serving = threading.Thread(
             target=self.serve_forever, args=(0.05,), daemon=True, name="kinesis-limits"
         )
@@ -150,7 +151,7 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         self, region: str, stream: str, signature: dict[str, str], refresh: bool = False
     ) -> ShardMap:
         """Open shards of ``stream``, cached; asked of kinesis-local with the caller's ``signature`` headers."""
-        cached = self._shard_maps.get((region, stream))
+        cached = self.shard_maps.get((region, stream))
         if cached is not None and not refresh:
             return cached
         upstream = http.client.HTTPConnection(*self.upstream, timeout=30)
@@ -165,12 +166,8 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
             raise LookupError(answer.get("message") or answer.get("__type"))
         shard_map = ShardMap(answer.get("Shards", []))
         if answer.get("Shards"):  # a stream still CREATING lists none yet
-            self._shard_maps[(region, stream)] = shard_map
+            self.shard_maps[(region, stream)] = shard_map
         return shard_map
-
-    def forget_shards(self, region: str, stream: str) -> None:
-        """Drop a stream's cached shard map (after a call that reshards, creates or deletes it)."""
-        self._shard_maps.pop((region, stream), None)
 
 
 class _Conn(socketserver.BaseRequestHandler):
@@ -198,8 +195,6 @@ class _Conn(socketserver.BaseRequestHandler):
             self.upstream, self.ureader = None, None
 
     def _connect(self) -> tuple[socket.socket, Reader]:
-        if self.ureader is not None and self.ureader.dropped():
-            self._drop_upstream()  # kinesis-local closed the idle keep-alive connection
         if self.upstream is None or self.ureader is None:
             self.upstream = socket.create_connection(self.proxy.upstream, timeout=None)
             self.upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -263,7 +258,7 @@ class _Conn(socketserver.BaseRequestHandler):
         elif operation == "GetShardIterator" and (iterator := json.loads(answer).get("ShardIterator")):
             limiter.iterator_issued(iterator, stream, shard, time.monotonic())
         elif operation in _RESHARDING:
-            self.proxy.forget_shards(region_of(head.headers.get("authorization", "")), stream)
+            self.proxy.shard_maps.pop((region_of(head.headers.get("authorization", "")), stream), None)
 
     def after_get_records(
         self, limiter: KinesisLimiter, key: tuple[str, str], answer: bytes, now: float
@@ -329,10 +324,12 @@ class _Conn(socketserver.BaseRequestHandler):
         """Send a request upstream; return (status, body) of a sized answer, relaying it unless told not to.
         A chunked answer is streamed to the client as it arrives (and (status, b"") returned)."""
         head_raw = None
-        for _ in range(2):  # once more on a fresh connection if it was closed under us before answering
+        for _ in range(
+            2
+        ):  # once more on a fresh connection if kinesis-local closed it (idle) before answering
             upstream, reader = self._connect()
-            upstream.sendall(raw + body)
             with contextlib.suppress(OSError):
+                upstream.sendall(raw + body)
                 head_raw = reader.head()
             if head_raw is not None:
                 break
