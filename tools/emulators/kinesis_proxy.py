@@ -238,12 +238,8 @@ class _Conn(socketserver.BaseRequestHandler):
             return
         if operation == "GetRecords":
             key, refusal = limiter.check_get_records(str(request.get("ShardIterator", "")), now)
-        elif operation == "GetShardIterator":
-            refusal = limiter.check_get_shard_iterator(stream, shard, now)
-        elif operation == "SubscribeToShard":
-            refusal = limiter.check_subscribe(str(request.get("ConsumerARN", "")), shard, now)
         else:
-            refusal = limiter.check_control(operation, stream, now)
+            refusal = limiter.check_call(operation, stream, shard, now, str(request.get("ConsumerARN", "")))
         if refusal is not None:
             self.reply(refusal)
             return
@@ -324,9 +320,7 @@ class _Conn(socketserver.BaseRequestHandler):
         """Send a request upstream; return (status, body) of a sized answer, relaying it unless told not to.
         A chunked answer is streamed to the client as it arrives (and (status, b"") returned)."""
         head_raw = None
-        for _ in range(
-            2
-        ):  # once more on a fresh connection if kinesis-local closed it (idle) before answering
+        for _ in range(2):  # again on a fresh connection if kinesis-local closed this one (idle) first
             upstream, reader = self._connect()
             with contextlib.suppress(OSError):
                 upstream.sendall(raw + body)
