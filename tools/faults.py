@@ -12,7 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 
@@ -55,7 +55,9 @@ class Scenario:
     mode: str  # a FaultProxy.outage mode or a key of _LIMIT_FAULTS
     seconds: float  # how long the fault lasts
     delay: float = 0.0  # slow: how long each response is held (more than the client's read timeout)
-    retrieval: str = "polling"  # or "fanout": SubscribeToShard through a FaultProxy(eventstream=True)
+    retrieval: Literal["polling", "fanout"] = (
+        "polling"  # fanout:: SubscribeToShard through a FaultProxy(eventstream=True)
+    )
 
 
 SCENARIOS = (
@@ -123,9 +125,7 @@ def _worker(
     retrieval: RetrievalConfig,
 ) -> Worker:
     """A worker with the project's own client configuration (timeouts, retries) at the given endpoints."""
-    session = boto3.session.Session(
-        aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY, region_name=ep.region
-    )
+    session = boto3.session.Session(ACCESS_KEY_ID, SECRET_ACCESS_KEY, region_name=ep.region)
     config = WorkerConfig(
         application="faults",
         lease_table=names["leases"],
@@ -193,9 +193,7 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             n += 1
 
     fanout = s.retrieval == "fanout"
-    retrieval = (
-        RetrievalConfig(mode="fanout", fanout_consumer_name=names["stream"]) if fanout else RetrievalConfig()
-    )
+    retrieval = RetrievalConfig(mode=s.retrieval, fanout_consumer_name=names["stream"])
     producer = threading.Thread(target=produce, daemon=True)
     healed: float | None = None
     # a timeout ends the run: it shows as records lost or no recovery
@@ -211,9 +209,8 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
         faulty = _worker("faulty", ep, faulty_kinesis, d_proxy.url(), names, rows, retrieval)
         running.enter_context(_running(faulty))
         _wait(lambda: bool(faulty.owned), 30, "the faulty worker to own the shard")
-        running.enter_context(
-            _running(_worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval))
-        )
+        healthy = _worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval)
+        running.enter_context(_running(healthy))
         producer.start()
         _wait(lambda: len(rows) >= 10, 30, "deliveries before the fault")
         if limits is None:

@@ -67,9 +67,8 @@ class Emulators:
     ) -> None:
         self.start_timeout = start_timeout
         self.stop_timeout = 10.0
-        self.moto_serialize = moto_serialize or os.environ.get(
-            "EMULATORS_MOTO_SERIALIZE", settings.DEFAULT_MOTO_SERIALIZE
-        )
+        serialize = os.environ.get("EMULATORS_MOTO_SERIALIZE", settings.DEFAULT_MOTO_SERIALIZE)
+        self.moto_serialize = moto_serialize or serialize
         self.limits = Limits.resolve(limits)
         #: Seconds from spawn until each child answered HTTP, plus ``total`` for :meth:`start` as a whole.
         self.startup_seconds: dict[str, float] = {}
@@ -138,7 +137,7 @@ class Emulators:
         self.startup_seconds = {child.name: child.ready_seconds or 0.0 for child in self._children}
         self.startup_seconds["total"] = time.monotonic() - began
         logger.info(
-            "emulators up: %s, kinesis-local %s; logs in %s", self._endpoints, kinesis.endpoint, workdir
+            "emulators up: %s (kinesis-local %s), logs %s", self._endpoints, kinesis.endpoint, workdir
         )
         return self
 
