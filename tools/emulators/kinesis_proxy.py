@@ -295,10 +295,12 @@ class _Conn(socketserver.BaseRequestHandler):
                 return
             parsed = json.loads(answer)
         served = iter(parsed.get("Records", []))
-        results: list[dict[str, Any]] = []
-        for ok, shard in zip(admitted, shards, strict=True):
-            message = shard_throttled(stream, shard).message
-            results.append(next(served) if ok else {"ErrorCode": THROUGHPUT, "ErrorMessage": message})
+        results = [
+            next(served)
+            if ok
+            else {"ErrorCode": THROUGHPUT, "ErrorMessage": shard_throttled(stream, shard).message}
+            for ok, shard in zip(admitted, shards, strict=True)
+        ]
         failed = sum(1 for r in results if r.get("ErrorCode"))
         out = json.dumps({**parsed, "FailedRecordCount": failed, "Records": results}).encode()
         self.client.sendall(json_response(200, out, JSON_11))
