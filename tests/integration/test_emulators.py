@@ -98,7 +98,9 @@ def test_failed_start_reports_log_tail(tmp_path):
     message = str(failure.value)
     assert "kinesis-local exited with code 3" in message
     assert "fake node: cannot start" in message
-    assert not emulators.running and emulators.pids == {}
+    assert emulators.pids == {}
+    with pytest.raises(EmulatorError, match="not running"):
+        emulators.client("kinesis")
 
 
 def test_stop_leaves_no_processes(tmp_path):

@@ -87,11 +87,6 @@ class Emulators:
         return self._endpoints
 
     @property
-    def running(self) -> bool:
-        """Started and not stopped."""
-        return self._endpoints is not None
-
-    @property
     def pids(self) -> dict[str, int]:
         """Process (group) id of each child."""
         return {child.name: child.popen.pid for child in self._children if child.popen is not None}
