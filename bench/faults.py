@@ -37,15 +37,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
     parser.add_argument("--out", default="reports/bench", help="where faults.json and faults.md go")
-    parser.add_argument(
-        "--only", nargs="*", default=[], help="only the scenarios whose name has one of these"
-    )
     args = parser.parse_args()
     results: dict[str, list[FaultResult]] = {}
     with Emulators() as emulators:
         for s in (*SCENARIOS, *LIMIT_SCENARIOS):
-            if args.only and not any(o in s.name for o in args.only):
-                continue
             for i in range(args.runs):
                 r = run_scenario(emulators.endpoints, s)
                 print(f"{s.name} run {i + 1}: {r}", flush=True)

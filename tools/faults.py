@@ -1,20 +1,18 @@
-"""Fault scenarios over the real network: one worker reaches Kinesis and DynamoDB through fault proxies
-(:mod:`tools.tcp_proxy`), a second one directly, a producer puts a record every 50 ms. :func:`run_scenario`
-breaks one endpoint of the first worker for a while (``SCENARIOS``; ``LIMIT_SCENARIOS`` tighten its own
-Kinesis limits instead: a throttle must not move the shard), heals it, and measures records lost, delivered
-twice, two owners at once, and the seconds from the fault's end to the first delivery of a record put after it.
-Run by tests/integration/test_faults.py and ``python -m bench.faults``."""
+"""Fault scenarios over the real network: one worker reaches Kinesis and DynamoDB through fault proxies, a
+second one directly, a producer puts a record every 50 ms. :func:`run_scenario` breaks one endpoint of the
+first worker for a while (or tightens its Kinesis limits: a throttle must not move the shard), heals it, and
+measures records lost, delivered twice, two owners at once, and the seconds from the fault's end to progress."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 
@@ -57,7 +55,9 @@ class Scenario:
     mode: str  # a FaultProxy.outage mode or a key of _LIMIT_FAULTS
     seconds: float  # how long the fault lasts
     delay: float = 0.0  # slow: how long each response is held (more than the client's read timeout)
-    retrieval: str = "polling"  # or "fanout": SubscribeToShard through a FaultProxy(eventstream=True)
+    retrieval: Literal["polling", "fanout"] = (
+        "polling"  # fanout:: SubscribeToShard through a FaultProxy(eventstream=True)
+    )
 
 
 SCENARIOS = (
@@ -125,9 +125,7 @@ def _worker(
     retrieval: RetrievalConfig,
 ) -> Worker:
     """A worker with the project's own client configuration (timeouts, retries) at the given endpoints."""
-    session = boto3.session.Session(
-        aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY, region_name=ep.region
-    )
+    session = boto3.session.Session(ACCESS_KEY_ID, SECRET_ACCESS_KEY, region_name=ep.region)
     config = WorkerConfig(
         application="faults",
         lease_table=names["leases"],
@@ -164,12 +162,12 @@ def _delivered_after(
     _wait(lambda: any(seq in after for _, _, seq, _ in list(rows)), _BOUND + 10, what)
 
 
-@contextmanager
-def _running(worker: Worker) -> Iterator[threading.Thread]:
+@contextlib.contextmanager
+def _running(worker: Worker) -> Iterator[None]:
     t = threading.Thread(target=worker.run, daemon=True, name=f"worker-{worker.id}")
     t.start()
     try:
-        yield t
+        yield
     finally:
         worker.request_shutdown()
         t.join(30)
@@ -195,49 +193,41 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
             n += 1
 
     fanout = s.retrieval == "fanout"
-    retrieval = (
-        RetrievalConfig(mode="fanout", fanout_consumer_name=names["stream"]) if fanout else RetrievalConfig()
-    )
-    # kinesis-local's event streams lack the initial-response event boto3 needs: the shim inserts it
-    shim = FaultProxy(address(ep.kinesis_endpoint), eventstream=True).start() if fanout else None
-    kinesis_url = shim.url() if shim is not None else ep.kinesis_endpoint
-    k_proxy = FaultProxy(address(kinesis_url)).start()
-    d_proxy = FaultProxy(address(ep.aws_endpoint)).start()
-    proxy = k_proxy if s.target == "kinesis" else d_proxy
-    limits = KinesisLimitsProxy(address(kinesis_url), Limits()).start() if s.mode in _LIMIT_FAULTS else None
-    faulty_kinesis = limits.url() if limits is not None else k_proxy.url()
-    faulty = _worker("faulty", ep, faulty_kinesis, d_proxy.url(), names, rows, retrieval)
-    healthy = _worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval)
+    retrieval = RetrievalConfig(mode=s.retrieval, fanout_consumer_name=names["stream"])
     producer = threading.Thread(target=produce, daemon=True)
     healed: float | None = None
-    try:
-        with _running(faulty):
-            _wait(lambda: bool(faulty.owned), 30, "the faulty worker to own the shard")
-            with _running(healthy):
-                producer.start()
-                _wait(lambda: len(rows) >= 10, 30, "deliveries before the fault")
-                if limits is None:
-                    with proxy.outage(s.mode, delay=s.delay or 30.0):
-                        time.sleep(s.seconds)  # the fault's length is the point of the scenario
-                else:
-                    limits.set_limits(_LIMIT_FAULTS[s.mode])
-                    time.sleep(s.seconds)
-                    limits.set_limits(Limits())
-                healed = time.monotonic()
-                _delivered_after(healed, puts, rows, "progress after the fault")
-                # keep producing past the recovery: a record put after it must flow too
-                _delivered_after(time.monotonic(), puts, rows, "records flowing after the recovery")
-                stop.set()
-                producer.join(5)
-                produced = {seq for _, seq in puts}
-                _wait(lambda: produced <= {r[2] for r in list(rows)}, _BOUND + 10, "every record delivered")
-    except TimeoutError:
-        pass  # reported below as lost records or no recovery
-    finally:
+    # a timeout ends the run: it shows as records lost or no recovery
+    with contextlib.ExitStack() as running, contextlib.suppress(TimeoutError):
+        # kinesis-local's event streams lack the initial-response event boto3 needs: the shim inserts it
+        shim = FaultProxy(address(ep.kinesis_endpoint), eventstream=True) if fanout else None
+        kinesis_url = running.enter_context(shim).url() if shim is not None else ep.kinesis_endpoint
+        k_proxy = running.enter_context(FaultProxy(address(kinesis_url)))
+        d_proxy = running.enter_context(FaultProxy(address(ep.aws_endpoint)))
+        limits = KinesisLimitsProxy(address(kinesis_url), Limits()) if s.mode in _LIMIT_FAULTS else None
+        faulty_kinesis = running.enter_context(limits).url() if limits is not None else k_proxy.url()
+        running.callback(stop.set)
+        faulty = _worker("faulty", ep, faulty_kinesis, d_proxy.url(), names, rows, retrieval)
+        running.enter_context(_running(faulty))
+        _wait(lambda: bool(faulty.owned), 30, "the faulty worker to own the shard")
+        healthy = _worker("healthy", ep, kinesis_url, ep.aws_endpoint, names, rows, retrieval)
+        running.enter_context(_running(healthy))
+        producer.start()
+        _wait(lambda: len(rows) >= 10, 30, "deliveries before the fault")
+        if limits is None:
+            with (k_proxy if s.target == "kinesis" else d_proxy).outage(s.mode, delay=s.delay or 30.0):
+                time.sleep(s.seconds)  # the fault's length is the point of the scenario
+        else:
+            limits.set_limits(_LIMIT_FAULTS[s.mode])
+            time.sleep(s.seconds)
+            limits.set_limits(Limits())
+        healed = time.monotonic()
+        _delivered_after(healed, puts, rows, "progress after the fault")
+        # keep producing past the recovery: a record put after it must flow too
+        _delivered_after(time.monotonic(), puts, rows, "records flowing after the recovery")
         stop.set()
-        for running in (k_proxy, d_proxy, limits, shim):
-            if running is not None:
-                running.stop()
+        producer.join(5)
+        produced = {seq for _, seq in puts}
+        _wait(lambda: produced <= {r[2] for r in list(rows)}, _BOUND + 10, "every record delivered")
     return _result(s, rows, puts, healed)
 
 

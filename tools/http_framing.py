@@ -5,15 +5,12 @@
 from __future__ import annotations
 
 import binascii
-import select
 import socket
 import struct
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
-
-__all__ = ["Closed", "Framer", "Head", "Reader", "http_message", "initial_response_message", "json_response"]
 
 MAX_HEAD: Final = 64 * 1024
 _EVENTSTREAM: Final = "application/vnd.amazon.eventstream"
@@ -36,7 +33,8 @@ def initial_response_message() -> bytes:
 _INITIAL_CHUNK: Final = b"%X\r\n%s\r\n" % (len(initial_response_message()), initial_response_message())
 
 
-def _chunk_size(line: bytes) -> int:
+def chunk_size(line: bytes) -> int:
+    """The size of a chunk from its size line."""
     return int(line.split(b";", 1)[0].strip() or b"0", 16)
 
 
@@ -116,7 +114,7 @@ class Framer:
             if head.chunked():
                 if self._eventstream and _EVENTSTREAM in head.headers.get("content-type", "").lower():
                     self._emit(_INITIAL_CHUNK)
-                while size := _chunk_size((yield from self._until(b"\r\n"))):
+                while size := chunk_size((yield from self._until(b"\r\n"))):
                     yield from self._pass(size + 2)
                 yield from self._pass(2)  # no trailers
             elif length is None and not self._requests:
@@ -159,7 +157,7 @@ def http_message(raw: bytes) -> tuple[str, dict[str, str], bytes]:
     if head.chunked():
         plain = bytearray()
         size_line, _, body = body.partition(b"\r\n")
-        while size := _chunk_size(size_line):
+        while size := chunk_size(size_line):
             plain += body[:size]
             size_line, _, body = body[size + 2 :].partition(b"\r\n")
         body = bytes(plain)
@@ -218,32 +216,25 @@ class Reader:
     def chunked_body(self) -> bytes:
         """A whole chunked body, de-chunked (trailers dropped)."""
         parts: list[bytes] = []
-        while size := _chunk_size(self.line()):
+        while size := chunk_size(self.line()):
             parts.append(self.exact(size))
             self.exact(2)
+        self.trailers()
+        return b"".join(parts)
+
+    def trailers(self) -> None:
+        """Skip a chunked body's trailers, through its blank line."""
         while self.line() != b"\r\n":
             pass
-        return b"".join(parts)
 
     def buffered(self) -> int:
         """Bytes already read from the socket and not yet consumed."""
         return len(self._buf)
 
-    def dropped(self) -> bool:
-        """True if the peer has closed an idle connection (readable with nothing buffered means EOF/reset)."""
-        if self._buf:
-            return False
-        try:
-            if not select.select([self.sock], [], [], 0)[0]:
-                return False
-            return not self.sock.recv(65536, socket.MSG_PEEK)
-        except (OSError, ValueError):
-            return True
 
-
-def json_response(status: int, body: bytes, content_type: str, reason: str = "") -> bytes:
+def json_response(status: int, body: bytes, content_type: str) -> bytes:
     """A whole keep-alive HTTP/1.1 response with an AWS-style request id."""
-    reason = reason or ("OK" if status == 200 else "Bad Request")
+    reason = "OK" if status == 200 else "Bad Request"
     return (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nx-amzn-RequestId: {uuid.uuid4()}\r\n"
         f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"

@@ -1,10 +1,6 @@
 """The network fault tool: a TCP proxy on 127.0.0.1 in front of one local service, with faults switched on
-and off while it runs (:data:`MODES` on the response path, :meth:`FaultProxy.hold` on the request path;
-docs/emulators.md has what a client sees under each). ``eventstream=True`` inserts the ``initial-response``
-event kinesis-local omits (botocore requires it), ``meter=`` hands every message to a :class:`Meter`,
-``record=True`` notes every :class:`Exchange`. Each connection has a thread for its requests and one for its
-responses: blocking reads (woken by shutting the read side when the connection must go), waits on one condition.
-"""
+and off while it runs (docs/emulators.md has what a client sees under each). Each connection has a thread per
+direction: blocking reads, woken by shutting the read side when the connection must go."""
 
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Final, Protocol
 
 from tools.http_framing import Framer
@@ -97,7 +92,9 @@ def _abort(sock: socket.socket) -> None:
 
 
 class FaultProxy:
-    """Forwards 127.0.0.1:``port`` to ``target`` (which must be on 127.0.0.1), with faults on demand."""
+    """Forwards 127.0.0.1:``port`` to ``target`` (which must be on 127.0.0.1), with faults on demand.
+    ``eventstream=True`` inserts the ``initial-response`` event kinesis-local omits (botocore requires it),
+    ``meter=`` hands every message to a :class:`Meter`, ``record=True`` notes every :class:`Exchange`."""
 
     def __init__(
         self,
@@ -157,9 +154,7 @@ class FaultProxy:
     def __enter__(self) -> FaultProxy:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def url(self) -> str:
@@ -182,7 +177,6 @@ class FaultProxy:
         with self._cond:
             return list(self._exchanges)
 
-    # -- faults ----------------------------------------------------------------------------------
     def fault(self, mode: str, *, delay: float = 30.0, after_bytes: int = 10) -> None:
         """Put a fault of :data:`MODES` in force until the next one or :meth:`heal`: ``refuse`` returns once
         every open connection is dropped, ``slow`` holds each response chunk ``delay`` seconds,
@@ -225,7 +219,6 @@ class FaultProxy:
         self.release()
         self._set(_Fault())
 
-    # -- internals -------------------------------------------------------------------------------
     def _set(self, fault: _Fault) -> list[_Connection]:
         """Put ``fault`` in force (waking every wait on it); returns the connections open now."""
         with self._cond:
@@ -393,17 +386,16 @@ class _Connection:
         return None
 
     def _client_gone(self) -> str:
-        """The client closed or reset its side: the answer to a held request is still read (up to _WAIT)."""
+        """The client closed or reset its side: the answer to a held request is still read (up to _WAIT), the
+        whole of it when the responses are framed, else its first bytes."""
         self._client_open = False
-        last, proxy = self._exchange, self.proxy
+        last, proxy, framed = self._exchange, self.proxy, self._responses is not None
         with proxy._cond:
             if last is not None and (self._last_held or proxy._hold > 0):
-                proxy._cond.wait_for(lambda: self._gone() or self._answered(last), _WAIT)
+                proxy._cond.wait_for(
+                    lambda: self._gone() or (last.completed if framed else last.answered) is not None, _WAIT
+                )
         return "closed"
-
-    def _answered(self, exchange: Exchange) -> bool:
-        """The whole answer is in when the responses are framed, else its first bytes."""
-        return (exchange.completed if self._responses is not None else exchange.answered) is not None
 
     def _from_upstream(self) -> str | None:
         data = self.upstream.recv(_CHUNK)

@@ -18,13 +18,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tools._emulator_moto import SerializedApp, parse_services, signing_service
-from tools.emulators import (
-    EmulatorError,
-    Emulators,
-    http_ok,
-    listening_addresses,
-    loopback_main_js,
-)
+from tools.emulators import EmulatorError, Emulators
+from tools.emulators.children import http_ok, listening_addresses
+from tools.emulators.harness import loopback_main_js
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +98,9 @@ def test_failed_start_reports_log_tail(tmp_path):
     message = str(failure.value)
     assert "kinesis-local exited with code 3" in message
     assert "fake node: cannot start" in message
-    assert not emulators.running and emulators.pids == {}
+    assert emulators.pids == {}
+    with pytest.raises(EmulatorError, match="not running"):
+        emulators.client("kinesis")
 
 
 def test_stop_leaves_no_processes(tmp_path):

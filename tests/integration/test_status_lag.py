@@ -31,6 +31,7 @@ from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Position
 from consumer.retrieval.kinesis import BotoKinesis
+from tools.emulators import client_kwargs
 
 from .support import LEASES, REPO, Names, create_stream, make_names, run_in_thread, wait_until
 
@@ -157,11 +158,7 @@ def test_status_and_watch_show_the_workers_lag_with_no_kinesis_call(
         seen = published()
         with _listener() as kinesis:
             # The listener counts a Kinesis call, were one made (here, by a plain client, to show it would).
-            probe = boto_session.client(
-                "kinesis",
-                **emulators.client_kwargs("kinesis", retries={"max_attempts": 1})
-                | {"endpoint_url": kinesis.url},
-            )
+            probe = boto_session.client("kinesis", **client_kwargs(kinesis.url, retries={"max_attempts": 1}))
             with pytest.raises(BotoCoreError):
                 probe.list_streams()  # its connection closed by the listener
             assert kinesis.connections >= 1

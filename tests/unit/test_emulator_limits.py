@@ -11,8 +11,8 @@ from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan, r
 from tools.emulators.kinesis_limiter import EXPIRED, LIMIT, THROUGHPUT, KinesisLimiter
 from tools.emulators.kinesis_proxy import (
     ShardMap,
-    _EventBoundary,
     data_size,
+    drop_whole_events,
     hash_key,
     region_of,
     stream_name,
@@ -147,22 +147,22 @@ def test_get_shard_iterator_and_control_plane_limits() -> None:
     assert [limiter.check_get_shard_iterator("s", "shard-0", 0.0) is None for _ in range(6)] == [True] * 5 + [
         False
     ]
-    summaries = [limiter.check_control("DescribeStreamSummary", f"s{i}", 0.0) for i in range(21)]
+    summaries = [limiter.check_call("DescribeStreamSummary", f"s{i}", "", 0.0) for i in range(21)]
     assert summaries[:20] == [None] * 20  # per account: the stream does not matter
     assert summaries[20] is not None and summaries[20].code == LIMIT
-    consumers = [limiter.check_control("ListStreamConsumers", "s", 0.0) for _ in range(6)]
-    assert consumers[5] is not None and limiter.check_control("ListStreamConsumers", "other", 0.0) is None
-    assert limiter.check_control("PutRecord", "s", 0.0) is None  # not a control-plane limit
+    consumers = [limiter.check_call("ListStreamConsumers", "s", "", 0.0) for _ in range(6)]
+    assert consumers[5] is not None and limiter.check_call("ListStreamConsumers", "other", "", 0.0) is None
+    assert limiter.check_call("PutRecord", "s", "", 0.0) is None  # not a control-plane limit
 
 
 def test_subscribe_once_per_second_per_consumer_and_shard() -> None:
     limiter = KinesisLimiter(Limits())
-    assert limiter.check_subscribe("arn:c1", "shard-0", 0.0) is None
-    refusal = limiter.check_subscribe("arn:c1", "shard-0", 0.5)
+    assert limiter.check_call("SubscribeToShard", "s", "shard-0", 0.0, "arn:c1") is None
+    refusal = limiter.check_call("SubscribeToShard", "s", "shard-0", 0.5, "arn:c1")
     assert refusal is not None and refusal.code == LIMIT
-    assert limiter.check_subscribe("arn:c1", "shard-1", 0.5) is None
-    assert limiter.check_subscribe("arn:c2", "shard-0", 0.5) is None
-    assert limiter.check_subscribe("arn:c1", "shard-0", 1.0) is None
+    assert limiter.check_call("SubscribeToShard", "s", "shard-1", 0.5, "arn:c1") is None
+    assert limiter.check_call("SubscribeToShard", "s", "shard-0", 0.5, "arn:c2") is None
+    assert limiter.check_call("SubscribeToShard", "s", "shard-0", 1.0, "arn:c1") is None
 
 
 def test_puts_per_shard_records_and_bytes() -> None:
@@ -210,11 +210,11 @@ def test_event_boundary_follows_messages_split_anywhere() -> None:
     message = initial_response_message()
     stream = message * 3
     for cut in range(1, len(stream)):
-        events = _EventBoundary()
-        events.feed(memoryview(stream[:cut]))
-        assert events.at_boundary() == (cut % len(message) == 0)
-        events.feed(memoryview(stream[cut:]))
-        assert events.at_boundary()
+        pending = bytearray()
+        drop_whole_events(pending, memoryview(stream[:cut]))
+        assert (not pending) == (cut % len(message) == 0)
+        drop_whole_events(pending, memoryview(stream[cut:]))
+        assert not pending
 
 
 # ---------------------------------------------------------------------------------------------- DynamoDB

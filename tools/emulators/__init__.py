@@ -4,9 +4,8 @@ The children exit by themselves when the Python process that started them dies (
 
 from __future__ import annotations
 
-from tools.emulators.children import http_ok, listening_addresses
 from tools.emulators.endpoints import AwsEndpoints, client_kwargs
-from tools.emulators.harness import Emulators, loopback_main_js
+from tools.emulators.harness import Emulators
 from tools.emulators.settings import ACCESS_KEY_ID, SECRET_ACCESS_KEY, EmulatorError
 
 __all__ = [
@@ -16,7 +15,4 @@ __all__ = [
     "EmulatorError",
     "Emulators",
     "client_kwargs",
-    "http_ok",
-    "listening_addresses",
-    "loopback_main_js",
 ]

@@ -22,13 +22,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the emulators until a signal; print the endpoints as JSON or as environment lines."""
     parser = argparse.ArgumentParser(prog="python -m tools.emulators", description=__doc__)
     parser.add_argument("--format", choices=("json", "env"), default="json", help="JSON or KEY=value lines")
-    parser.add_argument("--timeout", type=float, default=60.0, help="start-up timeout in seconds")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):  # stop as on Ctrl-C
         signal.signal(stop_signal, signal.default_int_handler)
     try:
-        with Emulators(start_timeout=args.timeout) as emulators:
+        with Emulators() as emulators:
             endpoints, limits = emulators.endpoints, emulators.limits.describe()
             logger.info("AWS limits: %s", ", ".join(f"{name}={value}" for name, value in limits.items()))
             if args.format == "json":
@@ -43,9 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 print(json.dumps(payload), flush=True)
             else:
-                print(
-                    "".join(f"{key}={value}\n" for key, value in endpoints.env().items()), end="", flush=True
-                )
+                print("\n".join(f"{key}={value}" for key, value in endpoints.env().items()), flush=True)
             while True:
                 time.sleep(0.5)
                 emulators.check_alive()

@@ -13,6 +13,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
@@ -67,8 +68,7 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
 
 @dataclass
 class LaunchSpec:
-    """How to start a child once: argv, environment, the path probed until it answers, and the ports it binds
-    (it answers HTTP on the first)."""
+    """How to start a child once; it answers HTTP on the first of its ``ports``."""
 
     argv: list[str]
     env: dict[str, str]
@@ -101,7 +101,8 @@ class Child:
     @property
     def ready_url(self) -> str:
         """The URL probed until it answers."""
-        return self.endpoint + (self.spec.ready_path if self.spec else "")
+        assert self.spec is not None
+        return self.endpoint + self.spec.ready_path
 
     def spawn(self) -> None:
         """Start (another attempt of) the process, appending to its log."""
@@ -122,13 +123,12 @@ class Child:
             )
 
     def exit_code(self) -> int | None:
-        """The exit code, or None while it runs (or before it was spawned)."""
+        """The exit code, or None while it runs (or before it is spawned)."""
         return None if self.popen is None else self.popen.poll()
 
     def port_conflict(self) -> bool:
         """Its log says the port was taken by someone else."""
-        tail = self.log_tail()
-        return "EADDRINUSE" in tail or "Address already in use" in tail
+        return any(word in self.log_tail() for word in ("EADDRINUSE", "Address already in use"))
 
     def verify_loopback(self) -> None:
         """Raise :class:`EmulatorError` if any of its ports listens on a non-loopback address."""
@@ -184,9 +184,10 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def remove_stale_workdirs(work_root: Path, max_age: float = 3600.0) -> None:
-    """Drop run directories that a killed run (or a failed start, which keeps its logs) left behind: older
-    than ``max_age`` and whose owner process (``owner.pid``) is gone. Other sessions' live runs are kept."""
+def make_workdir(work_root: Path, max_age: float = 3600.0) -> Path:
+    """A fresh run directory, owned by this process (``owner.pid``). First drops those that a killed run (or a
+    failed start, which keeps its logs) left behind: older than ``max_age`` and whose owner is gone."""
+    work_root.mkdir(parents=True, exist_ok=True)
     cutoff = time.time() - max_age
     for path in work_root.glob("run-*"):
         with contextlib.suppress(OSError, ValueError):  # e.g. PermissionError: its owner runs as another user
@@ -195,6 +196,9 @@ def remove_stale_workdirs(work_root: Path, max_age: float = 3600.0) -> None:
                     os.kill(int((path / OWNER_FILE).read_text()), 0)  # its owner still runs: keep it
                 except (ProcessLookupError, FileNotFoundError):
                     shutil.rmtree(path, ignore_errors=True)
+    workdir = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
+    (workdir / OWNER_FILE).write_text(f"{os.getpid()}\n")
+    return workdir
 
 
 def child_base_env() -> dict[str, str]:
@@ -210,8 +214,8 @@ def _watch_parent(parent_pid: int) -> None:
 
 def child_main(argv: list[str] | None, description: str | None, **extra: type) -> argparse.Namespace:
     """In a Python child (moto, the limits proxy): its arguments (``--port``, ``--parent-pid``, ``--limits``
-    and ``extra``), logging, and a watch that exits within 0.5 s of the parent going away. (SIGTERM needs
-    nothing: its default action ends the process at once, without waiting for busy request threads.)"""
+    and ``extra``), logging, and a watch that exits within 0.5 s of the parent going away. (SIGTERM's default
+    action ends the process at once.)"""
     parser = argparse.ArgumentParser(description=description)
     for name, kind in {"port": int, "parent_pid": int, "limits": str, **extra}.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, required=True)

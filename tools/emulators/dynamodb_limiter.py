@@ -1,12 +1,7 @@
-"""DynamoDB throughput, without I/O: what a request costs, and what AWS answers when a table or key runs out.
-
-Used inside the moto child (``tools/_emulator_moto.py``). Token buckets on the caller's monotonic clock, per
-partition key value (both capacity modes, one second of burst) and per table (a provisioned table's own
-RCU/WCU with ``dynamodb_burst_seconds`` of burst; an on-demand table's per-table quota). Writes are sized from
-the request and taken up front; reads are let in while their buckets hold no debt and charged from the
-response. A provisioned table answers ProvisionedThroughputExceededException, an on-demand one
-ThrottlingException; a throttled batch entry comes back as ``UnprocessedItems`` / ``UnprocessedKeys``.
-"""
+"""DynamoDB throughput for the moto child, without I/O: what a request costs, and what AWS answers when a table
+or key runs out. Token buckets per partition key value (one second of burst) and per table (a provisioned
+table's RCU/WCU with ``dynamodb_burst_seconds`` of burst; an on-demand table's quota). Writes are sized from the
+request and taken up front; reads are let in while their buckets hold no debt and charged from the response."""
 
 from __future__ import annotations
 
@@ -105,34 +100,27 @@ class DynamoDBLimiter:
         self.limits = limits
         self._lock = threading.Lock()
         self._tables: dict[tuple[str, bool, float], TokenBucket] = {}
-        rates = {
-            False: limits.active("dynamodb_partition_rcu"),
-            True: limits.active("dynamodb_partition_wcu"),
-        }
-        self._partitions: dict[bool, Keyed[TokenBucket] | None] = {
-            write: None if rate is None else Keyed(partial(TokenBucket, rate, rate))
-            for write, rate in rates.items()
-        }
+        self._partitions: dict[bool, Keyed[TokenBucket] | None] = {}
+        for write, name in ((False, "dynamodb_partition_rcu"), (True, "dynamodb_partition_wcu")):
+            rate = limits.active(name)
+            self._partitions[write] = None if rate is None else Keyed(partial(TokenBucket, rate, rate))
 
     def _buckets(
         self, table: TableInfo, partition: str | None, write: bool, now: float
     ) -> list[tuple[TokenBucket, bool]]:
         """The buckets a read or write draws on, table first, each with "is the partition's"."""
-        if not self.limits.enabled:
+        limits = self.limits
+        if not limits.enabled:
             return []
         if table.on_demand:
-            rate = self.limits.active(
-                "dynamodb_on_demand_table_wru" if write else "dynamodb_on_demand_table_rru"
-            )
+            rate = limits.dynamodb_on_demand_table_wru if write else limits.dynamodb_on_demand_table_rru
             burst = 1.0
         else:
-            rate, burst = (table.wcu if write else table.rcu), self.limits.dynamodb_burst_seconds
+            rate, burst = (table.wcu if write else table.rcu), limits.dynamodb_burst_seconds
         found: list[tuple[TokenBucket, bool]] = []
         if rate:
-            key = (table.arn, write, rate)
-            if key not in self._tables:
-                self._tables[key] = TokenBucket(rate, max(rate * burst, rate), now)
-            found.append((self._tables[key], False))
+            bucket = TokenBucket(rate, max(rate * burst, rate), now)
+            found.append((self._tables.setdefault((table.arn, write, rate), bucket), False))
         partitions = self._partitions[write]
         if partitions is not None and partition is not None:
             found.append((partitions.at((table.arn, partition)), True))

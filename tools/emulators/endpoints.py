@@ -18,9 +18,7 @@ def client_kwargs(endpoint_url: str, *, region: str = REGION, **config: Any) -> 
     """Keyword arguments for ``boto3.client(service, **kwargs)`` against a local emulator endpoint; ``config``
     overrides the botocore Config (a generous read timeout: kinesis-local slows down as streams grow)."""
     if urllib.parse.urlsplit(endpoint_url).hostname not in {LOOPBACK, "localhost"}:
-        raise EmulatorError(
-            f"emulator endpoint {endpoint_url!r} is not on 127.0.0.1; refusing to send traffic there"
-        )
+        raise EmulatorError(f"emulator endpoint {endpoint_url!r} is not on 127.0.0.1: no traffic goes there")
     settings: dict[str, Any] = {
         "retries": {"mode": "standard", "max_attempts": 3},
         "connect_timeout": 2,
@@ -50,15 +48,12 @@ class AwsEndpoints:
         for url in (self.kinesis_endpoint, self.aws_endpoint):
             client_kwargs(url)  # raises unless on 127.0.0.1 (env() hands them to child processes)
 
-    def client_kwargs(self, service: str, **config: Any) -> dict[str, Any]:
-        """Kwargs for ``boto3.client(service, **kwargs)``; ``config`` overrides the botocore Config."""
-        endpoint = self.kinesis_endpoint if service == "kinesis" else self.aws_endpoint
-        return client_kwargs(endpoint, region=self.region, **config)
-
     def client(self, service: str, *, session: boto3.session.Session | None = None, **config: Any) -> Any:
-        """A boto3 client for ``service`` (from ``session`` if given, which is faster for many clients)."""
+        """A boto3 client for ``service`` (from ``session`` if given, faster for many clients); ``config``
+        overrides the botocore Config."""
+        endpoint = self.kinesis_endpoint if service == "kinesis" else self.aws_endpoint
         factory: Any = session if session is not None else boto3
-        return factory.client(service, **self.client_kwargs(service, **config))
+        return factory.client(service, **client_kwargs(endpoint, region=self.region, **config))
 
     def env(self) -> dict[str, str]:
         """Environment for a child process (consumer, demo) so that plain boto3 reaches the emulators."""

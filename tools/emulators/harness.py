@@ -8,36 +8,16 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from tools.emulators.children import (
-    OWNER_FILE,
-    Child,
-    LaunchSpec,
-    child_base_env,
-    free_port,
-    http_ok,
-    remove_stale_workdirs,
-)
+from tools.emulators import settings
+from tools.emulators.children import Child, LaunchSpec, child_base_env, free_port, http_ok, make_workdir
 from tools.emulators.endpoints import AwsEndpoints
 from tools.emulators.limits import Limits
-from tools.emulators.settings import (
-    ACCESS_KEY_ID,
-    DEFAULT_MOTO_SERIALIZE,
-    KINESIS_LOCAL_DIR,
-    KINESIS_LOCAL_SETTINGS,
-    LOOPBACK,
-    MOTO_ENTRY,
-    REGION,
-    REPO_ROOT,
-    SECRET_ACCESS_KEY,
-    WORK_ROOT,
-    EmulatorError,
-)
+from tools.emulators.settings import KINESIS_LOCAL_DIR, LOOPBACK, MOTO_ENTRY, EmulatorError
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +41,8 @@ def loopback_main_js(source: bytes) -> bytes:
     :class:`EmulatorError` rather than a wildcard address left anywhere (a release that binds differently)."""
     patched, count = _ANY_ADDRESS_LITERAL.subn(rb"\g<1>" + LOOPBACK.encode() + rb"\g<1>", source)
     if count == 0:
-        raise EmulatorError(
-            'kinesis-local main.js has no "0.0.0.0" bind-address literal to replace; its release changed, '
-            "so it cannot be bound to 127.0.0.1 safely (update tools/emulators/harness.py)"
-        )
-    left = _ANY_ADDRESS_ANYWHERE.search(patched)
-    if left is not None:
+        raise EmulatorError('no "0.0.0.0" bind-address literal in kinesis-local main.js (a new release?)')
+    if left := _ANY_ADDRESS_ANYWHERE.search(patched):
         context = patched[max(0, left.start() - 60) : left.end() + 60].decode("utf-8", "replace")
         raise EmulatorError(f"kinesis-local main.js still mentions 0.0.0.0 after patching: ...{context}...")
     return patched
@@ -85,15 +61,14 @@ class Emulators:
         *,
         start_timeout: float = 60.0,
         node: str | None = None,
-        work_root: Path = WORK_ROOT,
+        work_root: Path = settings.WORK_ROOT,
         moto_serialize: str | None = None,
         limits: Limits | Mapping[str, Any] | bool | str | None = None,
     ) -> None:
         self.start_timeout = start_timeout
         self.stop_timeout = 10.0
-        self.moto_serialize = moto_serialize or os.environ.get(
-            "EMULATORS_MOTO_SERIALIZE", DEFAULT_MOTO_SERIALIZE
-        )
+        serialize = os.environ.get("EMULATORS_MOTO_SERIALIZE", settings.DEFAULT_MOTO_SERIALIZE)
+        self.moto_serialize = moto_serialize or serialize
         self.limits = Limits.resolve(limits)
         #: Seconds from spawn until each child answered HTTP, plus ``total`` for :meth:`start` as a whole.
         self.startup_seconds: dict[str, float] = {}
@@ -102,8 +77,7 @@ class Emulators:
         self._workdir: Path | None = None
         self._children: list[Child] = []
         self._endpoints: AwsEndpoints | None = None
-        #: kinesis-local itself, behind the limits proxy (the Kinesis endpoint when limits are off).
-        self.kinesis_upstream = ""
+        self.kinesis_upstream = ""  #: kinesis-local itself, behind the limits proxy when limits are on
 
     @property
     def endpoints(self) -> AwsEndpoints:
@@ -111,11 +85,6 @@ class Emulators:
         if self._endpoints is None:
             raise EmulatorError("emulators are not running; call start() or use `with Emulators() as emu:`")
         return self._endpoints
-
-    @property
-    def running(self) -> bool:
-        """Started and not stopped."""
-        return self._endpoints is not None
 
     @property
     def pids(self) -> dict[str, int]:
@@ -134,7 +103,7 @@ class Emulators:
         node = self._node or shutil.which("node")
         if node is None:
             raise EmulatorError("`node` is not on PATH; kinesis-local needs Node.js (see the Makefile)")
-        workdir = self._workdir = self._make_workdir()
+        workdir = self._workdir = make_workdir(self._work_root)
         atexit.register(self.stop)
         try:
             main_js = self._prepare_kinesis_local(workdir)
@@ -163,7 +132,7 @@ class Emulators:
         self.startup_seconds = {child.name: child.ready_seconds or 0.0 for child in self._children}
         self.startup_seconds["total"] = time.monotonic() - began
         logger.info(
-            "emulators up: %s, kinesis-local %s; logs in %s", self._endpoints, kinesis.endpoint, workdir
+            "emulators up: %s (kinesis-local %s), logs %s", self._endpoints, kinesis.endpoint, workdir
         )
         return self
 
@@ -183,15 +152,6 @@ class Emulators:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- internals
-
-    def _make_workdir(self) -> Path:
-        self._work_root.mkdir(parents=True, exist_ok=True)
-        remove_stale_workdirs(self._work_root)
-        workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self._work_root))
-        (workdir / OWNER_FILE).write_text(f"{os.getpid()}\n")
-        return workdir
-
     def _prepare_kinesis_local(self, workdir: Path) -> Path:
         main_js = KINESIS_LOCAL_DIR / "main.js"
         if not main_js.is_file() or not (KINESIS_LOCAL_DIR / "server.json").is_file():
@@ -206,7 +166,7 @@ class Emulators:
             tls_port = free_port()
         env = {
             **child_base_env(),
-            **KINESIS_LOCAL_SETTINGS,
+            **settings.KINESIS_LOCAL_SETTINGS,
             "KINESIS_MOCK_PLAIN_PORT": str(plain_port),
             "KINESIS_MOCK_TLS_PORT": str(tls_port),  # also bound (to 127.0.0.1); unused
             "KINESIS_MOCK_CERT_PATH": str(KINESIS_LOCAL_DIR / "server.json"),
@@ -219,11 +179,11 @@ class Emulators:
         port = free_port()
         env = {
             **child_base_env(),
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
-            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": settings.ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": settings.SECRET_ACCESS_KEY,
+            "AWS_DEFAULT_REGION": settings.REGION,
             "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(REPO_ROOT),  # both import tools.emulators
+            "PYTHONPATH": str(settings.REPO_ROOT),  # both import tools.emulators
         }
         argv = [sys.executable, "-P", *entry, "--port", str(port), "--parent-pid", str(os.getpid())]
         argv += ["--limits", self.limits.to_json(), *extra]

@@ -1,12 +1,12 @@
-"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given what came before (the
-rates, and the shard iterators seen issued). Every method takes ``now`` (monotonic seconds)."""
+"""Kinesis quota decisions, without I/O: what AWS would answer to a call, given the rates and the shard
+iterators seen issued before. Every method takes ``now`` (monotonic seconds)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Final
@@ -20,8 +20,10 @@ THROUGHPUT: Final = "ProvisionedThroughputExceededException"
 LIMIT: Final = "LimitExceededException"
 EXPIRED: Final = "ExpiredIteratorException"
 
-#: Control-plane operations: (limit field, scope). Scope "stream" keys by stream, "account" by nothing.
-CONTROL_LIMITS: Final[dict[str, tuple[str, str]]] = {
+#: Call rates by operation: (limit field, counted per "shard", "consumer" (and shard), "stream" or "account").
+CALL_LIMITS: Final[dict[str, tuple[str, str]]] = {
+    "GetShardIterator": ("get_shard_iterator_per_shard", "shard"),
+    "SubscribeToShard": ("subscribe_to_shard_per_consumer_shard", "consumer"),
     "ListShards": ("list_shards_per_stream", "stream"),
     "DescribeStreamSummary": ("describe_stream_summary_per_account", "account"),
     "DescribeStream": ("describe_stream_per_account", "account"),
@@ -30,12 +32,7 @@ CONTROL_LIMITS: Final[dict[str, tuple[str, str]]] = {
     "DescribeStreamConsumer": ("describe_stream_consumer_per_stream", "stream"),
     "DeregisterStreamConsumer": ("deregister_stream_consumer_per_stream", "stream"),
 }
-_WINDOWS: Final = (
-    "get_records_per_shard",
-    "get_shard_iterator_per_shard",
-    "subscribe_to_shard_per_consumer_shard",
-    *(name for name, _ in CONTROL_LIMITS.values()),
-)
+_WINDOWS: Final = ("get_records_per_shard", *(name for name, _ in CALL_LIMITS.values()))
 
 
 @dataclass(frozen=True)
@@ -51,6 +48,10 @@ def shard_throttled(stream: str, shard: str) -> Refusal:
     return Refusal(
         THROUGHPUT, f"Rate exceeded for shard {shard} in stream {stream} under account {ACCOUNT_ID}."
     )
+
+
+def _limit(where: str) -> Refusal:
+    return Refusal(LIMIT, f"Rate exceeded for {where}.")
 
 
 def _http_date(wall: float) -> str:
@@ -74,9 +75,8 @@ class KinesisLimiter:
         self._put_records = self._buckets("put_records_per_shard")
         self._put_bytes = self._buckets("put_bytes_per_shard")
         self._ttl = limits.active("iterator_ttl_seconds")
-        #: iterator -> (stream, shard, issued at); ``_issued`` keeps them in issue order for pruning
-        self._iterators: dict[str, tuple[str, str, float]] = {}
-        self._issued: deque[tuple[float, str]] = deque()
+        #: iterator -> (stream, shard, issued at), in issue order
+        self._iterators: OrderedDict[str, tuple[str, str, float]] = OrderedDict()
         #: Refused calls (PutRecords: records) by operation.
         self.refusals: dict[str, int] = {}
 
@@ -96,29 +96,30 @@ class KinesisLimiter:
         keyed = self._windows.get(name)
         return keyed is not None and not keyed.at(key).try_acquire(now)
 
-    def _check(self, name: str, key: object, now: float, operation: str, refusal: Refusal) -> Refusal | None:
+    def check_call(
+        self, operation: str, stream: str, shard: str, now: float, consumer: str = ""
+    ) -> Refusal | None:
+        """The refusal when ``operation`` is over its rate of :data:`CALL_LIMITS`, else None: per shard a
+        ProvisionedThroughputExceededException, otherwise a LimitExceededException."""
+        if operation not in CALL_LIMITS:
+            return None
+        name, per = CALL_LIMITS[operation]
+        key: object
+        match per:
+            case "shard":
+                key, refusal = (stream, shard), shard_throttled(stream, shard)
+            case "consumer":
+                key, refusal = (consumer, shard), _limit(f"consumer {consumer} and shard {shard}")
+            case "stream":
+                key, refusal = stream, _limit(f"stream {stream} under account {ACCOUNT_ID}")
+            case _:
+                key, refusal = None, _limit(f"account {ACCOUNT_ID}")
         with self._lock:
             return self._refuse(refusal, operation) if self._window_full(name, key, now) else None
 
-    def check_control(self, operation: str, stream: str | None, now: float) -> Refusal | None:
-        """LimitExceededException when ``operation`` is over its per-stream or per-account rate."""
-        if operation not in CONTROL_LIMITS:
-            return None
-        name, scope = CONTROL_LIMITS[operation]
-        key = stream if scope == "stream" else None
-        where = f"stream {stream} under account {ACCOUNT_ID}" if key else f"account {ACCOUNT_ID}"
-        return self._check(name, key, now, operation, Refusal(LIMIT, f"Rate exceeded for {where}."))
-
-    def check_subscribe(self, consumer: str, shard: str, now: float) -> Refusal | None:
-        """LimitExceededException past one SubscribeToShard per second per consumer and shard."""
-        refusal = Refusal(LIMIT, f"Rate exceeded for consumer {consumer} and shard {shard}.")
-        key = (consumer, shard)
-        return self._check("subscribe_to_shard_per_consumer_shard", key, now, "SubscribeToShard", refusal)
-
     def check_get_shard_iterator(self, stream: str, shard: str, now: float) -> Refusal | None:
-        """ProvisionedThroughputExceededException past 5 GetShardIterator calls per second per shard."""
-        refusal = shard_throttled(stream, shard)
-        return self._check("get_shard_iterator_per_shard", (stream, shard), now, "GetShardIterator", refusal)
+        """:meth:`check_call` of a GetShardIterator."""
+        return self.check_call("GetShardIterator", stream, shard, now)
 
     def iterator_issued(self, iterator: str, stream: str, shard: str, now: float) -> None:
         """Remember when ``iterator`` (from GetShardIterator or a NextShardIterator) was issued, for which shard."""
@@ -127,20 +128,16 @@ class KinesisLimiter:
         keep = 2 * self._ttl if self._ttl is not None else 600.0
         with self._lock:
             self._iterators[iterator] = (stream, shard, now)
-            self._issued.append((now, iterator))
-            while self._issued and now - self._issued[0][0] > keep:
-                _, old = self._issued.popleft()
-                entry = self._iterators.get(old)
-                if entry is not None and now - entry[2] > keep:
-                    del self._iterators[old]
+            self._iterators.move_to_end(iterator)
+            while now - next(iter(self._iterators.values()))[2] > keep:  # this one is 0 s old
+                self._iterators.popitem(last=False)
 
     def adopt_iterators(self, other: KinesisLimiter) -> None:
         """Know the iterators ``other`` has seen issued (limits changed while clients hold iterators)."""
         with other._lock:
-            iterators, issued = dict(other._iterators), list(other._issued)
+            iterators = list(other._iterators.items())
         with self._lock:
             self._iterators.update(iterators)
-            self._issued.extend(issued)
 
     def check_get_records(self, iterator: str, now: float) -> tuple[tuple[str, str] | None, Refusal | None]:
         """Before a GetRecords call: (its (stream, shard) if its iterator was seen issued, a refusal or None).

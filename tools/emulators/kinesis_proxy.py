@@ -1,9 +1,7 @@
-"""An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded (docs/emulators.md).
-
-Each JSON 1.1 request is read whole, checked with the :class:`~tools.emulators.kinesis_limiter.KinesisLimiter`,
-and refused here or forwarded over a kept-alive connection; event streams (SubscribeToShard) are relayed
-chunk by chunk, and ended at an event boundary after ``subscription_seconds``.
-"""
+"""An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded (docs/emulators.md):
+each JSON request is read whole, checked with the :class:`~tools.emulators.kinesis_limiter.KinesisLimiter`, and
+refused or forwarded over a kept-alive connection; event streams are relayed chunk by chunk, and ended at an
+event boundary after ``subscription_seconds``."""
 
 from __future__ import annotations
 
@@ -26,7 +24,7 @@ from tools.emulators.children import child_main
 from tools.emulators.kinesis_limiter import THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
 from tools.emulators.limits import Limits
 from tools.emulators.settings import LOOPBACK, credential_scope
-from tools.http_framing import Closed, Head, Reader, json_response
+from tools.http_framing import Closed, Head, Reader, chunk_size, json_response
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +61,14 @@ def hash_key(record: dict[str, Any]) -> int:
     if explicit := record.get("ExplicitHashKey"):
         return int(explicit)
     return int.from_bytes(hashlib.md5(str(record.get("PartitionKey", "")).encode()).digest(), "big")
+
+
+def drop_whole_events(pending: bytearray, data: memoryview) -> None:
+    """Append ``data`` to ``pending``, then drop the whole event-stream messages (each starts with its 4-byte
+    length) from its front: what is left is the message under way."""
+    pending += data
+    while len(pending) >= 4 and len(pending) >= (size := max(4, int.from_bytes(pending[:4], "big"))):
+        del pending[:size]
 
 
 @functools.cache
@@ -104,7 +110,8 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         self.limiter = KinesisLimiter(limits)
         #: open sockets, shut down on stop (set.add/discard/copy are atomic under the GIL: no lock)
         self.sockets: set[socket.socket] = set()
-        self._shard_maps: dict[tuple[str, str], ShardMap] = {}
+        #: open shards by (region, stream); dropped after a call that reshards, creates or deletes the stream
+        self.shard_maps: dict[tuple[str, str], ShardMap] = {}
         self._serving = threading.Thread(
             target=self.serve_forever, args=(0.05,), daemon=True, name="kinesis-limits"
         )
@@ -144,7 +151,7 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         self, region: str, stream: str, signature: dict[str, str], refresh: bool = False
     ) -> ShardMap:
         """Open shards of ``stream``, cached; asked of kinesis-local with the caller's ``signature`` headers."""
-        cached = self._shard_maps.get((region, stream))
+        cached = self.shard_maps.get((region, stream))
         if cached is not None and not refresh:
             return cached
         upstream = http.client.HTTPConnection(*self.upstream, timeout=30)
@@ -159,12 +166,8 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
             raise LookupError(answer.get("message") or answer.get("__type"))
         shard_map = ShardMap(answer.get("Shards", []))
         if answer.get("Shards"):  # a stream still CREATING lists none yet
-            self._shard_maps[(region, stream)] = shard_map
+            self.shard_maps[(region, stream)] = shard_map
         return shard_map
-
-    def forget_shards(self, region: str, stream: str) -> None:
-        """Drop a stream's cached shard map (after a call that reshards, creates or deletes it)."""
-        self._shard_maps.pop((region, stream), None)
 
 
 class _Conn(socketserver.BaseRequestHandler):
@@ -192,8 +195,6 @@ class _Conn(socketserver.BaseRequestHandler):
             self.upstream, self.ureader = None, None
 
     def _connect(self) -> tuple[socket.socket, Reader]:
-        if self.ureader is not None and self.ureader.dropped():
-            self._drop_upstream()  # kinesis-local closed the idle keep-alive connection
         if self.upstream is None or self.ureader is None:
             self.upstream = socket.create_connection(self.proxy.upstream, timeout=None)
             self.upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -237,12 +238,8 @@ class _Conn(socketserver.BaseRequestHandler):
             return
         if operation == "GetRecords":
             key, refusal = limiter.check_get_records(str(request.get("ShardIterator", "")), now)
-        elif operation == "GetShardIterator":
-            refusal = limiter.check_get_shard_iterator(stream, shard, now)
-        elif operation == "SubscribeToShard":
-            refusal = limiter.check_subscribe(str(request.get("ConsumerARN", "")), shard, now)
         else:
-            refusal = limiter.check_control(operation, stream, now)
+            refusal = limiter.check_call(operation, stream, shard, now, str(request.get("ConsumerARN", "")))
         if refusal is not None:
             self.reply(refusal)
             return
@@ -257,7 +254,7 @@ class _Conn(socketserver.BaseRequestHandler):
         elif operation == "GetShardIterator" and (iterator := json.loads(answer).get("ShardIterator")):
             limiter.iterator_issued(iterator, stream, shard, time.monotonic())
         elif operation in _RESHARDING:
-            self.proxy.forget_shards(region_of(head.headers.get("authorization", "")), stream)
+            self.proxy.shard_maps.pop((region_of(head.headers.get("authorization", "")), stream), None)
 
     def after_get_records(
         self, limiter: KinesisLimiter, key: tuple[str, str], answer: bytes, now: float
@@ -298,10 +295,12 @@ class _Conn(socketserver.BaseRequestHandler):
                 return
             parsed = json.loads(answer)
         served = iter(parsed.get("Records", []))
-        results: list[dict[str, Any]] = []
-        for ok, shard in zip(admitted, shards, strict=True):
-            message = shard_throttled(stream, shard).message
-            results.append(next(served) if ok else {"ErrorCode": THROUGHPUT, "ErrorMessage": message})
+        results = [
+            next(served)
+            if ok
+            else {"ErrorCode": THROUGHPUT, "ErrorMessage": shard_throttled(stream, shard).message}
+            for ok, shard in zip(admitted, shards, strict=True)
+        ]
         failed = sum(1 for r in results if r.get("ErrorCode"))
         out = json.dumps({**parsed, "FailedRecordCount": failed, "Records": results}).encode()
         self.client.sendall(json_response(200, out, JSON_11))
@@ -323,10 +322,10 @@ class _Conn(socketserver.BaseRequestHandler):
         """Send a request upstream; return (status, body) of a sized answer, relaying it unless told not to.
         A chunked answer is streamed to the client as it arrives (and (status, b"") returned)."""
         head_raw = None
-        for _ in range(2):  # once more on a fresh connection if it was closed under us before answering
+        for _ in range(2):  # again on a fresh connection if kinesis-local closed this one (idle) first
             upstream, reader = self._connect()
-            upstream.sendall(raw + body)
             with contextlib.suppress(OSError):
+                upstream.sendall(raw + body)
                 head_raw = reader.head()
             if head_raw is not None:
                 break
@@ -348,11 +347,11 @@ class _Conn(socketserver.BaseRequestHandler):
     def relay_chunks(self, upstream: socket.socket, reader: Reader, seconds: float | None) -> None:
         """Pass chunks through as they come; after ``seconds``, end the body at an event boundary."""
         deadline = None if seconds is None else time.monotonic() + seconds
-        events = _EventBoundary()
+        pending = bytearray()  # the event-stream message under way
         while True:
             if reader.buffered() == 0:
                 remaining = 1.0 if deadline is None else deadline - time.monotonic()
-                if remaining <= 0 and events.at_boundary():
+                if remaining <= 0 and not pending:
                     self.client.sendall(b"0\r\n\r\n")
                     self._drop_upstream()  # kinesis-local would keep streaming on it
                     return
@@ -365,32 +364,13 @@ class _Conn(socketserver.BaseRequestHandler):
                 if upstream not in readable:
                     continue
             line = reader.line()
-            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                while reader.line() != b"\r\n":
-                    pass
+            if not (size := chunk_size(line)):
+                reader.trailers()
                 self.client.sendall(line + b"\r\n")
                 return
             data = reader.exact(size + 2)
-            events.feed(memoryview(data)[:size])
+            drop_whole_events(pending, memoryview(data)[:size])
             self.client.sendall(line + data)
-
-
-class _EventBoundary:
-    """Follows event-stream messages (each starts with its 4-byte length) through a de-chunked body, to end
-    it between two messages; holds at most the message under way."""
-
-    def __init__(self) -> None:
-        self._pending = bytearray()
-
-    def feed(self, data: memoryview) -> None:
-        pending = self._pending
-        pending += data
-        while len(pending) >= 4 and len(pending) >= (size := max(4, int.from_bytes(pending[:4], "big"))):
-            del pending[:size]
-
-    def at_boundary(self) -> bool:
-        return not self._pending
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,12 +1,6 @@
-"""AWS's service quotas as the emulators enforce them: one typed, frozen setting per limit (docs/emulators.md).
-
-Every limit is on by default at the value AWS documents. ``EMULATORS_LIMITS=off`` switches them all off,
-``EMULATORS_LIMIT_<NAME>=<number>`` or ``=off`` changes one (``<NAME>``: the field in upper case); in code,
-``Emulators(limits=...)`` (see :meth:`Limits.resolve`). Rates are per second unless the name says otherwise.
-
-The rate primitives that count them take ``now`` (monotonic seconds) and neither read a clock nor lock: the unit
-tests drive them on made-up time, and the limiters decide under their own lock.
-"""
+"""AWS's service quotas as the emulators enforce them, each on by default at the value AWS documents
+(docs/emulators.md), and the rate primitives that count them: these take ``now`` (monotonic seconds), read no
+clock and take no lock (the limiters decide under their own)."""
 
 from __future__ import annotations
 
@@ -32,7 +26,8 @@ class LimitsError(EmulatorError):
 
 @dataclass(frozen=True)
 class Limits:
-    """The quotas the emulators enforce; ``None`` switches one off, ``enabled=False`` all of them."""
+    """The quotas the emulators enforce (rates per second unless the name says otherwise); ``None`` switches one
+    off, ``enabled=False`` all of them."""
 
     enabled: bool = True
     # -- Kinesis, per shard (ProvisionedThroughputExceededException)
@@ -85,7 +80,7 @@ class Limits:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
-        """The defaults, changed by ``EMULATORS_LIMITS`` and ``EMULATORS_LIMIT_<NAME>`` variables."""
+        """The defaults, changed by ``EMULATORS_LIMITS=off`` and ``EMULATORS_LIMIT_<FIELD>=<number>|off``."""
         env = os.environ if environ is None else environ
         overrides: dict[str, Any] = {}
         if ENV_ALL in env:
@@ -121,8 +116,7 @@ class Limits:
 
     def active(self, name: str) -> float | None:
         """The value of limit ``name``, or None when it (or every limit) is switched off."""
-        value: float | None = getattr(self, name) if self.enabled else None
-        return value
+        return getattr(self, name) if self.enabled else None
 
 
 _FIELDS: Final = frozenset(f.name for f in fields(Limits))
