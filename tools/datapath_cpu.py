@@ -1,7 +1,6 @@
-"""Summaries of ``bench.datapath``'s trials, pure so that they are tested: CPU per record of the worker next to
-the bare boto3 loop (``--cpu-per-record``; in µs of CPU of the whole process per user record, medians over the
-trials), the cost per shard count (``--shard-counts``), and the TCP sockets of a process. Read rates go with
-the CPU figures: fixed costs per second weigh less per record at a higher rate."""
+"""Summaries of ``bench.datapath``'s trials, pure so that they are tested: CPU per record next to the bare
+boto3 loop (``--cpu-per-record``: µs of CPU of the whole process per user record), the cost per shard count
+(``--shard-counts``), and the TCP sockets of a process."""
 
 from __future__ import annotations
 
@@ -62,7 +61,7 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in rows:
-        for kind in [k for k in ("bare", "worker", "before", "lean") if k in e]:
+        for kind in [k for k in ("bare", "worker", "lean") if k in e]:
             m = e[kind]
             ratio = "1.00x" if kind == "bare" else f"**{m['cpu_vs_bare']:.2f}x**"
             rate = "1.00x" if kind == "bare" else f"{m['rate_vs_bare']:.2f}x"
