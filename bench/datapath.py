@@ -25,7 +25,7 @@ from pathlib import Path
 from subprocess import DEVNULL
 from typing import Any
 
-from bench.datapath_trial import blobs, payload
+from bench.datapath_trial import local_backlog, payload
 from bench.pipeline import process_cpu
 from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
@@ -63,23 +63,6 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
         Scenario("kinesis-local, 16 shards (RSS)", "local", 16, args.rss_records),
     ]
     return out[:2] if args.cpu_per_record else out
-
-
-def _backlog(kinesis: Any, sc: Scenario) -> str:
-    """A new kinesis-local stream holding ``sc``'s backlog (500 entries per PutRecords); its name."""
-    stream = f"dp-{uuid.uuid4().hex[:8]}"
-    kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
-    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2})
-    began = time.monotonic()
-    data = blobs(0, sc.records, per_aggregate=sc.per_aggregate if sc.kpl else 0)
-    entries = [{"Data": blob, "PartitionKey": f"pk-{i}"} for i, blob in enumerate(data)]
-    for i in range(0, len(entries), 500):
-        chunk = entries[i : i + 500]
-        while chunk:
-            out = kinesis.put_records(StreamName=stream, Records=chunk)
-            chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
-    print(f"  backlog of {sc.records:,} records put in {time.monotonic() - began:.0f}s", flush=True)
-    return stream
 
 
 def worker_env(ddb: Any, stream: str, application: str, **settings: object) -> dict[str, str]:
@@ -160,7 +143,12 @@ class Bench:
         self, sc: Scenario, kinds: tuple[str, ...], shard_mode: bool = False
     ) -> dict[str, list[dict[str, Any]]]:
         """Trials of each loop of ``kinds`` on ``sc``, interleaved (in order, then reversed)."""
-        stream = _backlog(self.kinesis, sc) if sc.backend == "local" else ""
+        kpl = sc.per_aggregate if sc.kpl else 0
+        stream = (
+            local_backlog(self.kinesis, sc.shards, sc.records, per_aggregate=kpl)
+            if sc.backend == "local"
+            else ""
+        )
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
         for rep in range(self.args.repeats):
             for kind in kinds if rep % 2 == 0 else kinds[::-1]:

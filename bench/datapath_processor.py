@@ -62,13 +62,16 @@ WINDOW = Window(int(os.environ.get("DATAPATH_TARGET") or 0), os.environ.get("DAT
 
 
 class CountingProcessor(BaseProcessor):
-    """Counts each batch into ``WINDOW``, which opens when the first shard is initialized."""
+    """Counts each batch into ``window``, which opens when the first shard is initialized."""
+
+    def __init__(self, window: Window = WINDOW) -> None:
+        self.window = window
 
     def initialize(self, data: InitializationInput) -> None:
-        WINDOW.begin()
+        self.window.begin()
 
     def process_records(self, data: ProcessRecordsInput) -> None:
-        WINDOW.add(len(data.records))
+        self.window.add(len(data.records))
 
 
 def count_calls(path: str) -> None:

@@ -1,8 +1,7 @@
-"""One data-path trial in a process of its own, so that its CPU time and peak RSS are its own:
-``python -m bench.datapath_trial '<json spec>'`` writes its window to ``DATAPATH_RESULT`` and keeps polling
-until SIGTERM. Kinds: ``bare`` (plain boto3, one thread per shard, paced like the worker) and ``lean`` (that
-loop on the worker's client, ``BotoKinesis`` and ``to_records``) on kinesis-local; ``bare`` (building the
-worker's ``Record``s) and ``worker`` on the in-memory seams. ``bench.drain`` shares the loop and the worker."""
+"""One data-path trial in a process of its own (its CPU time and peak RSS its own): ``python -m
+bench.datapath_trial '<json spec>'`` writes its window to ``DATAPATH_RESULT`` and polls until SIGTERM. ``bare``
+(plain boto3, or building the worker's ``Record``s in memory), ``lean`` (the worker's client, ``BotoKinesis``
+and ``to_records``) or the in-memory ``worker``. ``bench.drain`` and ``bench.multilang`` share its parts."""
 
 from __future__ import annotations
 
@@ -13,8 +12,10 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from base64 import b64decode
 from collections.abc import Callable
+from functools import partial
 from operator import itemgetter
 from types import FrameType
 from typing import Any
@@ -24,18 +25,26 @@ from aws_kinesis_agg.aggregator import AggRecord
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.config import Config
 
-from bench.datapath_processor import WINDOW, Window
+from bench.datapath_processor import WINDOW, CountingProcessor, Window
 from consumer.aws import make_client
 from consumer.config import LeaseConfig, RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
-from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Record
 from consumer.retrieval.kinesis import BotoKinesis, to_records
 from consumer.retrieval.memory import InMemoryKinesis
 
-__all__ = ["STREAM", "blobs", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
+__all__ = [
+    "STREAM",
+    "blobs",
+    "local_backlog",
+    "main",
+    "memory_backlog",
+    "payload",
+    "read_shards",
+    "run_worker",
+]
 
 STREAM = "datapath"
 PLAIN = itemgetter("SequenceNumber", "PartitionKey", "Data", "ApproximateArrivalTimestamp")
@@ -71,6 +80,23 @@ def memory_backlog(shards: int, per_shard: int, size: int = 100, per_aggregate: 
         for blob in blobs(s * per_shard, per_shard, size, per_aggregate):
             kinesis.put(STREAM, f"shardId-{s:012d}", blob)
     return kinesis
+
+
+def local_backlog(kinesis: Any, shards: int, count: int, size: int = 100, per_aggregate: int = 0) -> str:
+    """A new stream of ``shards`` shards holding ``blobs(0, count, ...)``, put 500 a request; its name."""
+    stream = f"dp-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2})
+    began = time.monotonic()
+    data = blobs(0, count, size, per_aggregate)
+    entries = [{"Data": blob, "PartitionKey": f"pk-{i}"} for i, blob in enumerate(data)]
+    for i in range(0, len(entries), 500):
+        chunk = entries[i : i + 500]
+        while chunk:
+            out = kinesis.put_records(StreamName=stream, Records=chunk)
+            chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
+    print(f"  backlog of {count:,} records put in {time.monotonic() - began:.0f}s", flush=True)
+    return stream
 
 
 def read_shards(
@@ -111,21 +137,13 @@ def run_worker(
 ) -> InMemoryMetrics:
     """The worker on ``kinesis`` and the in-memory lease and checkpoint seams (auto checkpoints), counting into
     ``window`` until ``until``; its metrics."""
-
-    class Counting(BaseProcessor):
-        def initialize(self, data: InitializationInput) -> None:
-            window.begin()
-
-        def process_records(self, data: ProcessRecordsInput) -> None:
-            window.add(len(data.records))
-
     tables, metrics = InMemoryTables(), InMemoryMetrics()
     config = WorkerConfig(
         application="datapath",
         lease_table="leases",
         checkpoint_table="checkpoints",
         worker_id="w1",
-        streams=(StreamSpec(STREAM, Counting),),
+        streams=(StreamSpec(STREAM, partial(CountingProcessor, window)),),
         lease=LeaseConfig(scan_interval=0.1),
         retrieval=retrieval,
     )

@@ -195,11 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("consumer").setLevel(logging.ERROR)
-    results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}}
+    results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}, "shapes": []}
     if not args.skip_real:
         results["real_vs_sim"] = _real(args)
         print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
-    results["shapes"] = []
     if not args.real_only:
         print("(c) simulator, every shape", flush=True)
         results["shapes"] = _shapes(args.wall_budget)
@@ -216,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"FAILED: {violations} invariant violations; real and simulated agree: {agree}", file=sys.stderr
         )
-        return 1
-    return 0
+    return 1 if violations or not agree else 0
 
 
 if __name__ == "__main__":

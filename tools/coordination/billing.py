@@ -1,11 +1,5 @@
-"""DynamoDB on-demand billing rules, as pure functions of the items a request touches.
-
-Item size: attribute names' UTF-8 bytes plus values' sizes (a number one byte per two significant digits plus
-one; a list or map 3 bytes plus one per element; a set its members). Reads are billed in 4 KB units (eventually
-consistent: half; a missing item the minimum), a Query or Scan page summed and rounded once; writes in 1 KB
-units of the larger of the item before and after (a refused condition too); a transaction doubles each item.
-A ``Ledger`` keeps the running bill: units by table and operation, and by second (for peak units per second).
-"""
+"""DynamoDB on-demand billing rules, as pure functions of the items a request touches, and a ``Ledger`` of the
+running bill (units by table and operation, and by second for the peaks)."""
 
 from __future__ import annotations
 
