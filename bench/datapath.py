@@ -92,7 +92,7 @@ def _peaks(pid: int, peak: dict[str, int]) -> None:
 
 
 def _calls(path: Path) -> dict[str, Any]:
-    """The AWS calls the process counted so far (``bench.datapath_processor.count_calls``)."""
+    """The AWS calls the process counted so far (``bench.datapath_trial.count_calls``)."""
     return dict(json.loads(path.read_text())) if path.exists() else {"calls": {}, "at": time.monotonic()}
 
 
@@ -171,7 +171,7 @@ class Bench:
         if sc.backend == "local" and kind == "worker":
             scan = LeaseConfig().scan_interval if shard_mode else 0.5  # --shard-counts: production's
             settings = {"idle_time_seconds": IDLE, "max_records": LIMIT, "scan_interval_seconds": scan}
-            processor = "bench.datapath_processor:CountingProcessor"
+            processor = "bench.datapath_trial:CountingProcessor"
             env.update(
                 worker_env(self.ddb, stream, "datapath", log_level="WARNING", processor=processor, **settings)
             )

@@ -16,8 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from bench.datapath_processor import Window
-from bench.datapath_trial import STREAM, memory_backlog, read_shards, run_worker
+from bench.datapath_trial import STREAM, Window, memory_backlog, read_shards, run_worker
 from consumer.config import RetrievalConfig
 from consumer.errors import ThrottledError
 from consumer.retrieval.kinesis import ExpiredIteratorError, GetRecordsResult, ShardInfo
@@ -136,13 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = ((100, args.small_records), (1024, args.kb_records))
     scenarios = [scenario(size, args.shards, n, args.repeats) for size, n in sizes]
-    report = {
-        "backend": "memory",
-        "limits": "AWS's read quotas (tools.emulators.limits)",
-        "scenarios": scenarios,
-    }
+    report = {"backend": "memory", "limits": "AWS's read quotas (tools.emulators.limits)"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    args.out.write_text(json.dumps(report | {"scenarios": scenarios}, indent=2))
     for s in scenarios:
         print(
             f"{s['record_bytes']:>5} B x {s['shards']} shards: worker {s['worker_records_per_s']}/s, fastest legal "

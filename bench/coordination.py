@@ -3,7 +3,9 @@
 (a) real worker processes against the emulators, every DynamoDB request billed by the fault proxy's meter
 (``tools.coordination.metering``);
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
-(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes reports/bench/coordination.{json,md}.
+(c) the simulator for every shape from 8/2 to 10,000/2,500, next to a model of KCL 3.x's cost (``kcl_cost``:
+renewals, owner-GSI queries, worker metrics writes and the leader's scans; docs/benchmarks.md lists its
+assumptions). Writes reports/bench/coordination.{json,md}.
 """
 
 from __future__ import annotations
@@ -11,16 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.coordination.kcl_model import calibration, kcl_cost
 from consumer.config import LeaseConfig
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from tools.coordination.billing import Ledger, difference
+from tools.coordination.billing import Ledger, difference, dollars_per_month
 from tools.coordination.metering import DynamoDBMeter
 from tools.coordination.scenarios import ShapeRun, peaks, rebalance, run_shape, summarize
 from tools.coordination.sim import SimSettings
@@ -28,10 +30,43 @@ from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
 from tools.tcp_proxy import FaultProxy
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
 RATE = 10.0  # records a second the real run's producer writes
+# The KCL 3.x model, calibrated against issue 11's $/month per shape (``calibration``).
+ISSUE_FIGURES = {(8, 2): 4.13, (32, 8): 16.5, (64, 4): 32.1, (1000, 250): 520.0, (4000, 1000): 2060.0}
+RENEWALS_PER_LEASE_HOUR = 1088.0  # one every ~3.3 s: a third of the 10 s failover time
+LEASE_BYTES, METRICS_BYTES = 300, 500  # a lease item, a worker-metrics item
+OWNER_QUERY_S, METRICS_WRITE_S, LEADER_SCAN_S = 10.0, 30.0, 10.0  # each worker's, each worker's, the leader's
+
+
+def kcl_cost(shards: int, workers: int) -> dict[str, float]:
+    """Units per hour by item, $ per month, and the steady units per second (KCL 3.x has no start model)."""
+    renew_w = RENEWALS_PER_LEASE_HOUR * shards * math.ceil(LEASE_BYTES / 1024)
+    metrics_w = 3600 / METRICS_WRITE_S * workers * math.ceil(METRICS_BYTES / 1024)
+    query_r = 3600 / OWNER_QUERY_S * workers * 0.5
+    scan_units = math.ceil(shards * LEASE_BYTES / 4096) + math.ceil(workers * METRICS_BYTES / 4096)
+    scan_r = 3600 / LEADER_SCAN_S * scan_units
+    read_h, write_h = query_r + scan_r, renew_w + metrics_w
+    return {
+        "lease_renewal_writes_per_hour": renew_w,
+        "worker_metrics_writes_per_hour": metrics_w,
+        "owner_query_reads_per_hour": query_r,
+        "leader_scan_reads_per_hour": scan_r,
+        "read_units_per_hour": read_h,
+        "write_units_per_hour": write_h,
+        "dollars_per_month": dollars_per_month(read_h, write_h),
+        "steady_read_units_per_second": read_h / 3600,
+        "steady_write_units_per_second": write_h / 3600,
+    }
+
+
+def calibration() -> dict[str, tuple[float, float]]:
+    """Shape -> (the issue's figure, this model's)."""
+    return {
+        f"{s}/{w}": (v, round(kcl_cost(s, w)["dollars_per_month"], 2)) for (s, w), v in ISSUE_FIGURES.items()
+    }
 
 
 def _money(v: float) -> str:
