@@ -24,7 +24,7 @@ from consumer.config import LeaseConfig
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from tools.coordination.billing import Ledger, difference, dollars_per_month
 from tools.coordination.metering import DynamoDBMeter
-from tools.coordination.scenarios import ShapeRun, peaks, rebalance, run_shape, summarize
+from tools.coordination.scenarios import ShapeRun, peaks, run_shape, summarize
 from tools.coordination.sim import SimSettings
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
@@ -200,7 +200,7 @@ def _real(args: argparse.Namespace) -> dict[str, Any]:
     real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
     print(f"(b) simulator at {s}/{w}", flush=True)
     settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
-    sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
+    sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, added=0), settings)
     return {"real": real, "sim": sim, "comparison": _compare(real, sim)}
 
 
@@ -237,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.real_only:
         print("(c) simulator, every shape", flush=True)
         results["shapes"] = _shapes(args.wall_budget)
-        results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
-        print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
+        run = ShapeRun(64, 8, steady_seconds=0, added=4, added_spread=0, after_added=15, wall_budget=600)
+        results["rebalance_64_8_plus_4"] = run_shape(run)
+        print(f"  64/8 then +4: {results['rebalance_64_8_plus_4'].get('scale_out')}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
     table = markdown(results)

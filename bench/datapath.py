@@ -71,13 +71,9 @@ def worker_env(ddb: Any, stream: str, application: str, **settings: object) -> d
     suffix = uuid.uuid4().hex[:8]
     leases, checkpoints = f"{application}-leases-{suffix}", f"{application}-cps-{suffix}"
     create_tables(ddb, leases, checkpoints)
-    env: dict[str, object] = {
-        "application": application,
-        "streams": stream,
-        "worker_id": f"{application}-{suffix}",
-    }
-    env.update(lease_table=leases, checkpoint_table=checkpoints, metrics_interval_seconds=60, **settings)
-    return {f"CONSUMER_{k.upper()}": str(v) for k, v in env.items()}
+    named = {"application": application, "streams": stream, "worker_id": f"{application}-{suffix}"}
+    named.update(lease_table=leases, checkpoint_table=checkpoints, metrics_interval_seconds="60")
+    return {f"CONSUMER_{k.upper()}": str(v) for k, v in {**named, **settings}.items()}
 
 
 def _peaks(pid: int, peak: dict[str, int]) -> None:
