@@ -210,11 +210,7 @@ def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
                 f"{ratio['peak_rss_mb']:.2f}x |"
             )
     lines.append(
-        f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process, from its first record "
-        f"to its last. kinesis-local: GetRecords Limit {settings['limit']}, {settings['idle_time_s']} s apart per "
-        f"shard; worker: `python -m consumer run`, DynamoDB on moto, auto checkpoints, CONSUMER_PREFETCH_BATCHES="
-        f"{settings['prefetch_batches']}. In-memory: idle time 0, one core, the bare loop builds the same `Record`s. "
-        f"KPL: {settings['per_aggregate']} user records per aggregate, de-aggregated by aws-kinesis-agg in the bare loop."
+        f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process; settings in the JSON."
     )
     return "\n".join(lines)
 
@@ -239,12 +235,7 @@ def shard_counts(bench: Bench, args: argparse.Namespace, settings: dict[str, Any
     settings.update(records_per_shard=args.records_per_shard, record_bytes=len(payload(0)), rest_s=args.rest)
     settings.update(scan_interval_s=LeaseConfig().scan_interval, load_avg_after=_load())
     summary = shard_summary(trials)
-    md = shard_table(summary) + (
-        f"\n\n{args.repeats} trials per loop and shard count, interleaved, each a process of its own; "
-        f"{args.records_per_shard:,} plain {settings['record_bytes']}-byte records per shard; GetRecords Limit "
-        f"{LIMIT}, {IDLE} s apart per shard; at rest: {args.rest} s once caught up; emulator limits on; "
-        f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after."
-    )
+    md = shard_table(summary) + f"\n\n{args.repeats} trials per loop and shard count; settings in the JSON."
     trials_json = {str(n): rows for n, rows in trials.items()}
     _write(out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
 

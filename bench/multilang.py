@@ -165,11 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("native", "multilang"):
         mine = [t for t in trials if t["kind"] == kind]
         median[kind] = {k: statistics.median(t[k] for t in mine) for k in _FIGURES if mine[0][k] is not None}
-    median["multilang_vs_native"] = {
-        "records_per_s": median["multilang"]["records_per_s"] / median["native"]["records_per_s"],
-        "daemon_cpu": median["multilang"]["daemon_cpu_s_per_100k"]
-        / median["native"]["daemon_cpu_s_per_100k"],
-    }
+    ml, native = median["multilang"], median["native"]
+    ratios = {"records_per_s": "records_per_s", "daemon_cpu": "daemon_cpu_s_per_100k"}
+    median["multilang_vs_native"] = {name: ml[k] / native[k] for name, k in ratios.items()}
     settings = {"records": args.records, "shards": _SHARDS, "repeats": args.repeats, **SETTINGS}
     result = {
         "settings": settings | {"kclpy": f"{KCLPY_VERSION} (v3 interface)"},
