@@ -29,6 +29,7 @@ from typing import Any
 import boto3
 from aws_kinesis_agg.aggregator import AggRecord
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+from botocore.client import BaseClient
 from botocore.config import Config
 
 from consumer.aws import make_client
@@ -109,8 +110,6 @@ class CountingProcessor(BaseProcessor):
 def count_calls(path: str) -> None:
     """Count every botocore API call of this process by operation; the counts and the monotonic time go to
     ``path`` (replaced whole) at most every 0.2 s, on the calling thread."""
-    from botocore.client import BaseClient
-
     original = BaseClient._make_api_call
     lock = threading.Lock()
     counts: Counter[str] = Counter()
