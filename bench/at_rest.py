@@ -1,8 +1,7 @@
 """Throttles of a fleet at rest (``make bench-at-rest``): workers at their defaults, caught up on a stream with a
 trickle of traffic, behind a Kinesis limits proxy with AWS's quotas (the emulators' DynamoDB limits too). The
 proxy counts the calls it refuses, the workers log the throttles they meet (``throttled``); the goal is zero of
-both. JSON in ``reports/bench/at_rest.json``: calls refused per operation, per hour, and the run's size.
-"""
+both. JSON in ``reports/bench/at_rest.json``: calls refused per operation, per hour, and the run's size."""
 
 from __future__ import annotations
 

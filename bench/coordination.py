@@ -5,8 +5,7 @@
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
 (c) the simulator for every shape from 8/2 to 10,000/2,500, next to a model of KCL 3.x's cost (``kcl_cost``:
 renewals, owner-GSI queries, worker metrics writes and the leader's scans; docs/benchmarks.md lists its
-assumptions). Writes reports/bench/coordination.{json,md}.
-"""
+assumptions). Writes reports/bench/coordination.{json,md}."""
 
 from __future__ import annotations
 

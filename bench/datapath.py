@@ -4,8 +4,7 @@ Both read the same backlog, interleaved, each trial a process of its own (``benc
 ``python -m consumer run`` with DynamoDB on moto): kinesis-local and the in-memory seams (one core), plain and
 KPL, 16 shards for peak RSS. ``--cpu-per-record``: the 4-shard kinesis-local scenarios with the worker's data
 path alone and CPU at rest. ``--shard-counts``: per shard count, also AWS calls at rest, peak threads and TCP
-connections, SIGTERM to exit. Summaries: :mod:`tools.datapath_cpu`.
-"""
+connections, SIGTERM to exit. Summaries: :mod:`tools.datapath_cpu`."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Fresh applications in turn read one backlog on kinesis-local: ``python -m consumer run`` with ``Counter`` and
 ``python -m consumer multilang`` running ``KCLPY_APP`` (amazon-kclpy 3.2.0, v3), both counting and checkpointing
-after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md). JSON in reports/bench.
-"""
+after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md). JSON in reports/bench."""
 
 from __future__ import annotations
 

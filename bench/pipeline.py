@@ -4,8 +4,7 @@
     python -m bench.pipeline --sizes 100000 400000 --repeats 1   # a quick look
 
 Spark (after two untimed runs that warm up the JIT) and the DuckDB reference alternate, so that outside load
-falls on both; wall and CPU time, a row-for-row check. Medians; JSON in reports/bench/pipeline.json.
-"""
+falls on both; wall and CPU time, a row-for-row check. Medians; JSON in reports/bench/pipeline.json."""
 
 from __future__ import annotations
 

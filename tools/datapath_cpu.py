@@ -7,15 +7,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-__all__ = [
-    "SHARD_TARGET",
-    "TARGET",
-    "cpu_per_record",
-    "cpu_table",
-    "shard_summary",
-    "shard_table",
-    "tcp_sockets",
-]
+__all__ = ["cpu_per_record", "cpu_table", "shard_summary", "shard_table", "tcp_sockets"]
 
 TARGET = 0.3  # the worker's CPU per record, at most this times the bare loop's (issue 23)
 SHARD_TARGET = 1.3  # at every shard count, the worker's CPU per record vs the bare loop's (issue 26)

@@ -1,8 +1,7 @@
 """Bills every DynamoDB request of a real run: a :class:`tools.tcp_proxy.Meter` for the fault proxy, which
 forwards the requests to moto unchanged. Reads are billed by the items the response returns; writes by the
 sizes of the items before and after, read from moto around the write (uncounted) under one lock so that no
-other metered write lands in between. A filter or projection (the project uses neither) would not be seen.
-"""
+other metered write lands in between. A filter or projection (the project uses neither) would not be seen."""
 
 from __future__ import annotations
 
