@@ -221,15 +221,8 @@ def run_worker(
     """The worker on ``kinesis`` and the in-memory lease and checkpoint seams (auto checkpoints), counting into
     ``window`` until ``until``; its metrics."""
     tables, metrics = InMemoryTables(), InMemoryMetrics()
-    config = WorkerConfig(
-        application="datapath",
-        lease_table="leases",
-        checkpoint_table="checkpoints",
-        worker_id="w1",
-        streams=(StreamSpec(STREAM, partial(CountingProcessor, window)),),
-        lease=LeaseConfig(scan_interval=0.1),
-        retrieval=retrieval,
-    )
+    spec, lease = StreamSpec(STREAM, partial(CountingProcessor, window)), LeaseConfig(scan_interval=0.1)
+    config = WorkerConfig("datapath", "leases", "checkpoints", (spec,), "w1", lease, retrieval)
     repository, checkpoints = InMemoryLeaseRepository(tables), InMemoryCheckpointStore(tables)
     worker = Worker(config, repository, checkpoints, kinesis, metrics=metrics)
     t = threading.Thread(target=worker.run, daemon=True)

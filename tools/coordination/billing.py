@@ -115,6 +115,13 @@ class Ledger:
                 tally.read_units += read
                 tally.write_units += write
 
+    def charge_write(self, op: str, items: list[tuple[str, int, int]]) -> None:
+        """One write request touching ``items`` (table, size before, size after), billed on its first item; a
+        transaction bills each item twice."""
+        factor = 2 if op == "TransactWriteItems" else 1
+        for i, (table, before, after) in enumerate(items):
+            self.charge(table, op, write=factor * write_units(before, after), requests=int(i == 0))
+
     def totals(self) -> Totals:
         """A copy of the running totals."""
         with self._lock:

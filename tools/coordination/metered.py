@@ -18,7 +18,7 @@ from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_k
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
-from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units
 
 __all__ = ["MeteredTables", "stored_item"]
 
@@ -127,10 +127,7 @@ class MeteredTables:
 
     def _charge_writes(self, op: str, refs: list[Ref], before: list[int]) -> None:
         self.requests += 1
-        factor = 2 if op == "TransactWriteItems" else 1
-        for i, ((table, get), b) in enumerate(zip(refs, before, strict=True)):
-            units = factor * write_units(b, _size(get()))
-            self.ledger.charge(table, op, write=units, requests=int(i == 0))
+        self.ledger.charge_write(op, [(t, b, _size(get())) for (t, get), b in zip(refs, before, strict=True)])
 
     def _get(self, ref: Ref, consistent: bool, call: Callable[_P, _T], *args: _P.args, **kw: _P.kwargs) -> _T:
         """A GetItem of ``ref``: its size in 4 KB units (the minimum when absent), halved if eventual."""
