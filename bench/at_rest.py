@@ -21,7 +21,7 @@ from tools.fleet.runner import Fleet, FleetSettings
 
 __all__ = ["main"]
 
-REPO = Path(__file__).resolve().parents[1]
+OUT = Path(__file__).resolve().parents[1] / "reports" / "bench" / "at_rest.json"
 PROCESSOR = "consumer.examples.logging_processor:LoggingProcessor"
 
 
@@ -73,12 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--rate", type=int, default=20, help="records per second on the stream")
-    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "at_rest.json")
     args = parser.parse_args(argv)
     report = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(report, indent=2)
-    args.out.write_text(text)
+    OUT.write_text(text)
     print(text)
     return 0
 

@@ -200,18 +200,6 @@ def _real(args: argparse.Namespace) -> dict[str, Any]:
     return {"real": real, "sim": sim, "comparison": _compare(real, sim)}
 
 
-def _shapes(wall_budget: float) -> list[dict[str, Any]]:
-    """(c): every shape simulated (or said not to be, when over ``wall_budget``)."""
-    shapes: list[dict[str, Any]] = []
-    for s, w in SHAPES:
-        window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
-        out = run_shape(ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=wall_budget))
-        shapes.append(out | {"kcl_model": kcl_cost(s, w)})
-        dollars = out.get("steady", {}).get("coordination_dollars_per_month", "-")
-        print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
-    return shapes
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 1 when an invariant broke or real and simulated bills disagree."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -229,9 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_real:
         results["real_vs_sim"] = _real(args)
         print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
-    if not args.real_only:
-        print("(c) simulator, every shape", flush=True)
-        results["shapes"] = _shapes(args.wall_budget)
+    if not args.real_only:  # (c): every shape (or said not to be, over --wall-budget), then the rebalance
+        for s, w in SHAPES:
+            window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
+            run = ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=args.wall_budget)
+            out = run_shape(run) | {"kcl_model": kcl_cost(s, w)}
+            results["shapes"].append(out)
+            dollars = out.get("steady", {}).get("coordination_dollars_per_month", "-")
+            print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
         run = ShapeRun(64, 8, steady_seconds=0, added=4, added_spread=0, after_added=15, wall_budget=600)
         results["rebalance_64_8_plus_4"] = run_shape(run)
         print(f"  64/8 then +4: {results['rebalance_64_8_plus_4'].get('scale_out')}", flush=True)

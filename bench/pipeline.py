@@ -66,17 +66,13 @@ def _spark_run(spark: Any, raw: Path, out: Path) -> dict[str, Any]:
     from spark_jobs import aggregate, compact
 
     shutil.rmtree(out, ignore_errors=True)
-    start, end = _RANGE
+    (start, end), uri = _RANGE, f"file://{out}"
+    options = compact.CompactOptions(f"file://{raw}", f"{uri}/curated", f"{uri}/quarantine", start, end)
     jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     c0, t0 = process_cpu(jvm), time.perf_counter()
-    counts = compact.run(
-        spark,
-        compact.CompactOptions(
-            f"file://{raw}", f"file://{out}/curated", f"file://{out}/quarantine", start, end
-        ),
-    )
+    counts = compact.run(spark, options)
     t1 = time.perf_counter()
-    aggregate.run(spark, aggregate.AggregateOptions(f"file://{out}/curated", f"file://{out}", start, end))
+    aggregate.run(spark, aggregate.AggregateOptions(f"{uri}/curated", uri, start, end))
     c2, t2 = process_cpu(jvm), time.perf_counter()
     return {
         "compact_s": t1 - t0,
