@@ -1,13 +1,10 @@
 """The data-path benchmark (``make bench-datapath``): the worker next to a bare GetRecords loop.
 
-Both read the same backlog in the same run, interleaved, each trial a process of its own
-(``bench.datapath_trial``, or ``python -m consumer run`` with DynamoDB on moto and auto checkpoints): on
-kinesis-local and on the in-memory seams (one core), plain and KPL records, and 16 shards for peak RSS;
-records/s, CPU per 100k records and peak RSS from the first record to the last. ``--cpu-per-record``: the
-4-shard kinesis-local scenarios, the worker's data path alone beside them, CPU at rest. ``--shard-counts``: per
-shard count, also AWS calls at rest, peak threads and TCP connections, SIGTERM to exit. ``--profile``: py-spy
-profiles of the worker (``--before REF``: also that commit's). Summaries: :mod:`tools.datapath_cpu`.
-"""
+Both read the same backlog, interleaved, each trial a process of its own (``bench.datapath_trial``, or
+``python -m consumer run`` with DynamoDB on moto): kinesis-local and the in-memory seams (one core), plain and
+KPL, 16 shards for peak RSS. ``--cpu-per-record``: the 4-shard kinesis-local scenarios with the worker's data
+path alone and CPU at rest. ``--shard-counts``: per shard count, also AWS calls at rest, peak threads and TCP
+connections, SIGTERM to exit. Summaries: :mod:`tools.datapath_cpu`."""
 
 from __future__ import annotations
 
@@ -15,7 +12,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -23,18 +19,17 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from subprocess import DEVNULL
 from typing import Any
 
-from bench.datapath_trial import blobs, payload
+from bench.datapath_trial import local_backlog, payload
+from bench.pipeline import process_cpu
 from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
 from tools.datapath_cpu import cpu_per_record, cpu_table, shard_summary, shard_table, tcp_sockets
+from tools.emulators import Emulators
 
 __all__ = ["Scenario", "main"]
 
@@ -69,42 +64,15 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     return out[:2] if args.cpu_per_record else out
 
 
-def _backlog(kinesis: Any, sc: Scenario) -> str:
-    """A new kinesis-local stream holding ``sc``'s backlog (500 entries per PutRecords); its name."""
-    stream = f"dp-{uuid.uuid4().hex[:8]}"
-    kinesis.create_stream(StreamName=stream, ShardCount=sc.shards)
-    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2})
-    began = time.monotonic()
-    data = blobs(0, sc.records, per_aggregate=sc.per_aggregate if sc.kpl else 0)
-    entries = [{"Data": blob, "PartitionKey": f"pk-{i}"} for i, blob in enumerate(data)]
-    for i in range(0, len(entries), 500):
-        chunk = entries[i : i + 500]
-        while chunk:
-            out = kinesis.put_records(StreamName=stream, Records=chunk)
-            chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
-    print(f"  backlog of {sc.records:,} records put in {time.monotonic() - began:.0f}s", flush=True)
-    return stream
-
-
 def worker_env(ddb: Any, stream: str, application: str, **settings: object) -> dict[str, str]:
     """The environment of ``python -m consumer run`` on ``stream``: new tables of its own (created on ``ddb``),
     metrics once a minute, and ``settings`` (``log_level="INFO"`` is ``CONSUMER_LOG_LEVEL=INFO``)."""
     suffix = uuid.uuid4().hex[:8]
     leases, checkpoints = f"{application}-leases-{suffix}", f"{application}-cps-{suffix}"
     create_tables(ddb, leases, checkpoints)
-    env: dict[str, object] = {
-        "application": application,
-        "streams": stream,
-        "worker_id": f"{application}-{suffix}",
-    }
-    env.update(lease_table=leases, checkpoint_table=checkpoints, metrics_interval_seconds=60, **settings)
-    return {f"CONSUMER_{k.upper()}": str(v) for k, v in env.items()}
-
-
-def _stat(pid: int) -> tuple[float, int]:
-    """CPU seconds (user + system, every thread) the process has used so far, and its threads now."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[17])
+    named = {"application": application, "streams": stream, "worker_id": f"{application}-{suffix}"}
+    named.update(lease_table=leases, checkpoint_table=checkpoints, metrics_interval_seconds="60")
+    return {f"CONSUMER_{k.upper()}": str(v) for k, v in {**named, **settings}.items()}
 
 
 def _peaks(pid: int, peak: dict[str, int]) -> None:
@@ -115,25 +83,20 @@ def _peaks(pid: int, peak: dict[str, int]) -> None:
             links.append(os.readlink(fd))
     tcp = tcp_sockets(links, [Path(f"/proc/{pid}/net/{n}").read_text() for n in ("tcp", "tcp6")])
     peak["peak_tcp"] = max(peak["peak_tcp"], tcp)
-    peak["peak_threads"] = max(peak["peak_threads"], _stat(pid)[1])
+    peak["peak_threads"] = max(peak["peak_threads"], len(os.listdir(f"/proc/{pid}/task")))
 
 
 def _calls(path: Path) -> dict[str, Any]:
-    """The AWS calls the process counted so far (``bench.datapath_processor.count_calls``)."""
+    """The AWS calls the process counted so far (``bench.datapath_trial.count_calls``)."""
     return dict(json.loads(path.read_text())) if path.exists() else {"calls": {}, "at": time.monotonic()}
 
 
 def _watch(
-    proc: subprocess.Popen[bytes],
-    result: Path,
-    timeout: float,
-    rest: float,
-    calls: Path,
-    spy: subprocess.Popen[bytes] | None,
+    proc: subprocess.Popen[bytes], result: Path, timeout: float, rest: float, calls: Path
 ) -> dict[str, Any]:
     """Sample the process's peak threads and TCP connections until it has read the backlog (``result``); with
     ``rest``, its CPU and AWS ``calls`` per second over ``rest`` seconds from half a lease (plus 0.5 s) after
-    its first record, at the earliest 1 s after its last; stop py-spy; then SIGTERM and the time to its exit."""
+    its first record, at the earliest 1 s after its last; then SIGTERM and the time to its exit."""
     peak = {"peak_threads": 0, "peak_tcp": 0}
     deadline = time.monotonic() + timeout
     while not result.exists() or not result.read_text():
@@ -146,20 +109,17 @@ def _watch(
     out: dict[str, Any] = json.loads(result.read_text())
     if rest:  # past the last checkpoints and the leader's fast polls after its first plan
         time.sleep(max(1.0, REST_AFTER - out["wall_s"]))
-        cpu0, wall0, calls0 = _stat(proc.pid)[0], time.perf_counter(), _calls(calls)
+        cpu0, wall0, calls0 = process_cpu(proc.pid), time.perf_counter(), _calls(calls)
         while time.perf_counter() - wall0 < rest:
             _peaks(proc.pid, peak)
             time.sleep(0.2)
-        cpu1, wall1, calls1 = _stat(proc.pid)[0], time.perf_counter(), _calls(calls)
+        cpu1, wall1, calls1 = process_cpu(proc.pid), time.perf_counter(), _calls(calls)
         out["idle_cpu_ms_per_s"] = (cpu1 - cpu0) / (wall1 - wall0) * 1e3
         span = calls1["at"] - calls0["at"] or 1.0
         moved = {op: n - calls0["calls"].get(op, 0) for op, n in calls1["calls"].items()}
         out["polls_per_s"] = sum(moved.values()) / span
         out["get_records_per_s"] = moved.get("GetRecords", 0) / span
         out["rest_calls"] = {op: n for op, n in sorted(moved.items()) if n}
-    if spy is not None:
-        spy.send_signal(signal.SIGINT)  # py-spy writes its profile and detaches
-        spy.wait(60)
     began = time.perf_counter()
     proc.send_signal(signal.SIGTERM)
     proc.wait(60)
@@ -174,27 +134,16 @@ class Bench:
         self.env = {**os.environ, **emulators.endpoints.env()}
         self.kinesis, self.ddb = emulators.client("kinesis"), emulators.client("dynamodb")
 
-    def code(self, before: bool) -> Path:
-        """Where a trial runs from: the repository, or a tree with ``--before``'s consumer package (and this
-        benchmark's own trial modules, which only use what both versions have)."""
-        tree = self.workdir / "before"
-        if not before:
-            return REPO
-        if not tree.exists():
-            (tree / "bench").mkdir(parents=True)
-            git = ["git", "archive", self.args.before, "consumer"]
-            archive = subprocess.run(git, cwd=REPO, check=True, capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-            for name in ("__init__.py", "datapath_trial.py", "datapath_processor.py"):
-                shutil.copy(REPO / "bench" / name, tree / "bench" / name)
-        return tree
-
     def run(
         self, sc: Scenario, kinds: tuple[str, ...], shard_mode: bool = False
     ) -> dict[str, list[dict[str, Any]]]:
-        """Trials of each loop of ``kinds`` on ``sc``, interleaved (in order, then reversed); with ``--profile``
-        then the worker's (and ``before``'s) under py-spy."""
-        stream = _backlog(self.kinesis, sc) if sc.backend == "local" else ""
+        """Trials of each loop of ``kinds`` on ``sc``, interleaved (in order, then reversed)."""
+        kpl = sc.per_aggregate if sc.kpl else 0
+        stream = (
+            local_backlog(self.kinesis, sc.shards, sc.records, per_aggregate=kpl)
+            if sc.backend == "local"
+            else ""
+        )
         rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
         for rep in range(self.args.repeats):
             for kind in kinds if rep % 2 == 0 else kinds[::-1]:
@@ -202,51 +151,36 @@ class Bench:
                 rows[kind].append(row)
                 shown = {k: round(v, 3) for k, v in row.items() if isinstance(v, float | int)}
                 print(f"  {kind:6s} {json.dumps(shown)[1:-1]}", flush=True)
-        for kind in kinds if self.args.profile and sc.shards == 4 and not shard_mode else ():
-            if kind in ("worker", "before"):
-                name = f"worker-{sc.backend}-{'kpl' if sc.kpl else 'plain'}-{'before' if kind == 'before' else 'after'}"
-                self.trial(kind, sc, stream, profile=name)
-                print(f"  profile: reports/bench/profiles/{name}.txt", flush=True)
         if stream:
             self.kinesis.delete_stream(StreamName=stream)
         return rows
 
-    def trial(
-        self, kind: str, sc: Scenario, stream: str, shard_mode: bool = False, profile: str = ""
-    ) -> dict[str, Any]:
-        """One trial of loop ``kind`` on ``sc`` (``stream`` on kinesis-local); under py-spy if ``profile`` names
-        its output. Rest: ``--rest`` with ``--shard-counts``, else ``--idle-after`` on kinesis-local."""
+    def trial(self, kind: str, sc: Scenario, stream: str, shard_mode: bool) -> dict[str, Any]:
+        """One trial of loop ``kind`` on ``sc`` (``stream`` on kinesis-local). Rest: ``--rest`` with
+        ``--shard-counts``, else ``--idle-after`` on kinesis-local."""
         result, calls = self.workdir / "result.json", self.workdir / "calls.json"
         result.unlink(missing_ok=True)
         calls.unlink(missing_ok=True)
         env = {**self.env, "DATAPATH_TARGET": str(sc.records)}
         env.update(DATAPATH_RESULT=str(result), DATAPATH_CALLS=str(calls))
-        if sc.backend == "local" and kind in ("worker", "before"):
+        if sc.backend == "local" and kind == "worker":
             scan = LeaseConfig().scan_interval if shard_mode else 0.5  # --shard-counts: production's
-            settings: dict[str, object] = {"idle_time_seconds": IDLE, "max_records": LIMIT}
-            settings.update(
-                scan_interval_seconds=scan, processor="bench.datapath_processor:CountingProcessor"
+            settings = {"idle_time_seconds": IDLE, "max_records": LIMIT, "scan_interval_seconds": scan}
+            processor = "bench.datapath_trial:CountingProcessor"
+            env.update(
+                worker_env(self.ddb, stream, "datapath", log_level="WARNING", processor=processor, **settings)
             )
-            env.update(worker_env(self.ddb, stream, "datapath", log_level="WARNING", **settings))
             cmd = ["consumer", "run"]
         else:
-            spec = {**asdict(sc), "kind": "worker" if kind == "before" else kind, "stream": stream}
+            spec = {**asdict(sc), "kind": kind, "stream": stream}
             cmd = ["bench.datapath_trial", json.dumps({**spec, "idle": IDLE, "limit": LIMIT})]
         rest = self.args.rest if shard_mode else self.args.idle_after if sc.backend == "local" else 0.0
         with tempfile.TemporaryFile() as err:
-            cwd = self.code(kind == "before")
             proc = subprocess.Popen(
-                [sys.executable, "-m", *cmd], env=env, cwd=cwd, stdout=DEVNULL, stderr=err
+                [sys.executable, "-m", *cmd], env=env, cwd=REPO, stdout=DEVNULL, stderr=err
             )
-            spy = None
-            if profile:  # py-spy beside this Python or on the PATH
-                out = REPORTS / "profiles" / f"{profile}.txt"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                exe = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.defpath}")
-                pyspy = [exe or "py-spy", "record", "-r", "250", "-f", "raw", "-o", str(out), "--pid"]
-                spy = subprocess.Popen([*pyspy, str(proc.pid)], stdout=DEVNULL, stderr=DEVNULL)
             try:
-                return _watch(proc, result, self.args.timeout, rest, calls, spy)
+                return _watch(proc, result, self.args.timeout, rest, calls)
             except RuntimeError as e:
                 err.seek(0)
                 raise RuntimeError(f"{kind} on {sc.name}: {e}: {err.read()[-2000:]!r}") from None
@@ -256,15 +190,7 @@ class Bench:
                     proc.wait()
 
 
-@contextmanager
-def _bench(args: argparse.Namespace) -> Iterator[Bench]:
-    from tools.emulators import Emulators
-
-    with Emulators() as emulators, tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
-        yield Bench(args, Path(tmp), emulators)
-
-
-LABELS = {"bare": "bare loop", "worker": "worker", "before": "worker before", "lean": "data path alone"}
+LABELS = {"bare": "bare loop", "worker": "worker", "lean": "data path alone"}
 
 
 def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
@@ -277,61 +203,15 @@ def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     for r in results:
         for kind, m in r["loops"].items():
             ratio = r["ratios"][kind]
-            label = LABELS[kind] + (f" ({settings['before']})" if kind == "before" else "")
             lines.append(
-                f"| {r['scenario']} | {label} | {m['records_per_s']:,.0f} | {m['cpu_s_per_100k']:.3f} | "
+                f"| {r['scenario']} | {LABELS[kind]} | {m['records_per_s']:,.0f} | {m['cpu_s_per_100k']:.3f} | "
                 f"{m['peak_rss_mb']:.0f} | {ratio['records_per_s']:.2f}x | {ratio['cpu_s_per_100k']:.2f}x | "
                 f"{ratio['peak_rss_mb']:.2f}x |"
             )
     lines.append(
-        f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process, from its first record "
-        f"to its last. kinesis-local: GetRecords Limit {settings['limit']}, {settings['idle_time_s']} s apart per "
-        f"shard; worker: `python -m consumer run`, DynamoDB on moto, auto checkpoints, CONSUMER_PREFETCH_BATCHES="
-        f"{settings['prefetch_batches']}. In-memory: idle time 0, one core, the bare loop builds the same `Record`s. "
-        f"KPL: {settings['per_aggregate']} user records per aggregate, de-aggregated by aws-kinesis-agg in the bare loop."
+        f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process; settings in the JSON."
     )
     return "\n".join(lines)
-
-
-WATCHED = {
-    "records built (to_records / _to_record / replace)": ("to_records (", "to_record (", "replace ("),
-    "KPL de-aggregation (deaggregate / aws-kinesis-agg)": ("deaggregate (", "iter_deaggregate_records ("),
-    "timestamp parsing (botocore parse_timestamp / ours)": ("parse_timestamp (", "utc_timestamp ("),
-    "new connections (create_connection)": ("create_connection (",),
-    "botocore response parsing": ("ResponseParser.parse (",),
-    "thread wake-ups (Condition.notify / Event.set)": ("Condition.notify", "Event.set ("),
-}
-# A thread parked on a lock, an event or a socket: not work of this process.
-WAITS = (
-    "Condition.wait (",
-    "Event.wait (",
-    "sleep (",
-    "Thread.join (",
-    "_wait_for_tstate_lock (",
-    "SocketIO.readinto (",
-)
-
-
-def profile_summary(path: Path) -> dict[str, Any]:
-    """From a py-spy raw profile, the shares of the worker's working samples (its shard runner's scheduler and
-    pool threads) in ``WATCHED``, and the top frames by own time."""
-    stacks: list[tuple[str, int]] = []
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if "shard_runner.py" not in stack and "pools.py" not in stack:
-            continue
-        if not stack.rsplit(";", 1)[-1].startswith(WAITS):
-            stacks.append((stack, int(count)))
-    total = sum(c for _, c in stacks) or 1
-    shares = {
-        name: round(100 * sum(c for s, c in stacks if any(m in s for m in marks)) / total, 1)
-        for name, marks in WATCHED.items()
-    }
-    own: Counter[str] = Counter()
-    for stack, n in stacks:
-        own[stack.rsplit(";", 1)[-1].split(" (")[0]] += n
-    top = {k: round(100 * v / total, 1) for k, v in own.most_common(8)}
-    return {"samples": total, "shares_pct": shares, "top_own_pct": top}
 
 
 def _load() -> list[float]:
@@ -344,25 +224,19 @@ def _write(out: Path, report: dict[str, Any], md: str) -> None:
     print(md)
 
 
-def shard_counts(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+def shard_counts(bench: Bench, args: argparse.Namespace, settings: dict[str, Any], out: Path) -> None:
     """``--shard-counts``: the trials, their summary (``tools.datapath_cpu.shard_summary``), JSON and markdown."""
     trials: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    with _bench(args) as bench:
-        for n in args.shard_counts:
-            print(f"{n} shards: {n * args.records_per_shard:,} records", flush=True)
-            sc = Scenario(f"{n} shards", "local", n, n * args.records_per_shard)
-            trials[n] = bench.run(sc, ("bare", "worker"), shard_mode=True)
+    for n in args.shard_counts:
+        print(f"{n} shards: {n * args.records_per_shard:,} records", flush=True)
+        sc = Scenario(f"{n} shards", "local", n, n * args.records_per_shard)
+        trials[n] = bench.run(sc, ("bare", "worker"), shard_mode=True)
     settings.update(records_per_shard=args.records_per_shard, record_bytes=len(payload(0)), rest_s=args.rest)
     settings.update(scan_interval_s=LeaseConfig().scan_interval, load_avg_after=_load())
     summary = shard_summary(trials)
-    md = shard_table(summary) + (
-        f"\n\n{args.repeats} trials per loop and shard count, interleaved, each a process of its own; "
-        f"{args.records_per_shard:,} plain {settings['record_bytes']}-byte records per shard; GetRecords Limit "
-        f"{LIMIT}, {IDLE} s apart per shard; at rest: {args.rest} s once caught up; emulator limits on; "
-        f"load average {settings['load_avg_before']} before, {settings['load_avg_after']} after."
-    )
+    md = shard_table(summary) + f"\n\n{args.repeats} trials per loop and shard count; settings in the JSON."
     trials_json = {str(n): rows for n, rows in trials.items()}
-    _write(args.out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
+    _write(out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,50 +247,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rss-records", type=int, default=48_000, help="16-shard backlog for peak RSS")
     p.add_argument("--repeats", type=int, help="default 3 (5 with --cpu-per-record)")
     p.add_argument("--cpu-per-record", action="store_true", help="only the CPU-per-record comparison")
-    p.add_argument("--profile", action="store_true", help="py-spy profiles of the worker")
-    p.add_argument("--before", default="", help="also this earlier commit's worker (git ref)")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--idle-after", type=float, help="seconds measured at rest (5 with --cpu-per-record)")
     p.add_argument("--shard-counts", type=int, nargs="+", help="only the cost per shard count")
     p.add_argument("--records-per-shard", type=int, default=1000, help="--shard-counts: backlog per shard")
     p.add_argument("--rest", type=float, default=5.0, help="--shard-counts: seconds measured at rest")
-    p.add_argument("--out", type=Path, help="the JSON report (reports/bench/datapath*.json)")
     args = p.parse_args(argv)
     args.repeats = args.repeats or (5 if args.cpu_per_record else 3)
     args.idle_after = (5.0 if args.cpu_per_record else 0.0) if args.idle_after is None else args.idle_after
     name = "datapath-shards" if args.shard_counts else "datapath-cpu" if args.cpu_per_record else "datapath"
-    args.out = args.out or REPORTS / f"{name}.json"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = REPORTS / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"idle_time_s": IDLE, "limit": LIMIT, "repeats": args.repeats, "cpus": os.cpu_count()}
     settings["load_avg_before"] = _load()
-    if args.shard_counts:
-        shard_counts(args, settings)
-        return 0
-    settings.update(prefetch_batches=RetrievalConfig().prefetch_batches, per_aggregate=Scenario.per_aggregate)
-    settings.update(before=args.before, idle_after_s=args.idle_after)
-    kinds = ("bare", "worker", "before") if args.before else ("bare", "worker")
-    keys, results = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s"), []
-    with _bench(args) as bench:
+    with Emulators() as emulators, tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
+        bench = Bench(args, Path(tmp), emulators)
+        if args.shard_counts:
+            shard_counts(bench, args, settings, out)
+            return 0
+        settings.update(prefetch_batches=RetrievalConfig().prefetch_batches, idle_after_s=args.idle_after)
+        settings["per_aggregate"] = Scenario.per_aggregate
+        kinds = ("bare", "worker", "lean") if args.cpu_per_record else ("bare", "worker")
+        keys, results = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s"), []
         for sc in scenarios(args):
             print(f"{sc.name}: {sc.records:,} records over {sc.shards} shards", flush=True)
-            rows = bench.run(sc, (*kinds, "lean") if args.cpu_per_record else kinds)
+            rows = bench.run(sc, kinds)
             loops = {
                 kind: {k: statistics.median(r[k] for r in rs) for k in keys} for kind, rs in rows.items()
             }
             ratios = {kind: {k: m[k] / loops["bare"][k] for k in m} for kind, m in loops.items()}
             results.append({"scenario": sc.name, "settings": asdict(sc), "loops": loops, "ratios": ratios})
             results[-1]["trials"] = rows
-    found = sorted((REPORTS / "profiles").glob("*.txt")) if args.profile else []
-    profiles = {f.stem: profile_summary(f) for f in found}
     cpu = cpu_per_record(results)
     md = table(results, settings)
     if cpu:
         md += "\n\nCPU per user record, worker vs bare boto3 loop (target <= 0.3x):\n\n" + cpu_table(cpu)
-    for name, summary in profiles.items():
-        shares = ", ".join(f"{k} {v}%" for k, v in summary["shares_pct"].items())
-        md += f"\n\nProfile `{name}` ({summary['samples']} working samples of the shard and fetch threads): {shares}"
-    report = {"settings": settings, "cpu_per_record": cpu, "results": results, "profiles": profiles}
-    _write(args.out, report, md)
+    _write(out, {"settings": settings, "cpu_per_record": cpu, "results": results}, md)
     return 0
 
 

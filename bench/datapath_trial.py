@@ -1,30 +1,37 @@
-"""One data-path trial in a process of its own, so that its CPU time and peak RSS are its own:
-``python -m bench.datapath_trial '<json spec>'`` writes its window to ``DATAPATH_RESULT`` and keeps polling
-until SIGTERM. Kinds: ``bare`` (plain boto3, one thread per shard, paced like the worker) and ``lean`` (that
-loop on the worker's client, ``BotoKinesis`` and ``to_records``) on kinesis-local; ``bare`` (building the
-worker's ``Record``s) and ``worker`` on the in-memory seams. ``bench.drain`` shares the loop and the worker."""
+"""One data-path trial in a process of its own (its CPU time and peak RSS its own): ``python -m
+bench.datapath_trial '<json spec>'`` writes its ``Window`` (first read to last record: wall time, CPU of the
+whole process, peak RSS) to ``DATAPATH_RESULT`` and polls until SIGTERM. ``bare`` (plain boto3, or building the
+worker's ``Record``s in memory), ``lean`` (the worker's client, ``BotoKinesis`` and ``to_records``) or the
+in-memory ``worker``; ``python -m consumer run`` counts with ``CountingProcessor``. With ``DATAPATH_CALLS`` set,
+every AWS call the process makes is counted (``count_calls``). ``bench.drain`` and ``bench.multilang`` share
+its parts."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import resource
 import signal
 import sys
 import threading
 import time
+import uuid
 from base64 import b64decode
+from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from operator import itemgetter
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import boto3
 from aws_kinesis_agg.aggregator import AggRecord
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+from botocore.client import BaseClient
 from botocore.config import Config
 
-from bench.datapath_processor import WINDOW, Window
 from consumer.aws import make_client
 from consumer.config import LeaseConfig, RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
@@ -35,12 +42,97 @@ from consumer.records import Record
 from consumer.retrieval.kinesis import BotoKinesis, to_records
 from consumer.retrieval.memory import InMemoryKinesis
 
-__all__ = ["STREAM", "blobs", "main", "memory_backlog", "payload", "read_shards", "run_worker"]
+__all__ = ["STREAM", "WINDOW", "CountingProcessor", "Window", "count_calls", "local_backlog", "main"]
+__all__ += ["memory_backlog", "payload", "read_shards", "run_worker"]
 
 STREAM = "datapath"
 PLAIN = itemgetter("SequenceNumber", "PartitionKey", "Data", "ApproximateArrivalTimestamp")
 SUB = itemgetter("sequenceNumber", "subSequenceNumber", "partitionKey", "data", "approximateArrivalTimestamp")
 Read = Callable[[str], tuple[int, int, str | None]]  # iterator -> (records, bytes, next iterator)
+
+
+class Window:
+    """Counts records from any thread, from the first read to the ``target``-th record; then ``result`` is set
+    (and written to ``result_path``, if any) and ``done``."""
+
+    def __init__(self, target: int, result_path: str = "") -> None:
+        self.target, self.result_path, self.count = target, result_path, 0
+        self._lock = threading.Lock()
+        self._wall0 = self._cpu0 = 0.0
+        self.done = threading.Event()
+        self.result: dict[str, Any] = {}
+
+    def begin(self) -> None:
+        """The first shard is about to be read (idempotent): the window opens here."""
+        with self._lock:
+            if not self._wall0:
+                self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
+
+    def add(self, n: int) -> None:
+        """``n`` more records were read."""
+        if n <= 0:
+            return
+        self.begin()
+        with self._lock:
+            self.count += n
+            if self.count < self.target or self.done.is_set():
+                return
+            wall, cpu = time.perf_counter() - self._wall0, time.process_time() - self._cpu0
+            self.result = {
+                "records": self.count,
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "records_per_s": self.count / wall,
+                "cpu_s_per_100k": cpu / self.count * 100_000,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+            self.done.set()
+        if self.result_path:
+            Path(self.result_path).write_text(json.dumps(self.result))
+
+
+WINDOW = Window(int(os.environ.get("DATAPATH_TARGET") or 0), os.environ.get("DATAPATH_RESULT", ""))
+
+
+class CountingProcessor(BaseProcessor):
+    """Counts each batch into ``window``, which opens when the first shard is initialized."""
+
+    def __init__(self, window: Window = WINDOW) -> None:
+        self.window = window
+
+    def initialize(self, data: InitializationInput) -> None:
+        self.window.begin()
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        self.window.add(len(data.records))
+
+
+def count_calls(path: str) -> None:
+    """Count every botocore API call of this process by operation; the counts and the monotonic time go to
+    ``path`` (replaced whole) at most every 0.2 s, on the calling thread."""
+    original = BaseClient._make_api_call
+    lock = threading.Lock()
+    counts: Counter[str] = Counter()
+    written = [0.0]
+
+    def counted(self: Any, operation_name: str, api_params: Any) -> Any:
+        with lock:
+            counts[operation_name] += 1
+            now = time.monotonic()
+            if due := now - written[0] >= 0.2:
+                written[0] = now
+                snapshot = json.dumps({"calls": counts, "at": now})
+        if due:
+            tmp = Path(f"{path}.{threading.get_ident()}")
+            tmp.write_text(snapshot)
+            os.replace(tmp, path)
+        return original(self, operation_name, api_params)
+
+    BaseClient._make_api_call = counted
+
+
+if os.environ.get("DATAPATH_CALLS"):
+    count_calls(os.environ["DATAPATH_CALLS"])
 
 
 def payload(i: int, size: int = 100) -> bytes:
@@ -49,7 +141,7 @@ def payload(i: int, size: int = 100) -> bytes:
     return body + b" " * (size - len(body))
 
 
-def blobs(first: int, count: int, size: int = 100, per_aggregate: int = 0) -> list[bytes]:
+def _blobs(first: int, count: int, size: int = 100, per_aggregate: int = 0) -> list[bytes]:
     """User records ``first`` to ``first + count``: ``size``-byte payloads, or KPL aggregates of ``per_aggregate``
     (aws-kinesis-agg)."""
     if not per_aggregate:
@@ -64,13 +156,30 @@ def blobs(first: int, count: int, size: int = 100, per_aggregate: int = 0) -> li
 
 
 def memory_backlog(shards: int, per_shard: int, size: int = 100, per_aggregate: int = 0) -> InMemoryKinesis:
-    """An in-memory ``STREAM`` of ``shards`` shards of ``per_shard`` user records each (``blobs``)."""
+    """An in-memory ``STREAM`` of ``shards`` shards of ``per_shard`` user records each (``_blobs``)."""
     kinesis = InMemoryKinesis()
     kinesis.create_stream(STREAM, shards)
     for s in range(shards):
-        for blob in blobs(s * per_shard, per_shard, size, per_aggregate):
+        for blob in _blobs(s * per_shard, per_shard, size, per_aggregate):
             kinesis.put(STREAM, f"shardId-{s:012d}", blob)
     return kinesis
+
+
+def local_backlog(kinesis: Any, shards: int, count: int, size: int = 100, per_aggregate: int = 0) -> str:
+    """A new stream of ``shards`` shards holding ``_blobs(0, count, ...)``, put 500 a request; its name."""
+    stream = f"dp-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2})
+    began = time.monotonic()
+    data = _blobs(0, count, size, per_aggregate)
+    entries = [{"Data": blob, "PartitionKey": f"pk-{i}"} for i, blob in enumerate(data)]
+    for i in range(0, len(entries), 500):
+        chunk = entries[i : i + 500]
+        while chunk:
+            out = kinesis.put_records(StreamName=stream, Records=chunk)
+            chunk = [e for e, r in zip(chunk, out["Records"], strict=True) if "ErrorCode" in r]
+    print(f"  backlog of {count:,} records put in {time.monotonic() - began:.0f}s", flush=True)
+    return stream
 
 
 def read_shards(
@@ -111,24 +220,9 @@ def run_worker(
 ) -> InMemoryMetrics:
     """The worker on ``kinesis`` and the in-memory lease and checkpoint seams (auto checkpoints), counting into
     ``window`` until ``until``; its metrics."""
-
-    class Counting(BaseProcessor):
-        def initialize(self, data: InitializationInput) -> None:
-            window.begin()
-
-        def process_records(self, data: ProcessRecordsInput) -> None:
-            window.add(len(data.records))
-
     tables, metrics = InMemoryTables(), InMemoryMetrics()
-    config = WorkerConfig(
-        application="datapath",
-        lease_table="leases",
-        checkpoint_table="checkpoints",
-        worker_id="w1",
-        streams=(StreamSpec(STREAM, Counting),),
-        lease=LeaseConfig(scan_interval=0.1),
-        retrieval=retrieval,
-    )
+    spec, lease = StreamSpec(STREAM, partial(CountingProcessor, window)), LeaseConfig(scan_interval=0.1)
+    config = WorkerConfig("datapath", "leases", "checkpoints", (spec,), "w1", lease, retrieval)
     repository, checkpoints = InMemoryLeaseRepository(tables), InMemoryCheckpointStore(tables)
     worker = Worker(config, repository, checkpoints, kinesis, metrics=metrics)
     t = threading.Thread(target=worker.run, daemon=True)

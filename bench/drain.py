@@ -16,8 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from bench.datapath_processor import Window
-from bench.datapath_trial import STREAM, memory_backlog, read_shards, run_worker
+from bench.datapath_trial import STREAM, Window, memory_backlog, read_shards, run_worker
 from consumer.config import RetrievalConfig
 from consumer.errors import ThrottledError
 from consumer.retrieval.kinesis import ExpiredIteratorError, GetRecordsResult, ShardInfo
@@ -27,7 +26,7 @@ from tools.emulators.limits import Limits
 
 __all__ = ["main"]
 
-REPO = Path(__file__).resolve().parents[1]
+OUT = Path(__file__).resolve().parents[1] / "reports" / "bench" / "drain.json"
 MIB = 1024 * 1024
 # The retrieval settings before catch-up pacing: 1,000 records a call, at most 4 calls a second.
 BEFORE = RetrievalConfig(max_records=1000, reads_per_second=4.0)
@@ -132,23 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-records", type=int, default=60_000, help="100-byte records per shard")
     parser.add_argument("--kb-records", type=int, default=30_000, help="1 KB records per shard")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=REPO / "reports" / "bench" / "drain.json")
     args = parser.parse_args(argv)
     sizes = ((100, args.small_records), (1024, args.kb_records))
     scenarios = [scenario(size, args.shards, n, args.repeats) for size, n in sizes]
-    report = {
-        "backend": "memory",
-        "limits": "AWS's read quotas (tools.emulators.limits)",
-        "scenarios": scenarios,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    report = {"backend": "memory", "limits": "AWS's read quotas (tools.emulators.limits)"}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report | {"scenarios": scenarios}, indent=2))
     for s in scenarios:
         print(
             f"{s['record_bytes']:>5} B x {s['shards']} shards: worker {s['worker_records_per_s']}/s, fastest legal "
             f"loop {s['loop_records_per_s']}/s: {s['worker_vs_loop']}x ({s['samples']} samples each)"
         )
-    print(f"-> {args.out}")
+    print(f"-> {OUT}")
     return 0
 
 

@@ -2,8 +2,7 @@
 
 Fresh applications in turn read one backlog on kinesis-local: ``python -m consumer run`` with ``Counter`` and
 ``python -m consumer multilang`` running ``KCLPY_APP`` (amazon-kclpy 3.2.0, v3), both counting and checkpointing
-after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md). JSON in reports/bench.
-"""
+after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md). JSON in reports/bench."""
 
 from __future__ import annotations
 
@@ -21,16 +20,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.datapath import worker_env
+from bench.datapath_trial import local_backlog
 from bench.pipeline import process_cpu
-from consumer.dynamo import create_tables
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
+from tools.emulators import Emulators
+from tools.kclpy import KCLPY_VERSION, fetch_kclpy
 
 __all__ = ["KCLPY_APP", "Counter", "main"]
 
 REPO = Path(__file__).resolve().parents[1]
 _SHARDS = 4
-_IDLE = 0.2  # seconds between GetRecords per shard: AWS allows 5 a second
-_MAX_RECORDS = 1000
+SETTINGS = {  # of both applications (CONSUMER_*; multilang ignores the processor)
+    "idle_time_seconds": 0.2,  # between GetRecords per shard: AWS allows 5 a second
+    "max_records": 1000,
+    "initial_position": "TRIM_HORIZON",
+    "processor": "bench.multilang:Counter",
+    "log_level": "WARNING",
+}
 _FIGURES = ("records_per_s", "daemon_cpu_s_per_100k", "child_cpu_s_per_100k")
 
 
@@ -95,15 +102,8 @@ def _progress(path: Path) -> list[tuple[float, int]]:
 
 def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path, ddb: Any) -> dict[str, Any]:
     app = f"ml-{kind}-{uuid.uuid4().hex[:6]}"
-    create_tables(ddb, f"{app}-leases", f"{app}-cps")
     progress = work / f"{app}.progress"
-    env = {
-        **env,
-        "BENCH_PROGRESS": str(progress),
-        "CONSUMER_APPLICATION": app,
-        "CONSUMER_LEASE_TABLE": f"{app}-leases",
-        "CONSUMER_CHECKPOINT_TABLE": f"{app}-cps",
-    }
+    env = {**env, **worker_env(ddb, stream, app, **SETTINGS), "BENCH_PROGRESS": str(progress)}
     command = ["run"]  # with CONSUMER_PROCESSOR; multilang takes the rest from the properties
     if kind == "multilang":
         props = work / f"{app}.properties"
@@ -143,46 +143,18 @@ def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path
     }
 
 
-def _backlog(kinesis: Any, records: int) -> str:
-    """A new stream holding ``records`` plain records (~240 bytes each)."""
-    stream = f"ml-{uuid.uuid4().hex[:8]}"
-    kinesis.create_stream(StreamName=stream, ShardCount=_SHARDS)
-    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1})
-    body = b'{"id": %d, "payload": "' + b"x" * 200 + b'"}'
-    for start in range(0, records, 500):
-        entries = [
-            {"Data": body % i, "PartitionKey": f"k{i}"} for i in range(start, min(start + 500, records))
-        ]
-        assert kinesis.put_records(StreamName=stream, Records=entries).get("FailedRecordCount", 0) == 0
-    return stream
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints the JSON result."""
     p = argparse.ArgumentParser(description="a KCL MultiLang app next to the native API")
     p.add_argument("--records", type=int, default=12000)
     p.add_argument("--repeats", type=int, default=2, help="pairs of trials (native + multilang)")
     args = p.parse_args(argv)
-    from tools.emulators import Emulators
-    from tools.kclpy import fetch_kclpy
-
     with tempfile.TemporaryDirectory(prefix="bench-multilang-") as tmp, Emulators() as emulators:
         work = Path(tmp)
         kclpy = fetch_kclpy(work)
         (work / "app.py").write_text(KCLPY_APP)
-        stream = _backlog(emulators.client("kinesis"), args.records)
-        env = {
-            **os.environ,
-            **emulators.endpoints.env(),
-            "PYTHONPATH": os.pathsep.join([str(kclpy), str(REPO)]),
-            "CONSUMER_IDLE_TIME_SECONDS": str(_IDLE),
-            "CONSUMER_MAX_RECORDS": str(_MAX_RECORDS),
-            "CONSUMER_INITIAL_POSITION": "TRIM_HORIZON",
-            "CONSUMER_STREAMS": stream,
-            "CONSUMER_PROCESSOR": "bench.multilang:Counter",
-            "CONSUMER_LOG_LEVEL": "WARNING",
-            "CONSUMER_METRICS_INTERVAL_SECONDS": "60",
-        }
+        stream = local_backlog(emulators.client("kinesis"), _SHARDS, args.records, size=240)
+        env = {**os.environ, **emulators.endpoints.env(), "PYTHONPATH": f"{kclpy}{os.pathsep}{REPO}"}
         trials = []
         for i in range(args.repeats):
             for kind in ("native", "multilang") if i % 2 == 0 else ("multilang", "native"):
@@ -192,20 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("native", "multilang"):
         mine = [t for t in trials if t["kind"] == kind]
         median[kind] = {k: statistics.median(t[k] for t in mine) for k in _FIGURES if mine[0][k] is not None}
-    median["multilang_vs_native"] = {
-        "records_per_s": median["multilang"]["records_per_s"] / median["native"]["records_per_s"],
-        "daemon_cpu": median["multilang"]["daemon_cpu_s_per_100k"]
-        / median["native"]["daemon_cpu_s_per_100k"],
+    ml, native = median["multilang"], median["native"]
+    ratios = {"records_per_s": "records_per_s", "daemon_cpu": "daemon_cpu_s_per_100k"}
+    median["multilang_vs_native"] = {name: ml[k] / native[k] for name, k in ratios.items()}
+    settings = {"records": args.records, "shards": _SHARDS, "repeats": args.repeats, **SETTINGS}
+    result = {
+        "settings": settings | {"kclpy": f"{KCLPY_VERSION} (v3 interface)"},
+        "trials": trials,
+        "median": median,
     }
-    settings = {
-        "records": args.records,
-        "shards": _SHARDS,
-        "idle_time_between_reads_s": _IDLE,
-        "max_records": _MAX_RECORDS,
-        "repeats": args.repeats,
-        "kclpy": "3.2.0 (v3 interface)",
-    }
-    result = {"settings": settings, "trials": trials, "median": median}
     out = REPO / "reports" / "bench" / "multilang.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -4,8 +4,7 @@
     python -m bench.pipeline --sizes 100000 400000 --repeats 1   # a quick look
 
 Spark (after two untimed runs that warm up the JIT) and the DuckDB reference alternate, so that outside load
-falls on both; wall and CPU time, a row-for-row check. Medians; JSON in reports/bench/pipeline.json.
-"""
+falls on both; wall and CPU time, a row-for-row check. Medians; JSON in reports/bench/pipeline.json."""
 
 from __future__ import annotations
 
@@ -43,6 +42,7 @@ SPARK_SETTINGS = {
 _RANGE = ("2026-11-21T00", "2026-11-21T03")  # the 4 hours the records are spread over
 _DUPLICATE_RATE = 0.02
 _OUTPUT = Path("reports/bench/pipeline.json")
+RATIOS = {"": "total_s", "_compact": "compact_s", "_cpu": "cpu_s"}  # Spark over DuckDB, by key suffix
 
 
 def _spark(local_dir: Path) -> Any:
@@ -66,17 +66,13 @@ def _spark_run(spark: Any, raw: Path, out: Path) -> dict[str, Any]:
     from spark_jobs import aggregate, compact
 
     shutil.rmtree(out, ignore_errors=True)
-    start, end = _RANGE
+    (start, end), uri = _RANGE, f"file://{out}"
+    options = compact.CompactOptions(f"file://{raw}", f"{uri}/curated", f"{uri}/quarantine", start, end)
     jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     c0, t0 = process_cpu(jvm), time.perf_counter()
-    counts = compact.run(
-        spark,
-        compact.CompactOptions(
-            f"file://{raw}", f"file://{out}/curated", f"file://{out}/quarantine", start, end
-        ),
-    )
+    counts = compact.run(spark, options)
     t1 = time.perf_counter()
-    aggregate.run(spark, aggregate.AggregateOptions(f"file://{out}/curated", f"file://{out}", start, end))
+    aggregate.run(spark, aggregate.AggregateOptions(f"{uri}/curated", uri, start, end))
     c2, t2 = process_cpu(jvm), time.perf_counter()
     return {
         "compact_s": t1 - t0,
@@ -90,8 +86,7 @@ def _spark_run(spark: Any, raw: Path, out: Path) -> dict[str, Any]:
 def _duckdb_run(con: Any, raw: Path, out: Path) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     c0 = time.process_time()
-    timings = duckdb_pipeline(con, raw, out)
-    return {**timings, "cpu_s": time.process_time() - c0}
+    return {**duckdb_pipeline(con, raw, out), "cpu_s": time.process_time() - c0}
 
 
 def _medians(runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
@@ -122,8 +117,7 @@ def _one_size(spark: Any, con: Any, workdir: Path, n: int, repeats: int) -> dict
     counts = spark_runs[-1]["counts"]
     want = {**dict.fromkeys(check, 0), "curated_rows_spark": n, "curated_rows_duckdb": n}  # no differences
     passed = check == want and counts["malformed"] == generated.malformed and not counts["corrupt_objects"]
-    sides = {"spark": _medians(spark_runs, n), "duckdb": _medians(duck_runs, n)}
-    ratios = {"": "total_s", "_compact": "compact_s", "_cpu": "cpu_s"}
+    spark, duck = _medians(spark_runs, n), _medians(duck_runs, n)
     return {
         "records": n,
         "lines": generated.lines,
@@ -131,11 +125,9 @@ def _one_size(spark: Any, con: Any, workdir: Path, n: int, repeats: int) -> dict
         "duplicates": counts["duplicates"],
         "malformed": counts["malformed"],
         "generate_s": round(generate_s, 2),
-        **sides,
-        **{
-            f"spark_over_duckdb{s}": round(sides["spark"][k] / sides["duckdb"][k], 2)
-            for s, k in ratios.items()
-        },
+        "spark": spark,
+        "duckdb": duck,
+        **{f"spark_over_duckdb{s}": round(spark[k] / duck[k], 2) for s, k in RATIOS.items()},
         "check": {**check, "passed": passed},
     }
 
@@ -160,40 +152,22 @@ def run_benchmark(sizes: Sequence[int], repeats: int, workdir: Path) -> dict[str
         print(json.dumps(results[-1]), flush=True)
     spark.stop()
     low, high = results[0], results[-1]
-    return {
-        "benchmark": "pipeline",
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_avg_before": load_before,
-            "load_avg_after": os.getloadavg(),
-        },
-        "settings": {
-            "spark": SPARK_SETTINGS,
-            "duckdb_threads": 2,
-            "repeats": repeats,
-            "duplicate_rate": _DUPLICATE_RATE,
-            "statistic": "median",
-        },
-        "results": results,
-        "summary": {
-            **{
-                f"{k}_time_ratio_{high['records']}_over_{low['records']}": round(
-                    high["spark"][f"{k}_s"] / low["spark"][f"{k}_s"], 2
-                )
-                for k in ("compact", "total")
-            },
-            "size_ratio": round(high["records"] / low["records"], 2),
-            **{
-                k: {str(r["records"]): r[k] for r in results}
-                for k in ("spark_over_duckdb", "spark_over_duckdb_cpu")
-            },
-            "spark_compact_records_per_s": {
-                str(r["records"]): r["spark"]["compact_records_per_s"] for r in results
-            },
-            "all_checks_passed": all(r["check"]["passed"] for r in results),
-        },
+    summary: dict[str, Any] = {"size_ratio": round(high["records"] / low["records"], 2)}
+    for k in ("compact", "total"):
+        ratio = high["spark"][f"{k}_s"] / low["spark"][f"{k}_s"]
+        summary[f"{k}_time_ratio_{high['records']}_over_{low['records']}"] = round(ratio, 2)
+    for k in ("spark_over_duckdb", "spark_over_duckdb_cpu"):
+        summary[k] = {str(r["records"]): r[k] for r in results}
+    summary["spark_compact_records_per_s"] = {
+        str(r["records"]): r["spark"]["compact_records_per_s"] for r in results
     }
+    summary["all_checks_passed"] = all(r["check"]["passed"] for r in results)
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_before": load_before}
+    machine["load_avg_after"] = os.getloadavg()
+    settings = {"spark": SPARK_SETTINGS, "duckdb_threads": 2, "repeats": repeats}
+    settings.update(duplicate_rate=_DUPLICATE_RATE, statistic="median")
+    report = {"benchmark": "pipeline", "machine": machine, "settings": settings}
+    return report | {"results": results, "summary": summary}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

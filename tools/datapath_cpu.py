@@ -1,30 +1,44 @@
-"""Summaries of ``bench.datapath``'s trials, pure so that they are tested: CPU per record of the worker next to
-the bare boto3 loop (``--cpu-per-record``; in µs of CPU of the whole process per user record, medians over the
-trials), the cost per shard count (``--shard-counts``), and the TCP sockets of a process. Read rates go with
-the CPU figures: fixed costs per second weigh less per record at a higher rate."""
+"""Summaries of ``bench.datapath``'s trials, pure so that they are tested: CPU per record next to the bare
+boto3 loop (``--cpu-per-record``: µs of CPU of the whole process per user record), the cost per shard count
+(``--shard-counts``), and the TCP sockets of a process."""
 
 from __future__ import annotations
 
 from statistics import median
 from typing import Any
 
-__all__ = [
-    "SHARD_TARGET",
-    "TARGET",
-    "cpu_per_record",
-    "cpu_table",
-    "shard_summary",
-    "shard_table",
-    "tcp_sockets",
-]
+__all__ = ["cpu_per_record", "cpu_table", "shard_summary", "shard_table", "tcp_sockets"]
 
 TARGET = 0.3  # the worker's CPU per record, at most this times the bare loop's (issue 23)
 SHARD_TARGET = 1.3  # at every shard count, the worker's CPU per record vs the bare loop's (issue 26)
 
 
+CPU_FIGURES = {"us_per_record": 3, "records_per_s": 0, "idle_cpu_ms_per_s": 2}  # figure -> digits kept
+SHARD_FIGURES = {
+    "cpu_s_per_1k": 3,
+    "records_per_s": 0,
+    "idle_cpu_ms_per_s": 1,
+    "polls_per_s": 1,
+    "get_records_per_s": 1,
+    "peak_threads": 0,
+    "peak_tcp": 0,
+    "term_to_exit_s": 2,
+}
+
+
+def _loop(rows: list[dict[str, Any]], figures: dict[str, int]) -> dict[str, Any]:
+    """One loop's trials: the sample count and, per figure the trials have, its median and every value."""
+    loop: dict[str, Any] = {"samples": len(rows)}
+    for name, digits in figures.items():
+        if values := [float(row[name]) for row in rows if name in row]:
+            loop[name] = round(median(values), digits)
+            loop[f"{name}_trials"] = [round(v, digits) for v in values]
+    return loop
+
+
 def cpu_per_record(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per 4-shard kinesis-local scenario (plain, KPL), each loop's CPU per record (median and every trial),
-    records/s, sample count and CPU at rest (if every trial measured it), and its ratios to the bare loop's."""
+    """Per 4-shard kinesis-local scenario (plain, KPL), each loop's CPU per record, records/s and CPU at rest
+    (``_loop``), and its ratios to the bare loop's."""
     out = []
     for r in results:
         settings = r["settings"]
@@ -37,15 +51,11 @@ def cpu_per_record(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "per_aggregate": settings["per_aggregate"] if settings["kpl"] else None,
         }
         for kind, rows in r["trials"].items():  # "bare" first
-            us = [round(row["cpu_s_per_100k"] * 10, 3) for row in rows]
-            rate = median(row["records_per_s"] for row in rows)
-            loop = entry[kind] = {"us_per_record": median(us), "us_per_record_trials": us}
-            loop.update(records_per_s=rate, samples=len(rows))
-            if rows and all("idle_cpu_ms_per_s" in row for row in rows):
-                loop["idle_cpu_ms_per_s"] = round(median(row["idle_cpu_ms_per_s"] for row in rows), 2)
+            figures = [{**row, "us_per_record": row["cpu_s_per_100k"] * 10} for row in rows]
+            loop = entry[kind] = _loop(figures, CPU_FIGURES)
             if kind != "bare":
                 loop["cpu_vs_bare"] = round(loop["us_per_record"] / entry["bare"]["us_per_record"], 3)
-                loop["rate_vs_bare"] = round(rate / entry["bare"]["records_per_s"], 3)
+                loop["rate_vs_bare"] = round(loop["records_per_s"] / entry["bare"]["records_per_s"], 3)
         entry["target_cpu_vs_bare"] = TARGET
         entry["meets_target"] = entry["worker"]["cpu_vs_bare"] <= TARGET
         if "lean" in entry:
@@ -62,7 +72,7 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in rows:
-        for kind in [k for k in ("bare", "worker", "before", "lean") if k in e]:
+        for kind in [k for k in ("bare", "worker", "lean") if k in e]:
             m = e[kind]
             ratio = "1.00x" if kind == "bare" else f"**{m['cpu_vs_bare']:.2f}x**"
             rate = "1.00x" if kind == "bare" else f"{m['rate_vs_bare']:.2f}x"
@@ -75,32 +85,15 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-SHARD_FIGURES = {  # figure of a trial -> the digits its summary keeps
-    "cpu_s_per_1k": 3,
-    "records_per_s": 0,
-    "idle_cpu_ms_per_s": 1,
-    "polls_per_s": 1,
-    "get_records_per_s": 1,
-    "peak_threads": 0,
-    "peak_tcp": 0,
-    "term_to_exit_s": 2,
-}
-
-
 def shard_summary(trials: dict[int, dict[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-    """Per shard count (``{shards: {"bare": [trial, ...], "worker": [...]}}``), for each loop the median and every
-    trial of each figure, the sample count and CPU at rest per call made at rest (ms); the worker-vs-bare
-    ratios of CPU per record and at rest, and whether CPU per record is within ``SHARD_TARGET``."""
+    """Per shard count (``{shards: {"bare": [trial, ...], "worker": [...]}}``), each loop's figures (``_loop``)
+    and CPU per call at rest (ms); the worker-vs-bare ratios and whether it is within ``SHARD_TARGET``."""
     out = []
     for shards in sorted(trials):
         entry: dict[str, Any] = {"shards": shards}
         for kind, rows in trials[shards].items():
-            figs = [{**row, "cpu_s_per_1k": row["cpu_s_per_100k"] / 100} for row in rows]
-            loop: dict[str, Any] = {"samples": len(rows)}
-            for name, digits in SHARD_FIGURES.items():
-                if values := [float(f[name]) for f in figs if name in f]:
-                    loop[name] = round(median(values), digits)
-                    loop[f"{name}_trials"] = [round(v, digits) for v in values]
+            figures = [{**row, "cpu_s_per_1k": row["cpu_s_per_100k"] / 100} for row in rows]
+            loop = _loop(figures, SHARD_FIGURES)
             if loop.get("polls_per_s"):
                 loop["ms_cpu_per_poll_at_rest"] = round(loop["idle_cpu_ms_per_s"] / loop["polls_per_s"], 2)
             entry[kind] = loop

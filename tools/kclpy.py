@@ -1,8 +1,7 @@
 """The real amazon-kclpy client (its sdist on PyPI, pinned by version and sha256) for tests and benchmarks.
 
 Only its pure-Python package and its samples are used: its ``setup.py install`` would download the KCL's jars
-from Maven, which ``python -m consumer multilang`` replaces.
-"""
+from Maven, which ``python -m consumer multilang`` replaces."""
 
 from __future__ import annotations
 

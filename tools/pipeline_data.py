@@ -2,8 +2,7 @@
 
 The lines are the sink's, byte for byte (``tests/unit/test_raw_format.py``), plus binary payloads, payloads a
 re-serializing sink would change and a few lines ending in CR-LF. Used by the pipeline benchmark and the Spark
-tests; it reports what a correct compaction must produce.
-"""
+tests; it reports what a correct compaction must produce."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Independent of spark_jobs, so the two agreeing is evidence that both are right; also Spark's local speed
 reference. Where DuckDB's JSON is laxer than RFC 8259 (``NaN``, trailing commas) so is this reference; the
-sink writes neither.
-"""
+sink writes neither."""
 
 from __future__ import annotations
 
@@ -50,7 +49,10 @@ _VALID = """
     AND (data_base64_type IS DISTINCT FROM 'VARCHAR'
          OR (length(data_base64) % 4 = 0 AND regexp_full_match(data_base64, '[A-Za-z0-9+/]*={{0,2}}')))
     AND stream = part.s AND utc_hour = part.d || 'T' || part.h
-"""
+""".format(
+    strings=" AND ".join(f"{name}_type = 'VARCHAR'" for name in _STRINGS),
+    integers=" AND ".join(f"{name}_type IN ('BIGINT', 'UBIGINT')" for name in _INTEGERS),
+)
 
 
 def _lines_query(glob: str) -> str:
@@ -58,12 +60,6 @@ def _lines_query(glob: str) -> str:
     paths = ", ".join(f"'$.{name}'" for name in _FIELDS)
     arrival = f"s[{_FIELDS.index('arrival_time') + 1}]"
     return _LINES.format(fields=fields, paths=paths, glob=glob, arrival=arrival)
-
-
-def _valid_condition() -> str:
-    strings = " AND ".join(f"{name}_type = 'VARCHAR'" for name in _STRINGS)
-    integers = " AND ".join(f"{name}_type IN ('BIGINT', 'UBIGINT')" for name in _INTEGERS)
-    return _VALID.format(strings=strings, integers=integers)
 
 
 _METRICS = """
@@ -106,7 +102,7 @@ def duckdb_pipeline(con: Any, raw_root: Path, out: Path) -> dict[str, float]:
                    CASE WHEN data_base64_type = 'VARCHAR' THEN data_base64 END AS payload_base64,
                    part.d AS date, part.h AS hour
             FROM ({_lines_query(glob)})
-            WHERE {_valid_condition()}
+            WHERE {_VALID}
             QUALIFY row_number() OVER (
                 PARTITION BY stream, shard_id, sequence_number, sub_sequence_number::BIGINT
                 ORDER BY epoch::BIGINT) = 1

@@ -7,7 +7,7 @@ import math
 
 from tools.coordination.billing import item_size, write_units
 from tools.coordination.metered import stored_item
-from tools.coordination.scenarios import ShapeRun, rebalance, run_shape
+from tools.coordination.scenarios import ShapeRun, run_shape
 from tools.coordination.sim import LEASE_TABLE, FleetSim
 
 
@@ -25,10 +25,10 @@ def test_start_steady_and_scale_out_keep_one_consumer_per_shard() -> None:
 
 
 def test_rebalance_of_64_on_8_plus_4_moves_each_shard_once() -> None:
-    out = rebalance(64, 8, 4)
-    assert out["violation_count"] == 0
-    assert out["fair_share_after_s"] is not None and out["fair_share_after_s"] < 5
-    assert set(out["moves_per_moved_shard"]) == {1}
+    out = run_shape(ShapeRun(64, 8, steady_seconds=0, added=4, added_spread=0, after_added=15))
+    assert out["violation_count"] == 0 and "steady" not in out
+    assert out["scale_out"]["fair_share_after_s"] < 5 and out["scale_out"]["workers_after"] == 12
+    assert set(out["scale_out"]["moves_per_moved_shard"]) == {1}
 
 
 def test_the_bill_of_each_request_matches_the_items_it_touched() -> None:

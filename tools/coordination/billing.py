@@ -1,11 +1,5 @@
-"""DynamoDB on-demand billing rules, as pure functions of the items a request touches.
-
-Item size: attribute names' UTF-8 bytes plus values' sizes (a number one byte per two significant digits plus
-one; a list or map 3 bytes plus one per element; a set its members). Reads are billed in 4 KB units (eventually
-consistent: half; a missing item the minimum), a Query or Scan page summed and rounded once; writes in 1 KB
-units of the larger of the item before and after (a refused condition too); a transaction doubles each item.
-A ``Ledger`` keeps the running bill: units by table and operation, and by second (for peak units per second).
-"""
+"""DynamoDB on-demand billing rules, as pure functions of the items a request touches, and a ``Ledger`` of the
+running bill (units by table and operation, and by second for the peaks)."""
 
 from __future__ import annotations
 
@@ -120,6 +114,13 @@ class Ledger:
                 tally.requests += requests
                 tally.read_units += read
                 tally.write_units += write
+
+    def charge_write(self, op: str, items: list[tuple[str, int, int]]) -> None:
+        """One write request touching ``items`` (table, size before, size after), billed on its first item; a
+        transaction bills each item twice."""
+        factor = 2 if op == "TransactWriteItems" else 1
+        for i, (table, before, after) in enumerate(items):
+            self.charge(table, op, write=factor * write_units(before, after), requests=int(i == 0))
 
     def totals(self) -> Totals:
         """A copy of the running totals."""

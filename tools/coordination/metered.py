@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from consumer.checkpoint.store import CheckpointItem
 from consumer.dynamo import to_item
@@ -18,7 +18,7 @@ from consumer.leases.model import LEADER_KEY, Leader, Lease, WorkerItem, lease_k
 from consumer.leases.progress import ShardLag
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.records import Position
-from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units
 
 __all__ = ["MeteredTables", "stored_item"]
 
@@ -26,6 +26,7 @@ PAGE_BYTES = 1024 * 1024  # a Scan page stops after reading 1 MB
 _REFUSED = (LeaseConflictError, WorkerFencedError, CheckpointRejectedError)  # a failed condition: billed
 _LATER = ("heartbeat_ms", "progress", "expect", "drain_requested")  # attributes later updates add or remove
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 Stored = Lease | WorkerItem | Leader | CheckpointItem | None
 Ref = tuple[str, Callable[[], Stored]]  # (table, the item as it is stored now)
@@ -112,12 +113,12 @@ class MeteredTables:
     def _fence(self, dead: OwnerObservation | None) -> list[Ref]:
         return [] if dead is None else [self._worker(dead.worker_id)]
 
-    def _write(self, op: str, refs: list[Ref], call: Callable[[], _T]) -> _T:
+    def _write(self, op: str, refs: list[Ref], call: Callable[_P, _T], *args: _P.args, **kw: _P.kwargs) -> _T:
         """``call`` is one ``op`` request writing ``refs``: billed if it ran or its condition refused it."""
         with self.tables.lock:
             before = [_size(get()) for _table, get in refs]
             try:
-                result = call()
+                result = call(*args, **kw)
             except _REFUSED:  # the condition was evaluated: the units were consumed
                 self._charge_writes(op, refs, before)
                 raise
@@ -126,18 +127,15 @@ class MeteredTables:
 
     def _charge_writes(self, op: str, refs: list[Ref], before: list[int]) -> None:
         self.requests += 1
-        factor = 2 if op == "TransactWriteItems" else 1
-        for i, ((table, get), b) in enumerate(zip(refs, before, strict=True)):
-            units = factor * write_units(b, _size(get()))
-            self.ledger.charge(table, op, write=units, requests=int(i == 0))
+        self.ledger.charge_write(op, [(t, b, _size(get())) for (t, get), b in zip(refs, before, strict=True)])
 
-    def _get(self, ref: Ref, consistent: bool, call: Callable[[], _T]) -> _T:
+    def _get(self, ref: Ref, consistent: bool, call: Callable[_P, _T], *args: _P.args, **kw: _P.kwargs) -> _T:
         """A GetItem of ``ref``: its size in 4 KB units (the minimum when absent), halved if eventual."""
         table, get = ref
         with self.tables.lock:
             self.requests += 1
             self.ledger.charge(table, "GetItem", read=read_units(_size(get()), consistent))
-            return call()
+            return call(*args, **kw)
 
     # -- reads ----------------------------------------------------------------------------------------
     def snapshot(self, consistent: bool = True) -> TableSnapshot:
@@ -171,108 +169,96 @@ class MeteredTables:
             return self._repo.get_leases(keys)
 
     def get_worker(self, worker_id: str, consistent: bool = True) -> WorkerItem | None:
-        return self._get(
-            self._worker(worker_id), consistent, lambda: self._repo.get_worker(worker_id, consistent)
-        )
+        return self._get(self._worker(worker_id), consistent, self._repo.get_worker, worker_id, consistent)
 
     def get_leader(self) -> Leader | None:
         return self._get(self._leader(), False, self._repo.get_leader)  # eventually consistent, as DynamoDB's
 
     def get(self, stream: str, shard_id: str) -> CheckpointItem | None:
-        return self._get(self._checkpoint(stream, shard_id), True, lambda: self._store.get(stream, shard_id))
+        return self._get(self._checkpoint(stream, shard_id), True, self._store.get, stream, shard_id)
 
     # -- membership ---------------------------------------------------------------------------------
     def register_worker(self, worker: WorkerItem) -> None:
-        self._write("PutItem", [self._worker(worker.worker_id)], lambda: self._repo.register_worker(worker))
+        self._write("PutItem", [self._worker(worker.worker_id)], self._repo.register_worker, worker)
 
     def heartbeat(
         self, worker_id: str, generation: int, lease_count: int, draining: bool, progress: Progress = None
     ) -> int:
-        return self._write(
-            "UpdateItem",
-            [self._worker(worker_id)],
-            lambda: self._repo.heartbeat(worker_id, generation, lease_count, draining, progress),
-        )
+        args = (worker_id, generation, lease_count, draining, progress)
+        return self._write("UpdateItem", [self._worker(worker_id)], self._repo.heartbeat, *args)
 
     def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
-        self._write("UpdateItem", [self._worker(worker_id)], lambda: self._repo.ack_given(worker_id, keys))
+        self._write("UpdateItem", [self._worker(worker_id)], self._repo.ack_given, worker_id, keys)
 
     def deregister_worker(self, worker_id: str) -> None:
-        self._write("DeleteItem", [self._worker(worker_id)], lambda: self._repo.deregister_worker(worker_id))
+        self._write("DeleteItem", [self._worker(worker_id)], self._repo.deregister_worker, worker_id)
 
     def wake(self, worker_id: str) -> None:
-        self._write("UpdateItem", [self._worker(worker_id)], lambda: self._repo.wake(worker_id))
+        self._write("UpdateItem", [self._worker(worker_id)], self._repo.wake, worker_id)
 
     def forget_worker(self, worker: WorkerItem) -> None:
-        self._write("DeleteItem", [self._worker(worker.worker_id)], lambda: self._repo.forget_worker(worker))
+        self._write("DeleteItem", [self._worker(worker.worker_id)], self._repo.forget_worker, worker)
 
     # -- leadership ---------------------------------------------------------------------------------
     def claim_leader(self, seen: Leader | None, me: str, dead: OwnerObservation | None) -> Leader:
         refs = [self._leader(), *self._fence(dead)]
-        return self._write("TransactWriteItems", refs, lambda: self._repo.claim_leader(seen, me, dead))
+        return self._write("TransactWriteItems", refs, self._repo.claim_leader, seen, me, dead)
 
     def resign_leader(self, leader: Leader) -> None:
-        self._write("UpdateItem", [self._leader()], lambda: self._repo.resign_leader(leader))
+        self._write("UpdateItem", [self._leader()], self._repo.resign_leader, leader)
 
     # -- the lease table ----------------------------------------------------------------------------
     def create_lease(self, lease: Lease) -> bool:
-        return self._write("PutItem", [self._lease(lease)], lambda: self._repo.create_lease(lease))
+        return self._write("PutItem", [self._lease(lease)], self._repo.create_lease, lease)
 
     def take(self, lease: Lease, new_owner: str, dead_owner: OwnerObservation | None) -> Lease:
         """Own an unowned or dead owner's lease (the contract tests stage ownership with it)."""
         refs = self._moving(lease, *self._fence(dead_owner))
-        return self._write("TransactWriteItems", refs, lambda: self._repo.take(lease, new_owner, dead_owner))
+        return self._write("TransactWriteItems", refs, self._repo.take, lease, new_owner, dead_owner)
 
     def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
         refs = self._moving(lease, *self._fence(dead_owner), self._worker(to_worker))
-        return self._write(
-            "TransactWriteItems", refs, lambda: self._repo.assign(lease, to_worker, dead_owner)
-        )
+        return self._write("TransactWriteItems", refs, self._repo.assign, lease, to_worker, dead_owner)
 
     def transfer(self, lease: Lease, to_worker: str) -> Lease:
         refs = self._moving(lease, self._worker(to_worker))
-        return self._write("TransactWriteItems", refs, lambda: self._repo.transfer(lease, to_worker))
+        return self._write("TransactWriteItems", refs, self._repo.transfer, lease, to_worker)
 
     def release(self, lease: Lease, given_up: bool = False) -> Lease:
-        return self._write(
-            "TransactWriteItems", self._moving(lease), lambda: self._repo.release(lease, given_up)
-        )
+        return self._write("TransactWriteItems", self._moving(lease), self._repo.release, lease, given_up)
 
     def release_all(self, leases: Sequence[Lease]) -> tuple[Lease, ...]:
         if not leases:
             return self._repo.release_all(leases)
         refs = [ref for lease in leases for ref in self._moving(lease)]
-        return self._write("TransactWriteItems", refs, lambda: self._repo.release_all(leases))
+        return self._write("TransactWriteItems", refs, self._repo.release_all, leases)
 
     def request_handoff(self, lease: Lease, requester: str, now_ms: int) -> Lease:
         if lease.owner is None:  # refused before any request, as the DynamoDB backend does
             return self._repo.request_handoff(lease, requester, now_ms)
         refs = [self._lease(lease), self._worker(lease.owner), self._worker(requester)]
-        return self._write(
-            "TransactWriteItems", refs, lambda: self._repo.request_handoff(lease, requester, now_ms)
-        )
+        return self._write("TransactWriteItems", refs, self._repo.request_handoff, lease, requester, now_ms)
 
     def clear_handoff(self, lease: Lease) -> Lease:
-        return self._write("UpdateItem", [self._lease(lease)], lambda: self._repo.clear_handoff(lease))
+        return self._write("UpdateItem", [self._lease(lease)], self._repo.clear_handoff, lease)
 
     def mark_ended(self, lease: Lease) -> Lease:
-        return self._write("UpdateItem", [self._lease(lease)], lambda: self._repo.mark_ended(lease))
+        return self._write("UpdateItem", [self._lease(lease)], self._repo.mark_ended, lease)
 
     def mark_halted(self, lease: Lease, position: str, now_ms: int) -> Lease:
-        return self._write(
-            "UpdateItem", [self._lease(lease)], lambda: self._repo.mark_halted(lease, position, now_ms)
-        )
+        ref = self._lease(lease)
+        return self._write("UpdateItem", [ref], self._repo.mark_halted, lease, position, now_ms)
 
     def delete_lease(self, lease: Lease) -> None:
-        self._write("TransactWriteItems", self._moving(lease), lambda: self._repo.delete_lease(lease))
+        self._write("TransactWriteItems", self._moving(lease), self._repo.delete_lease, lease)
 
     def save(self, stream: str, shard_id: str, epoch: int, position: Position) -> None:
         ref = self._checkpoint(stream, shard_id)
-        self._write("UpdateItem", [ref], lambda: self._store.save(stream, shard_id, epoch, position))
+        self._write("UpdateItem", [ref], self._store.save, stream, shard_id, epoch, position)
 
     # -- admin --------------------------------------------------------------------------------------
     def request_drain(self, worker_id: str) -> None:
-        self._write("UpdateItem", [self._worker(worker_id)], lambda: self._repo.request_drain(worker_id))
+        self._write("UpdateItem", [self._worker(worker_id)], self._repo.request_drain, worker_id)
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         """The transaction, then (when the lease had an owner) an update waking it, billed even when the
@@ -280,11 +266,8 @@ class MeteredTables:
         with self.tables.lock:
             owner = [] if lease.owner is None else [self._worker(lease.owner)]
             woken = [_size(get()) for _table, get in owner]
-            new = self._write(
-                "TransactWriteItems",
-                self._moving(lease),
-                lambda: self._repo.reset_checkpoint(lease, position),
-            )
+            refs = self._moving(lease)
+            new = self._write("TransactWriteItems", refs, self._repo.reset_checkpoint, lease, position)
             if owner:
                 self._charge_writes("UpdateItem", owner, woken)
             return new

@@ -1,8 +1,7 @@
 """Bills every DynamoDB request of a real run: a :class:`tools.tcp_proxy.Meter` for the fault proxy, which
 forwards the requests to moto unchanged. Reads are billed by the items the response returns; writes by the
 sizes of the items before and after, read from moto around the write (uncounted) under one lock so that no
-other metered write lands in between. A filter or projection (the project uses neither) would not be seen.
-"""
+other metered write lands in between. A filter or projection (the project uses neither) would not be seen."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from base64 import b64decode
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.coordination.billing import Ledger, item_size, page_read_units, read_units, write_units
+from tools.coordination.billing import Ledger, item_size, page_read_units, read_units
 from tools.http_framing import http_message
 
 __all__ = ["DynamoDBMeter"]
@@ -107,10 +106,8 @@ class DynamoDBMeter:
     ) -> None:
         if status != 200 and not str(json.loads(data or b"{}").get("__type", "")).endswith(_REFUSED):
             return  # a malformed write consumed nothing
-        factor = 2 if req.op == "TransactWriteItems" else 1
         touched = zip(self._touched(req), before, after, strict=True)
-        for i, ((table, _key), b, a) in enumerate(touched):  # one request, on its first item
-            self.ledger.charge(table, req.op, write=factor * write_units(b, a), requests=int(i == 0))
+        self.ledger.charge_write(req.op, [(table, b, a) for (table, _key), b, a in touched])
 
     def _bill_read(self, req: _Request, resp: dict[str, Any]) -> None:
         body, op = req.body, req.op

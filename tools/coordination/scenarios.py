@@ -1,5 +1,5 @@
-"""Simulated scenarios per fleet shape: fleet start from an empty table, steady state, a 2x scale-out, and
-64 shards / 8 workers then +4 (time to fair share, moves per moved shard)."""
+"""Simulated scenarios per fleet shape: fleet start from an empty table, steady state, then workers added
+(a 2x scale-out, or 64 shards / 8 workers then +4): time to fair share, peaks, moves per moved shard."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from tools.coordination.billing import Ledger, Totals, difference, dollars_per_month
 from tools.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
 
-__all__ = ["ShapeRun", "rebalance", "run_shape", "summarize"]
+__all__ = ["ShapeRun", "run_shape", "summarize"]
 
 START_SPREAD = 2.0  # workers of a fleet (or of a scale-out) start spread over this many seconds
 SIM_ROLES = {LEASE_TABLE: "lease_table", CHECKPOINT_TABLE: "checkpoint_table"}
@@ -19,13 +19,15 @@ SIM_ROLES = {LEASE_TABLE: "lease_table", CHECKPOINT_TABLE: "checkpoint_table"}
 
 @dataclass(frozen=True)
 class ShapeRun:
-    """One shape's run: its steady window, and whether a 2x scale-out follows."""
+    """One shape's run: its steady window (0: none), then ``added`` workers (None: as many again)."""
 
     shards: int
     workers: int
     steady_seconds: float = 60.0
     settle_seconds: float = 12.0  # after fair share, before the steady window (a heartbeat period and more)
-    scale_out: bool = True
+    added: int | None = None
+    added_spread: float = START_SPREAD
+    after_added: float = 2.0  # run on after their fair share, moves counted over it too
     wall_budget: float = 240.0  # give up (and say so) when the simulation takes longer than this
 
 
@@ -97,20 +99,26 @@ def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, A
     t0, before = sim.clock.now, sim.ledger.totals()
     t1 = t0 + run.steady_seconds
     sim.run_until(t1)
-    steady = summarize(difference(sim.ledger.totals(), before), run.steady_seconds)
-    out["steady"] = {"window_s": run.steady_seconds, **steady, "peak": peaks(sim.ledger, LEASE_TABLE, t0, t1)}
-    if run.scale_out:
-        fair2, starts = _join(sim, ids, run.workers, START_SPREAD, deadline)
+    if run.steady_seconds:
+        steady = summarize(difference(sim.ledger.totals(), before), run.steady_seconds)
+        out["steady"] = {
+            "window_s": run.steady_seconds,
+            **steady,
+            "peak": peaks(sim.ledger, LEASE_TABLE, t0, t1),
+        }
+    if added := run.workers if run.added is None else run.added:
+        fair2, starts = _join(sim, ids, added, run.added_spread, deadline)
         out["scale_out"] = {"status": "did not reach fair share within the wall budget or 300 s"}
         if fair2 is not None:
-            sim.run_until(fair2 + 2)
+            sim.run_until(fair2 + run.after_added)  # any later churn counts as a move too
             moves = _moves(sim, starts)
             out["scale_out"] = {
-                "workers_after": 2 * run.workers,
+                "workers_after": len(ids),
                 "fair_share_after_s": round(fair2 - t1, 2),
                 "peak": peaks(sim.ledger, LEASE_TABLE, t1, fair2 + 2),
                 "moved_shards": len(moves),
                 "max_moves_per_moved_shard": max(moves.values(), default=0),
+                "moves_per_moved_shard": dict(sorted(Counter(moves.values()).items())),
             }
     out |= {"violations": sim.log.violations[:10], "violation_count": len(sim.log.violations)}
     return out | {"status": "simulated", **_ran(sim, began), "worker_steps": sim.steps}
@@ -118,24 +126,3 @@ def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, A
 
 def _ran(sim: FleetSim, began: float) -> dict[str, float]:
     return {"simulated_seconds": round(sim.clock.now, 1), "wall_seconds": round(time.monotonic() - began, 1)}
-
-
-def rebalance(shards: int = 64, workers: int = 8, added: int = 4) -> dict[str, Any]:
-    """``workers`` run to fair share; ``added`` start at once: how long until fair share, how often each
-    moved shard moved."""
-    sim = FleetSim(shards)
-    ids: list[str] = []
-    fair_at, _ = _join(sim, ids, workers, START_SPREAD, time.monotonic() + 600)
-    assert fair_at is not None, "the first workers never reached fair share"
-    sim.run_until(fair_at + 12.0)
-    t1 = sim.clock.now
-    fair2, starts = _join(sim, ids, added, 0.0, time.monotonic() + 600)
-    sim.run_until(sim.clock.now + 15.0)  # any later churn counts as a move too
-    moves = _moves(sim, starts)
-    return {
-        "shape": f"{shards}/{workers} then +{added}",
-        "fair_share_after_s": None if fair2 is None else round(fair2 - t1, 2),
-        "moved_shards": len(moves),
-        "moves_per_moved_shard": dict(sorted(Counter(moves.values()).items())),
-        "violation_count": len(sim.log.violations),
-    }

@@ -101,14 +101,11 @@ class SimWorker:
     def __init__(self, sim: FleetSim, worker_id: str) -> None:
         self.id = worker_id
         self.sim = sim
-        lease = sim.settings.lease
-        cfg = WorkerConfig(
-            "sim", LEASE_TABLE, CHECKPOINT_TABLE, (StreamSpec(STREAM, _no_processor),), worker_id, lease
-        )
+        lease, spec = sim.settings.lease, StreamSpec(STREAM, _no_processor)
+        cfg = WorkerConfig("sim", LEASE_TABLE, CHECKPOINT_TABLE, (spec,), worker_id, lease)
         self.validity = OwnValidity(sim.clock, lease.owner_validity)
         self.coordinator = Coordinator(cfg, sim.clock.monotonic())
-        shards = ShardRunners(self.start_shard, self.stop_shard)
-        metrics = InMemoryMetrics()
+        shards, metrics = ShardRunners(self.start_shard, self.stop_shard), InMemoryMetrics()
         self.effects = Effects(
             worker_id, sim.tables, sim.kinesis, (STREAM,), shards, self.validity, metrics, sim.clock
         )
@@ -172,9 +169,8 @@ class FleetSim:
         self.rng = random.Random(self.settings.seed)
         self.clock = SimClock()
         self.ledger = Ledger(self.clock.monotonic)
-        self.tables = MeteredTables(
-            InMemoryTables(clock=self.clock), self.ledger, LEASE_TABLE, CHECKPOINT_TABLE
-        )
+        tables = InMemoryTables(clock=self.clock)
+        self.tables = MeteredTables(tables, self.ledger, LEASE_TABLE, CHECKPOINT_TABLE)
         self.kinesis = InMemoryKinesis()  # discovery only: the runners stand in for reading
         self.kinesis.create_stream(STREAM, shards)
         self.shards = shards

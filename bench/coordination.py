@@ -3,35 +3,69 @@
 (a) real worker processes against the emulators, every DynamoDB request billed by the fault proxy's meter
 (``tools.coordination.metering``);
 (b) the simulator at the same shape and settings, side by side (they must agree within ``TOLERANCE``);
-(c) the simulator for every shape from 8/2 to 10,000/2,500. Writes reports/bench/coordination.{json,md}.
-"""
+(c) the simulator for every shape from 8/2 to 10,000/2,500, next to a model of KCL 3.x's cost (``kcl_cost``:
+renewals, owner-GSI queries, worker metrics writes and the leader's scans; docs/benchmarks.md lists its
+assumptions). Writes reports/bench/coordination.{json,md}."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.coordination.kcl_model import calibration, kcl_cost
 from consumer.config import LeaseConfig
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from tools.coordination.billing import Ledger, difference
+from tools.coordination.billing import Ledger, difference, dollars_per_month
 from tools.coordination.metering import DynamoDBMeter
-from tools.coordination.scenarios import ShapeRun, peaks, rebalance, run_shape, summarize
+from tools.coordination.scenarios import ShapeRun, peaks, run_shape, summarize
 from tools.coordination.sim import SimSettings
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
 from tools.tcp_proxy import FaultProxy
 
-REPO = Path(__file__).resolve().parents[2]
+OUT = Path(__file__).resolve().parents[1] / "reports" / "bench"
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
 RATE = 10.0  # records a second the real run's producer writes
+# The KCL 3.x model, calibrated against issue 11's $/month per shape (``calibration``).
+ISSUE_FIGURES = {(8, 2): 4.13, (32, 8): 16.5, (64, 4): 32.1, (1000, 250): 520.0, (4000, 1000): 2060.0}
+RENEWALS_PER_LEASE_HOUR = 1088.0  # one every ~3.3 s: a third of the 10 s failover time
+LEASE_BYTES, METRICS_BYTES = 300, 500  # a lease item, a worker-metrics item
+OWNER_QUERY_S, METRICS_WRITE_S, LEADER_SCAN_S = 10.0, 30.0, 10.0  # each worker's, each worker's, the leader's
+
+
+def kcl_cost(shards: int, workers: int) -> dict[str, float]:
+    """Units per hour by item, $ per month, and the steady units per second (KCL 3.x has no start model)."""
+    renew_w = RENEWALS_PER_LEASE_HOUR * shards * math.ceil(LEASE_BYTES / 1024)
+    metrics_w = 3600 / METRICS_WRITE_S * workers * math.ceil(METRICS_BYTES / 1024)
+    query_r = 3600 / OWNER_QUERY_S * workers * 0.5
+    scan_units = math.ceil(shards * LEASE_BYTES / 4096) + math.ceil(workers * METRICS_BYTES / 4096)
+    scan_r = 3600 / LEADER_SCAN_S * scan_units
+    read_h, write_h = query_r + scan_r, renew_w + metrics_w
+    return {
+        "lease_renewal_writes_per_hour": renew_w,
+        "worker_metrics_writes_per_hour": metrics_w,
+        "owner_query_reads_per_hour": query_r,
+        "leader_scan_reads_per_hour": scan_r,
+        "read_units_per_hour": read_h,
+        "write_units_per_hour": write_h,
+        "dollars_per_month": dollars_per_month(read_h, write_h),
+        "steady_read_units_per_second": read_h / 3600,
+        "steady_write_units_per_second": write_h / 3600,
+    }
+
+
+def calibration() -> dict[str, tuple[float, float]]:
+    """Shape -> (the issue's figure, this model's)."""
+    return {
+        f"{s}/{w}": (v, round(kcl_cost(s, w)["dollars_per_month"], 2)) for (s, w), v in ISSUE_FIGURES.items()
+    }
 
 
 def _money(v: float) -> str:
@@ -158,27 +192,12 @@ def _compare(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
 def _real(args: argparse.Namespace) -> dict[str, Any]:
     """(a) and (b): the real run and its simulation, compared."""
     s, w = args.real_shards, args.real_workers
-    print(
-        f"(a) real workers: {s} shards / {w} workers (+{args.real_added}), {args.real_steady:.0f} s",
-        flush=True,
-    )
-    real = real_run(s, w, args.real_added, args.real_steady, args.out / "coordination-real")
+    print(f"(a) real workers: {s}/{w} (+{args.real_added}), {args.real_steady:.0f} s steady", flush=True)
+    real = real_run(s, w, args.real_added, args.real_steady, OUT / "coordination-real")
     print(f"(b) simulator at {s}/{w}", flush=True)
     settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
-    sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, scale_out=False), settings)
+    sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, added=0), settings)
     return {"real": real, "sim": sim, "comparison": _compare(real, sim)}
-
-
-def _shapes(wall_budget: float) -> list[dict[str, Any]]:
-    """(c): every shape simulated (or said not to be, when over ``wall_budget``)."""
-    shapes: list[dict[str, Any]] = []
-    for s, w in SHAPES:
-        window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
-        out = run_shape(ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=wall_budget))
-        shapes.append(out | {"kcl_model": kcl_cost(s, w)})
-        dollars = out.get("steady", {}).get("coordination_dollars_per_month", "-")
-        print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
-    return shapes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,31 +210,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-real", action="store_true", help="simulate only")
     p.add_argument("--real-only", action="store_true", help="the real run and its simulation only, not (c)")
     p.add_argument("--wall-budget", type=float, default=240.0, help="wall seconds per simulated shape")
-    p.add_argument("--out", type=Path, default=REPO / "reports" / "bench")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("consumer").setLevel(logging.ERROR)
-    results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}}
+    results: dict[str, Any] = {"kcl_model": {"calibration": calibration()}, "shapes": []}
     if not args.skip_real:
         results["real_vs_sim"] = _real(args)
         print(json.dumps(results["real_vs_sim"]["comparison"]), flush=True)
-    results["shapes"] = []
-    if not args.real_only:
-        print("(c) simulator, every shape", flush=True)
-        results["shapes"] = _shapes(args.wall_budget)
-        results["rebalance_64_8_plus_4"] = rebalance(64, 8, 4)
-        print(f"  64/8 then +4: {results['rebalance_64_8_plus_4']}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
+    if not args.real_only:  # (c): every shape (or said not to be, over --wall-budget), then the rebalance
+        for s, w in SHAPES:
+            window = 60.0 if s * w <= 4096 else 8.0  # a multiple of the 4 s heartbeat period
+            run = ShapeRun(s, w, window, settle_seconds=max(8.0, window / 5), wall_budget=args.wall_budget)
+            out = run_shape(run) | {"kcl_model": kcl_cost(s, w)}
+            results["shapes"].append(out)
+            dollars = out.get("steady", {}).get("coordination_dollars_per_month", "-")
+            print(f"  {s}/{w}: {out['status']}: ${dollars}/month, {out['wall_seconds']} s wall", flush=True)
+        run = ShapeRun(64, 8, steady_seconds=0, added=4, added_spread=0, after_added=15, wall_budget=600)
+        results["rebalance_64_8_plus_4"] = run_shape(run)
+        print(f"  64/8 then +4: {results['rebalance_64_8_plus_4'].get('scale_out')}", flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
     table = markdown(results)
-    (args.out / "coordination.md").write_text(table)
+    (OUT / "coordination.md").write_text(table)
     print(table)
     agree = results.get("real_vs_sim", {}).get("comparison", {}).get("agree", True)
     violations = sum(s.get("violation_count", 0) for s in results["shapes"])
     if violations or not agree:
-        print(
-            f"FAILED: {violations} invariant violations; real and simulated agree: {agree}", file=sys.stderr
-        )
+        print(f"FAILED: {violations} invariant violations; bills agree: {agree}", file=sys.stderr)
         return 1
     return 0
 

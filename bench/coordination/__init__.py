@@ -1,1 +1,0 @@
-"""The coordination-cost benchmark (``python -m bench.coordination``) on :mod:`tools.coordination`."""
