@@ -30,10 +30,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with Emulators() as emulators, tempfile.TemporaryDirectory() as tmp:
         host, _, port = emulators.endpoints.kinesis_endpoint.removeprefix("http://").rpartition(":")
         proxy = KinesisLimitsProxy((host, int(port)), Limits()).start()
-        settings = FleetSettings(shards=args.shards, rate=args.rate)
-        fleet = Fleet(
-            emulators.endpoints, Path(tmp) / "fleet", settings, "at-rest"
-        )  # set-up and producer direct
+        # The fleet runner's lease, scan, inbox and idle settings are the worker's defaults; metrics too here.
+        settings = FleetSettings(shards=args.shards, rate=args.rate, metrics_interval=10.0)
+        fleet = Fleet(emulators.endpoints, Path(tmp) / "fleet", settings, "at-rest")  # set-up: no proxy
         extra = {
             "AWS_ENDPOINT_URL_KINESIS": proxy.url(),
             "CONSUMER_PROCESSOR": PROCESSOR,
