@@ -1,15 +1,10 @@
-"""``make demo``: the whole system on local emulators, end to end, in a few minutes.
+"""``make demo`` (``python -m tools.demo [--quick] [--out reports/demo]``): the whole system on the emulators.
 
-    python -m tools.demo [--quick] [--out reports/demo]
-
-It starts kinesis-local and moto server; creates what the dev environment of ``cdk.json`` has; runs a producer
-(20 partition keys, written over and over) and a fleet running dev's processor with a delivery journal
-(:mod:`tools.demo_processor`); scales the fleet out, in, restarts it rolling, SIGKILLs a lease holder, drains
-and stops it; checks the processor's table (:mod:`tools.demo_latest`); runs the Spark jobs on what landed in
-S3 (:mod:`tools.demo_spark`); and writes ``<out>/summary.json``, ``ownership.png`` and ``lag.png``
-(:mod:`tools.demo_report`). Each phase waits on its event, then holds for a person to watch; ``--quick`` (the
-integration test) holds none and uses a 4 s lease. Everything it starts is stopped at the end, also on Ctrl-C
-or SIGTERM; working files stay in ``<out>/work``.
+The dev environment of ``cdk.json``, a producer and a fleet running dev's processor journaled; the fleet
+scales out, in, restarts rolling, loses a lease holder to SIGKILL and drains; then the processor's table is
+checked, Spark runs on what landed in S3, and ``<out>`` gets ``summary.json``, ``ownership.png`` and ``lag.png``.
+Each phase waits on its event, then holds for a person to watch (``--quick``, the test's: no hold, a 4 s lease).
+Everything started is stopped at the end, also on Ctrl-C or SIGTERM; working files stay in ``<out>/work``.
 """
 
 from __future__ import annotations
@@ -30,11 +25,10 @@ from tools.demo_config import DemoNames, DemoProcessor, load_environment
 from tools.demo_latest import count_refusals, create_table, probe_stale_epoch, scan_items, table_check
 from tools.demo_report import Crash, format_summary, write_report
 from tools.demo_spark import SparkStep
-from tools.demo_support import DemoFleet, count_objects, download_prefix, upload_tree
 from tools.emulators import AwsEndpoints, Emulators
-from tools.fleet.runner import FleetSettings
+from tools.fleet.runner import Fleet, FleetSettings
 from tools.fleet.scenarios import Timing as Waits
-from tools.fleet.scenarios import formed, hold, wait_for
+from tools.fleet.scenarios import every_shard_since, formed, hold, wait_for
 
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 
@@ -48,8 +42,7 @@ MAX_RECORDS: Final = 25
 
 @dataclass(frozen=True)
 class Timing:
-    """How long each phase holds after its event and how fast things tick (``fleet``'s shards and lease
-    duration are replaced: by the environment's, or by ``lease_duration`` when set)."""
+    """How long each phase holds after its event and how fast things tick (``lease_duration``: None, dev's)."""
 
     fleet: FleetSettings
     warmup: float = 15.0
@@ -89,10 +82,9 @@ class Demo:
         self.work = out / "work"
         self.began = time.time()
         self.emulators: Emulators | None = None
-        self.fleet: DemoFleet | None = None
+        self.fleet: Fleet | None = None
         self.spark: SparkStep | None = None
-        #: The bound on each phase's wait for its event, and the waits that timed out (in the summary).
-        self.waits = Waits(warmup=0.0, settle=0.0, step_timeout=60.0, poll=0.2)
+        self.waits = Waits(poll=0.2)  # each phase's wait is bounded by its step_timeout
         self.timed_out: list[str] = []
         self._quiet = threading.Event()  # set: no more progress lines
         self._step = 0
@@ -145,29 +137,28 @@ class Demo:
         self.step("compact and aggregate what landed in S3 (Spark, local[2])")
         s3, raw, curated = aws.client("s3"), self.names.raw_bucket, self.names.curated_bucket
         lake = self.work / "lake"
-        if not (objects := download_prefix(s3, raw, f"{self.names.raw_prefix}/", lake / "raw")):
+        if not (objects := _download(s3, raw, f"{self.names.raw_prefix}/", lake / "raw")):
             raise RuntimeError(f"nothing landed in the raw bucket; see the worker logs in {fleet.workdir}")
         self.say(f"downloaded {objects} raw objects from s3://{raw}/{self.names.raw_prefix}/")
         with (self.work / "produced.jsonl").open("w", encoding="utf-8") as f:
             for shard, seq, _ in fleet.produced:
                 print(json.dumps({"stream": fleet.stream, "shard_id": shard, "sequence_number": seq}), file=f)
         spark = self.spark.run()
-        uploaded = sum(upload_tree(s3, curated, lake / folder, folder) for folder in ("curated", "metrics"))
+        uploaded = sum(_upload(s3, curated, lake / folder, folder) for folder in ("curated", "metrics"))
         self.say(f"uploaded {uploaded} curated and metrics files to s3://{curated}/")
         queue = aws.client("sqs").get_queue_attributes(
             QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
         )
         self.step("report")
-        settings = {
-            "shards": fleet.settings.shards,
-            "lease_duration_s": self.lease_duration,
-            "get_records_limit": MAX_RECORDS,
-            "timing": asdict(replace(self.timing, fleet=fleet.settings)),  # with the rate and the idle time
-        }
         context = {
             "environment": self.env.name,
             "names": asdict(self.names),
-            "settings": settings,
+            "settings": {
+                "shards": fleet.settings.shards,
+                "lease_duration_s": self.lease_duration,
+                "get_records_limit": MAX_RECORDS,
+                "timing": asdict(replace(self.timing, fleet=fleet.settings)),  # with the rate and idle time
+            },
             "exit_codes": codes,
             "waits_timed_out": self.timed_out,
             "processor": processor,
@@ -183,12 +174,12 @@ class Demo:
             out=self.out,
         )
 
-    def _create_resources(self, aws: AwsEndpoints) -> tuple[DemoFleet, str]:
+    def _create_resources(self, aws: AwsEndpoints) -> tuple[Fleet, str]:
         """The fleet (its stream and tables) and the rest of the environment; returns the fleet and the DLQ URL."""
         names, env, t, p = self.names, self.env, self.timing, self.processor
         stream = env.streams[0]
         settings = replace(t.fleet, shards=stream.shard_count, lease_duration=self.lease_duration)
-        self.fleet = fleet = DemoFleet(
+        self.fleet = fleet = Fleet(
             aws,
             self.work / "fleet",
             settings,
@@ -197,8 +188,8 @@ class Demo:
             lease_table_name=names.lease_table,
             checkpoint_table_name=names.checkpoint_table,
             keep_stdout=True,
+            keys=KEYS,
             began=self.began,
-            key_count=KEYS,
         )
         url = str(aws.client("sqs").create_queue(QueueName=names.dead_letter_queue)["QueueUrl"])
         for bucket in (names.raw_bucket, names.curated_bucket):
@@ -236,7 +227,7 @@ class Demo:
             "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
         }
 
-    def _processor_output(self, aws: AwsEndpoints, fleet: DemoFleet, crash: Crash) -> dict[str, Any]:
+    def _processor_output(self, aws: AwsEndpoints, fleet: Fleet, crash: Crash) -> dict[str, Any]:
         """What the processor did beside the raw sink: its table against the produced records, the writes it
         refused (its log events) and one probe of its epoch fence."""
         p = self.processor
@@ -261,7 +252,7 @@ class Demo:
             "probe": probe,
         }
 
-    def _fleet_phases(self, fleet: DemoFleet, extra: dict[str, str]) -> Crash:
+    def _fleet_phases(self, fleet: Fleet, extra: dict[str, str]) -> Crash:
         """Scale out, scale in, a rolling restart and a crash, each waited for; returns the crash."""
         t = self.timing
         standby = self.env.scaling.standby_tasks
@@ -301,14 +292,13 @@ class Demo:
         hold(t.settle)
         return Crash(victim, killed_at, tuple(shards))
 
-    def _until_formed(self, fleet: DemoFleet, what: str, since: float = 0.0) -> None:
-        """Wait (bounded) until every shard delivered after ``since`` by a live worker and the live workers
-        share the shards evenly; a time-out is kept for the summary."""
+    def _until_formed(self, fleet: Fleet, what: str, since: float = 0.0) -> None:
+        """Wait (bounded; a time-out goes into the summary) until every shard delivered after ``since`` by a
+        live worker and the live workers share the shards evenly."""
         live = set(fleet.live_workers())
 
         def event() -> bool:
-            fresh = {d.shard for d in fleet.deliveries() if d.t > since and d.worker in live}
-            return len(fresh) >= fleet.settings.shards and formed(fleet, live)
+            return every_shard_since(fleet, since, live) and formed(fleet, live)
 
         wait_for(fleet, self.waits, what, event, self.timed_out)
 
@@ -333,7 +323,7 @@ class Demo:
         )
         return (
             f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, "
-            f"raw objects {count_objects(aws.client('s3'), self.names.raw_bucket)}, "
+            f"raw objects {len(_objects(aws.client('s3'), self.names.raw_bucket))}, "
             f"table rows {len(scan_items(ddb, self.processor.table)):,}; leases "
             + ", ".join(f"{shard}: {owner} (epoch {epoch})" for shard, owner, epoch in leases)
         )
@@ -351,14 +341,33 @@ class Demo:
             self.emulators.stop()
 
 
+def _objects(s3: Any, bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [obj for page in pages for obj in page.get("Contents", [])]
+
+
+def _download(s3: Any, bucket: str, prefix: str, into: Path) -> int:
+    """Copy every object under ``prefix`` to ``into/<key without the prefix>``; returns how many there were."""
+    objects = _objects(s3, bucket, prefix)
+    for obj in objects:
+        target = into / obj["Key"].removeprefix(prefix)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, obj["Key"], str(target))
+    return len(objects)
+
+
+def _upload(s3: Any, bucket: str, root: Path, prefix: str) -> int:
+    """Upload the files under ``root`` (not Hadoop's ``.crc`` side files) to ``prefix/<relative path>``."""
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and not p.name.endswith(".crc")]
+    for path in files:
+        s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")
+    return len(files)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when its summary is ok, 130 when interrupted."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.demo", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="short phases and a 4 s lease (the test uses it)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.demo", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short phases and a 4 s lease (the test's)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "demo", help="report folder")
     args = parser.parse_args(argv)
     demo = Demo(QUICK if args.quick else FULL, args.out.resolve())

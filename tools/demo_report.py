@@ -1,5 +1,5 @@
-"""The demo's figures and pictures, from files the demo wrote (journals, worker stdout, the downloaded raw
-objects) and the Spark step's counts; the ownership timeline is also the fleet benchmark's."""
+"""The demo's figures and pictures, from the files it wrote and the Spark step's counts; the ownership timeline
+is also the fleet benchmark's."""
 
 from __future__ import annotations
 
@@ -9,17 +9,21 @@ import itertools
 import json
 import math
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import matplotlib
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-from tools.demo_support import DemoFleet
 from tools.fleet.analysis import Delivery, Run, analyze, ownership_runs, percentiles
+from tools.fleet.runner import Fleet
 
-__all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "plot_ownership", "write_report"]
+__all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "save", "write_report"]
 
 
 def raw_counts(raw_root: Path) -> dict[str, int]:
@@ -64,23 +68,18 @@ def delivery_latency(
 ) -> dict[str, list[tuple[float, float]]]:
     """shard -> [(time, worst put-to-delivery latency in seconds)] per ``bucket`` seconds of delivery time."""
     put_at = {(shard, seq): t for shard, seq, t in produced}
-    worst: dict[str, dict[int, float]] = {}
+    worst: dict[str, dict[int, float]] = defaultdict(dict)
     for d in deliveries:
         if (t_put := put_at.get((d.shard, d.sequence))) is not None:
-            slots = worst.setdefault(d.shard, {})
             slot = int(d.t // bucket)
-            slots[slot] = max(slots.get(slot, 0.0), d.t - t_put)
+            worst[d.shard][slot] = max(worst[d.shard].get(slot, 0.0), d.t - t_put)
     return {shard: [(s * bucket, v) for s, v in sorted(slots.items())] for shard, slots in worst.items()}
 
 
 _EVENT_PREFIXES = ("SIG", "start", "split", "producer stopped")
 _LANE_HEIGHT = 0.075  # axes fraction per row of event labels
 _LABEL_PT = 7
-_LABEL_STYLE: Final = {
-    "fontsize": _LABEL_PT,
-    "va": "top",
-    "bbox": {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.5},
-}
+_LABEL_BOX: Final = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.5}
 
 
 def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
@@ -135,15 +134,15 @@ def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, lab
     spans = []
     for x, text in shown:
         width = (len(text) + 2) * char / axis_px * (right - left)
-        if x + width > right:  # a label at the right edge goes left of its line, not over the legend
-            spans.append((x - width, width, x, text, "right"))
-        else:
-            spans.append((x, width, x, text, "left"))
+        left_of = x + width > right  # a label at the right edge goes left of its line, not over the legend
+        spans.append((x - width if left_of else x, width, x, text, "right" if left_of else "left"))
     spans.sort()
     lanes = label_lanes([start for start, *_ in spans], [width for _, width, *_ in spans])
     for (_, _, x, text, align), lane in zip(spans, lanes, strict=True):
-        y = 0.985 - lane * _LANE_HEIGHT
-        ax.text(x, y, f" {text} ", transform=ax.get_xaxis_transform(), ha=align, **_LABEL_STYLE)
+        y, transform = 0.985 - lane * _LANE_HEIGHT, ax.get_xaxis_transform()
+        ax.text(
+            x, y, f" {text} ", transform=transform, ha=align, va="top", fontsize=_LABEL_PT, bbox=_LABEL_BOX
+        )
     return max(lanes) + 1
 
 
@@ -159,24 +158,16 @@ def _frame(
     ax.set_ylim(low, low + (high - low) / (1 - band))
 
 
-def _plt() -> Any:
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def ownership_figure(
     runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str
-) -> Any:
+) -> Figure:
     """Shards on the y-axis, time on the x-axis, one colour per worker, fleet events labelled in rows."""
-    from matplotlib.patches import Rectangle
-
-    plt = _plt()
     shards = sorted(runs)
     workers = sorted({r.worker for rs in runs.values() for r in rs})
-    colour = {w: plt.get_cmap("tab10")(i % 10) for i, w in enumerate(workers)}
-    fig, ax = plt.subplots(figsize=(12, 0.45 * len(shards) + 2.6))
+    colour = {w: colormaps["tab10"](i % 10) for i, w in enumerate(workers)}
+    fig = Figure(figsize=(12, 0.45 * len(shards) + 2.6))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     for y, shard in enumerate(shards):
         for r in runs[shard]:
             ax.broken_barh(
@@ -193,17 +184,10 @@ def ownership_figure(
     return fig
 
 
-def _save(fig: Any, path: Path) -> None:
+def save(fig: Figure, path: Path) -> None:
+    """Save ``fig`` as the PNG ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    _plt().close(fig)
-
-
-def plot_ownership(
-    runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str, path: Path
-) -> None:
-    """:func:`ownership_figure`, saved as ``path``."""
-    _save(ownership_figure(runs, events, t0, title), path)
 
 
 def lag_figure(
@@ -212,17 +196,18 @@ def lag_figure(
     events: list[tuple[float, str]],
     t0: float,
     title: str,
-) -> Any:
+) -> Figure:
     """Two panels over one time axis, a line per shard, fleet events dashed: ``MillisBehindLatest`` (seconds)
     from the workers' EMF lines, and put-to-delivery latency from the journals. Lines break where a shard had
     no owner (a gap in the measurements, or another worker's points)."""
-    plt = _plt()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
+    fig = Figure(figsize=(12, 6.4))
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
     shards = sorted({p.shard for p in points} | set(latency))
     top_max = bottom_max = 0.5
     for i, shard in enumerate(shards):
         label = f"shard {int(shard.rsplit('-', 1)[-1])}"  # shardId-000000000001: shard 1
-        style = {"color": plt.get_cmap("tab10")(i % 10), "label": label, "lw": 1.2}
+        style = {"color": colormaps["tab10"](i % 10), "label": label, "lw": 1.2}
         lag = [(p.t - t0, p.millis_behind / 1000, p.worker) for p in points if p.shard == shard]
         top.plot(*_broken(lag), marker="o", ms=3, **style)
         series = [(t - t0, v, "") for t, v in latency.get(shard, [])]
@@ -315,7 +300,7 @@ class Crash:
 def write_report(
     *,
     context: Mapping[str, Any],
-    fleet: DemoFleet,
+    fleet: Fleet,
     crash: Crash,
     raw_root: Path,
     spark: Mapping[str, Any],
@@ -335,9 +320,9 @@ def write_report(
     for m in result["moves"]:  # a failover: a move away from the killed worker after the kill
         (failovers if m["from"] == crash.worker and m["at"] >= crash.at else planned).append(m)
     curated, processor = spark["curated"], context["processor"]
-    out.mkdir(parents=True, exist_ok=True)
-    plot_ownership(
-        ownership_runs(deliveries), fleet.events, began, "demo: shard ownership", out / "ownership.png"
+    save(
+        ownership_figure(ownership_runs(deliveries), fleet.events, began, "demo: shard ownership"),
+        out / "ownership.png",
     )
     lag = lag_figure(
         lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
@@ -346,7 +331,7 @@ def write_report(
         began,
         "demo: lag per shard (top: MillisBehindLatest from the workers' EMF metrics)",
     )
-    _save(lag, out / "lag.png")
+    save(lag, out / "lag.png")
     summary: dict[str, Any] = {
         **context,
         "records": {k: result[k] for k in ("produced", "delivered", "distinct_delivered", "lost")}
@@ -361,15 +346,8 @@ def write_report(
         "report_dir": str(out),
         "wall_time_s": round(time.time() - began, 1),
     }
-    probe = processor["probe"]
-    summary["ok"] = bool(
-        result["lost"] == 0
-        and drained
-        and curated["exactly_once"]
-        and processor["check"]["each_key_newest"]
-        and probe["probed"]
-        and probe["refused"]
-        and probe["item_unchanged"]
-    )
+    fenced = all(processor["probe"].get(k) for k in ("probed", "refused", "item_unchanged"))
+    newest = processor["check"]["each_key_newest"]
+    summary["ok"] = bool(result["lost"] == 0 and drained and curated["exactly_once"] and newest and fenced)
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -74,7 +76,8 @@ class FleetSettings:
 
 @dataclass
 class Fleet:
-    """One isolated scenario: its own stream and tables, its worker processes, its producer."""
+    """One isolated scenario: its own stream and tables, its worker processes, its producer (writing ``keys``
+    partition keys, rounded up to a multiple of its batch, over and over; None: a key per record)."""
 
     endpoints: Any  # tools.emulators.AwsEndpoints
     workdir: Path
@@ -86,9 +89,13 @@ class Fleet:
     checkpoint_table_name: str | None = None
     #: Keep each worker's stdout (CloudWatch EMF metric lines) in ``<workdir>/<worker>.stdout.jsonl``.
     keep_stdout: bool = False
+    keys: int | None = None
+    began: float = field(default_factory=time.time)  # event lines show the seconds since then
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)
     produced: list[tuple[str, str, float]] = field(default_factory=list)
+    #: (shard, sequence number) -> (partition key, data) of every record produced.
+    keyed: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)
     _stop_producer: threading.Event = field(default_factory=threading.Event)
     _producer: threading.Thread | None = None
 
@@ -107,17 +114,20 @@ class Fleet:
         self.wait_active()
 
     def wait_active(self) -> None:
-        if not poll(self._active, 60, 0.05):
+        """Wait until the stream is ACTIVE (after its creation or a split)."""
+
+        def active() -> bool:
+            summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+            return bool(summary["StreamStatus"] == "ACTIVE")
+
+        if not poll(active, 60, 0.05):
             raise RuntimeError(f"stream {self.stream} never became ACTIVE")
 
-    def _active(self) -> bool:
-        summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
-        return bool(summary["StreamStatus"] == "ACTIVE")
-
     def mark(self, label: str) -> float:
+        """Record and print a fleet event; returns when it happened."""
         t = time.time()
         self.events.append((t, label))
-        print(f"  [{self.name}] {time.strftime('%H:%M:%S')} {label}", flush=True)
+        print(f"  [{t - self.began:5.1f}s] {label}", flush=True)
         return t
 
     def start_worker(self, worker_id: str, extra: Mapping[str, str] | None = None) -> None:
@@ -189,11 +199,12 @@ class Fleet:
         self._producer.start()
 
     def partition_key(self, n: int, batch: int) -> str:
-        """Record ``n``'s partition key (``batch`` records a call): a key of its own."""
-        return f"k{n}"
+        """Record ``n``'s key (``batch`` records a call): a key keeps its slot in a call, hence its shard."""
+        return f"k{n}" if self.keys is None else f"k{n % (math.ceil(self.keys / batch) * batch)}"
 
-    def note_produced(self, shard: str, sequence: str, key: str, data: bytes) -> None:
-        """Called for every record written (a subclass keeps what it needs)."""
+    def produced_records(self) -> list[tuple[str, str, str, bytes]]:
+        """(shard, sequence number, partition key, data) of every record the producer wrote."""
+        return [(shard, seq, *self.keyed[(shard, seq)]) for shard, seq, _ in self.produced]
 
     def _produce(self) -> None:
         client = self.endpoints.client("kinesis")
@@ -218,7 +229,7 @@ class Fleet:
             for (key, data), r in zip(records, out["Records"], strict=True):
                 if "SequenceNumber" in r:
                     self.produced.append((r["ShardId"], r["SequenceNumber"], now))
-                    self.note_produced(r["ShardId"], r["SequenceNumber"], key, data)
+                    self.keyed[(r["ShardId"], r["SequenceNumber"])] = (key, data)
             n += batch
             next_at += 0.1
             self._stop_producer.wait(max(0.0, next_at - time.monotonic()))
@@ -233,13 +244,9 @@ class Fleet:
         """The JSON lines of the files matching ``pattern`` that hold any of ``needles`` (by default all)."""
         for path in sorted(self.workdir.glob(pattern)):
             for line in path.read_text(errors="replace").splitlines():
-                if needles and not any(n in line for n in needles):
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:  # a line cut by SIGKILL, or a worker's traceback
-                    continue
-                yield entry
+                if not needles or any(n in line for n in needles):
+                    with contextlib.suppress(ValueError):  # a line cut by SIGKILL, or a worker's traceback
+                        yield json.loads(line)
 
     def journal(self) -> list[dict[str, Any]]:
         return list(self._lines("*.journal.jsonl"))
@@ -255,6 +262,15 @@ class Fleet:
         """Whether every record produced was delivered within ``timeout`` seconds."""
         want = {(s, q) for s, q, _ in self.produced}
         return poll(lambda: want <= {(d.shard, d.sequence) for d in self.deliveries()}, timeout, 0.5)
+
+    def live_workers(self) -> list[str]:
+        """The workers still running."""
+        return [w for w, p in self.procs.items() if p.poll() is None]
+
+    def lease_holder(self, candidates: list[str]) -> str:
+        """The candidate that delivered the most shards last (so holds leases now), else the first."""
+        owners = self.last_owners(time.time())
+        return max(candidates, key=lambda w: len(owners.get(w, [])))
 
     def last_owners(self, before: float) -> dict[str, list[str]]:
         """worker -> shards whose last delivery before ``before`` was by that worker."""

@@ -18,7 +18,7 @@ from typing import Any
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.records import Position
-from tools.demo_report import plot_ownership
+from tools.demo_report import ownership_figure, save
 from tools.fleet import analysis
 from tools.fleet.runner import Fleet, FleetSettings, poll
 
@@ -330,6 +330,7 @@ def run_scenario(
     )
     result["duration_s"] = round(time.time() - began, 1)
     png = workdir / f"{name}.png"
-    plot_ownership(analysis.ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", png)
+    runs = analysis.ownership_runs(deliveries)
+    save(ownership_figure(runs, fleet.events, began, f"{name}: shard ownership"), png)
     result["timeline_png"] = str(png)
     return result
