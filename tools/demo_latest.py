@@ -1,6 +1,5 @@
-"""The side of the demo that checks dev's processor (``examples/latest-per-key``: each partition key's newest
-record, in a table fenced by the shard's epoch): its table, its table against what was produced, the writes it
-refused (from the workers' log events) and one probe of the fence once the fleet has stopped."""
+"""The demo's checks of dev's processor (``examples/latest-per-key``, each key's newest record fenced by epoch):
+its table against what was produced, the writes it refused, and one probe of its fence after the run."""
 
 from __future__ import annotations
 
@@ -42,8 +41,8 @@ def _stored(item: Mapping[str, Any]) -> tuple[str, int, bytes]:
 def table_check(
     items: Iterable[Mapping[str, Any]], produced: Sequence[tuple[str, str, str, bytes]], partition_key: str
 ) -> dict[str, Any]:
-    """The table against the producer's records ``(shard, sequence number, partition key, data)``: every key
-    produced has one item, holding that key's newest record (same shard, sequence number and bytes)."""
+    """The table against the producer's ``(shard, sequence number, partition key, data)``: every key produced
+    has one item, holding that key's newest record."""
     newest: dict[str, tuple[str, int, bytes]] = {}
     shards_of: dict[str, set[str]] = defaultdict(set)
     for shard, seq, key, data in produced:
@@ -67,9 +66,9 @@ def table_check(
 
 
 def count_refusals(logs: Iterable[Path], crash_at: float, crash_shards: Collection[str]) -> dict[str, int]:
-    """The refused writes in the workers' JSON logs: the example's ``latest_refused`` (records older than the
-    one stored, a no-op; ``older_after_crash``: those on ``crash_shards`` from ``crash_at`` on, by the SIGKILLed
-    worker's successors) and ``demo_processor_lease_lost`` of a ``StaleEpochError`` (a newer epoch had written)."""
+    """The refused writes in the workers' JSON logs: the example's ``latest_refused`` (older than the record
+    stored, a no-op; ``older_after_crash``: on ``crash_shards`` from ``crash_at`` on) and
+    ``demo_processor_lease_lost`` of a ``StaleEpochError`` (a newer epoch had written)."""
     older = stale = after_crash = 0
     for path in logs:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -79,7 +78,7 @@ def count_refusals(logs: Iterable[Path], crash_at: float, crash_shards: Collecti
                 e = json.loads(line)
                 if e["event"] == "latest_refused":
                     older += e["refused"]
-                    at = datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
+                    at = datetime.fromisoformat(e["ts"]).timestamp()
                     if at >= crash_at and e["shard"] in crash_shards:
                         after_crash += e["refused"]
                 elif e["event"] == "demo_processor_lease_lost" and e["error_type"] == "StaleEpochError":
@@ -90,8 +89,8 @@ def count_refusals(logs: Iterable[Path], crash_at: float, crash_shards: Collecti
 def probe_stale_epoch(
     ddb: Any, table: str, partition_key: str, items: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The example's upsert as the previous epoch of the first item's shard, writing a later record than the
-    one stored (what a paused, replaced owner would do), must raise ``StaleEpochError`` and change nothing."""
+    """The example's upsert of a later record as the previous epoch of the first item's shard (a paused,
+    replaced owner) must raise ``StaleEpochError`` and change nothing."""
     from latest_per_key.table import FencedLatestTable, StaleEpochError
 
     if not items:

@@ -1,11 +1,7 @@
-"""The demo's Spark step, a child process: compaction, aggregation, then an exactly-once check.
+"""The demo's Spark step, a child process (``python -m tools.demo_spark WORK``, then a line on stdin).
 
-    python -m tools.demo_spark WORK   (then a line on stdin)
-
-It starts a local[2] session at once (the slow part) and waits for a line on stdin, so the demo starts it
-before the fleet and uses it once the fleet is done: then it compacts and aggregates ``WORK/lake/raw`` and
-checks the curated table against ``WORK/produced.jsonl`` (JSON lines of stream, shard_id, sequence_number).
-:class:`SparkStep` is the demo's side.
+It starts a local[2] session at once (the slow part), so the demo starts it before the fleet; on a line on
+stdin it compacts and aggregates ``WORK/lake/raw`` and checks the curated table against ``WORK/produced.jsonl``.
 """
 
 from __future__ import annotations
@@ -48,13 +44,14 @@ def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str
     missing = produced.join(curated, _KEY, "left_anti").count()
     unexpected = curated.join(produced, _KEY, "left_anti").count()
     aggregated = spark.read.parquet(f"{metrics_root}/per_hour").agg(F.sum("records")).first()[0] or 0
+    exactly_once = rows == distinct == produced_distinct and missing == unexpected == 0
     return {
         "rows": rows,
         "duplicate_rows": rows - distinct,
         "distinct_produced": produced_distinct,
         "missing": missing,
         "unexpected": unexpected,
-        "exactly_once": rows == distinct == produced_distinct and missing == 0 and unexpected == 0,
+        "exactly_once": exactly_once,
         "metrics_records": int(aggregated),  # the aggregation saw every curated row when it is ``rows``
     }
 
@@ -69,9 +66,8 @@ def _run(spark: Any, work: Path) -> dict[str, Any]:
     _say(f"hours {found[0]} .. {found[-1]} (UTC)")
     hours = ["--start", found[0], "--end", found[-1]]
     began = time.monotonic()
-    counts = compact.run(
-        spark, compact.parse_args(["--input", raw, "--output", curated, "--quarantine", quarantine, *hours])
-    )
+    args = ["--input", raw, "--output", curated, "--quarantine", quarantine, *hours]
+    counts = compact.run(spark, compact.parse_args(args))
     compact_s = time.monotonic() - began
     _say(
         f"compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
@@ -90,8 +86,7 @@ def _run(spark: Any, work: Path) -> dict[str, Any]:
 
 
 class SparkStep:
-    """The demo's side: this module as a child in its own process group (``work`` gets ``spark.log``,
-    ``spark-result.json`` and ``spark-tmp/``), sent one request, then stopped with its JVM."""
+    """The demo's side: this module as a child in its own process group, sent one request, then stopped."""
 
     def __init__(self, work: Path) -> None:
         self.work = work
@@ -131,9 +126,7 @@ class SparkStep:
 def main(argv: list[str] | None = None) -> int:
     """Start the session, then run the jobs once a line comes on stdin (none if stdin closes first)."""
     parser = argparse.ArgumentParser(prog="python -m tools.demo_spark", description=__doc__)
-    parser.add_argument(
-        "work", type=Path, help="gets spark-result.json (the counts) and spark-tmp/ (scratch)"
-    )
+    parser.add_argument("work", type=Path, help="gets spark-result.json (the counts) and spark-tmp/")
     work = parser.parse_args(argv).work
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # PR_SET_PDEATHSIG: SIGTERM when the demo dies; the JVM exits when its pipe from this process closes.

@@ -106,12 +106,10 @@ class Kind:
         ]
 
 
-#: A planned hand-off's steps, between its milestones: the old owner's last delivery, its final checkpoint, the
-#: transfer, the successor reading its lease, its processor's ``initialize``, its first delivery.
+#: A planned hand-off's steps, between the old owner's last delivery and the new owner's first.
 PHASES = ("final checkpoint", "transfer", "successor hears", "successor starts", "first read")
 
-#: (milestone, shard, epoch) -> when (epoch time): ``drained`` (the old owner's epoch), ``handed_over``,
-#: ``received`` and ``init`` (the new epoch).
+#: (milestone, shard, epoch) -> when: ``drained`` (old epoch), ``handed_over``, ``received``, ``init`` (new).
 Milestones = Mapping[tuple[str, str, int], float]
 
 
@@ -196,8 +194,7 @@ def _takeovers(
             rs = runs.get(shard, [])
             mine = [i for i, r in enumerate(rs) if r.worker == worker and r.first < t0]
             later = rs[mine[-1] + 1 :] if mine else []
-            # A shard another worker delivered before the signal had moved before it: the signal did not move
-            # it (counting it would time the next move, a cycle later).
+            # A shard another worker delivered before the signal had moved already: not the signal's move.
             after = [r.first for r in later if r.worker != worker]
             if after and later[0].first >= t0:
                 out.append(round(min(after) - t0, 3))
@@ -236,7 +233,7 @@ def analyze(
         "delivered_more_than_once": len(twice),
         "extra_deliveries": sum(counts[k] - 1 for k in twice),
         "concurrent_owner_overlaps": sum(1 for m in changes if m.gap < 0),  # two owners delivered at once
-        "moved_shards": len(moves),
+        "moved_shards": len(changes),
         "handoff_gap_s": percentiles([m.gap for m in changes]),
         "zero_cost_gap_s": percentiles(zero_cost_gaps(deliveries)),
         "signal_to_new_owner_first_record_s": percentiles(

@@ -1,9 +1,5 @@
-"""The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and
-:func:`run_scenario`, which runs one and returns its figures (``python -m bench.fleet``, the fleet tests).
-
-The repeated ones (``scale_cycles``, ``rolling_restart_cycles``) repeat their planned transition until each
-kind of hand-off has happened ``Timing.handoffs`` times, so that p99 is a percentile and not the maximum.
-"""
+"""The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and :func:`run_scenario`.
+The repeated ones repeat their transition until each kind of hand-off happened ``Timing.handoffs`` times."""
 
 from __future__ import annotations
 
@@ -38,13 +34,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Timing:
-    """How long a scenario holds on beyond the events it waits on (the tests hold 0 s; ``make bench`` holds
-    longer so that its cost figures cover a steady fleet)."""
+    """How long a scenario holds on beyond the events it waits on (the tests: 0 s), and how it waits."""
 
     warmup: float = 12.0  # held once the fleet formed (every shard delivering, each worker its share)
     settle: float = 12.0  # held once a transition finished (every shard delivering from its new owners)
     steady_window: float = 60.0
-    handoffs: int = 100  # planned hand-offs wanted per kind in the repeated scenarios, in at most max_cycles
+    handoffs: int = 100  # planned hand-offs wanted per kind in the repeated scenarios
     max_cycles: int = 30
     step_timeout: float = 60.0  # the longest a wait may take before it is counted as timed out
     poll: float = 0.3  # how often a wait looks at the journals again
@@ -55,8 +50,7 @@ Scenario = Callable[[Fleet, Timing], dict[str, Any]]
 
 @dataclass
 class Log:
-    """What a scenario did: its waits that timed out, the signals it sent (with the shards each signalled worker
-    had delivered last), the exit codes of the workers it stopped."""
+    """A scenario's timed-out waits, signals (with the shards each worker had delivered last) and exit codes."""
 
     timeouts: list[str] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
@@ -89,14 +83,14 @@ def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts:
 
 
 def hold(seconds: float) -> None:
-    """Hold on for a benchmark's extra window (``Timing.warmup``/``settle``); the tests hold 0 s."""
+    """Hold on for a benchmark's extra window (``Timing.warmup``/``settle``)."""
     if seconds > 0:
         time.sleep(seconds)
 
 
 def formed(f: Fleet, workers: set[str]) -> bool:
-    """The fleet formed: every shard's latest delivery is by one of ``workers``, and each of them delivers its
-    share (the lease planner's: the shards divided evenly, one more for some)."""
+    """Every shard's latest delivery is by one of ``workers``, each delivering its planner share (the shards
+    divided evenly, one more for some)."""
     owners = f.last_owners(time.time())
     share, extra = divmod(f.settings.shards, len(workers))
     counts = [len(owners.get(w, [])) for w in workers]
@@ -179,8 +173,7 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
 
 
 def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
-    """SIGKILL one of three workers (``leader``: the one that leads, the worst case: another worker must
-    first take the leadership over, then reassign the dead worker's leases)."""
+    """SIGKILL one of three workers (``leader``: the leader, the worst case: the leadership moves first)."""
     workers, log = {"w1", "w2", "w3"}, Log()
     form(f, t, workers, log.timeouts)
     victim = f.leader() if leader else "w3"
@@ -197,7 +190,7 @@ def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
 
 def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     """SIGSTOP a worker until w1 took its shards over, then SIGCONT it: it must deliver nothing under its old
-    epochs, hear that it lost those leases, and have a late checkpoint refused."""
+    epochs, hear it lost those leases and have a late checkpoint refused."""
     timeouts: list[str] = []
     form(f, t, {"w1", "zombie"}, timeouts)
     old_epochs = {d.shard: d.epoch for d in f.deliveries() if d.worker == "zombie"}
@@ -217,8 +210,7 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
 
     wait_for(f, t, "the zombie lost its old leases", fenced, timeouts)
     hold(t.settle)
-    # Deliveries after SIGCONT (a process keeps running for a moment after kill(SIGSTOP) returns, so records
-    # delivered in that moment are from before the pause).
+    # After SIGCONT: a process runs on for a moment after kill(SIGSTOP) returns.
     after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
     rejected = None
     if old_epochs:
@@ -252,21 +244,20 @@ def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
     f.mark(f"split {parent}")
     f.kinesis.split_shard(StreamName=f.stream, ShardToSplit=parent, NewStartingHashKey=str((low + high) // 2))
     f.wait_active()
-    kids = [
-        s["ShardId"]
-        for s in f.kinesis.list_shards(StreamName=f.stream)["Shards"]
-        if s.get("ParentShardId") == parent
-    ]
-    wait_for(
-        f, t, "both children delivering", lambda: set(kids) <= {d.shard for d in f.deliveries()}, timeouts
-    )
+    kids = {s["ShardId"] for s in f.kinesis.list_shards(StreamName=f.stream)["Shards"]}
+    kids -= {s["ShardId"] for s in shards}
+
+    def delivering() -> bool:
+        return kids <= {d.shard for d in f.deliveries()}
+
+    wait_for(f, t, "both children delivering", delivering, timeouts)
     hold(t.settle)
     ds = f.deliveries()
     parent_last = max((d.t for d in ds if d.shard == parent), default=0.0)
     kid_first = min((d.t for d in ds if d.shard in kids), default=float("inf"))
     return {
         "planned": False,
-        "children": kids,
+        "children": sorted(kids),
         "children_before_parent_end": int(kid_first < parent_last),
         "timeouts": timeouts,
     }
@@ -280,8 +271,8 @@ def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     return {"planned": False, "steady_window_s": t.steady_window, "timeouts": timeouts}
 
 
-#: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the single scale-out,
-#: scale-in and rolling restart that tests/integration/test_fleet.py runs are in tests/support/).
+#: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the tests' single planned
+#: transitions are in tests/support/).
 SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     # 16 shards at 10 records/s each: each repetition moves 8 shards (a worker start takes seconds here).
     "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
@@ -302,20 +293,20 @@ def run_scenario(
     timing: Timing,
     scenario: Scenario | None = None,
 ) -> dict[str, Any]:
-    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, with no setting overrides, its files
-    named ``name``) on a fleet of its own; returns its figures."""
+    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, without overrides) on a fleet of its own;
+    returns its figures."""
     fn, overrides = SCENARIOS[name] if scenario is None else (scenario, {})
     settings = replace(settings, **overrides)
     fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
     print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
-    began = time.time()
     fleet.start_producer()
     try:
-        extra = fn(fleet, timing)
-        fleet.stop_producer()
+        try:
+            extra = fn(fleet, timing)
+        finally:
+            fleet.stop_producer()
         drained = fleet.wait_drained()
     finally:
-        fleet.stop_producer()
         fleet.stop_all()
     deliveries = fleet.deliveries()
     produced = [(s, q) for s, q, _ in fleet.produced]
@@ -328,9 +319,9 @@ def run_scenario(
     result |= analysis.producer_figures(fleet.produced) | analysis.dynamodb_cost(
         fleet.worker_stats(), settings.shards, since
     )
-    result["duration_s"] = round(time.time() - began, 1)
+    result["duration_s"] = round(time.time() - fleet.began, 1)
     png = workdir / f"{name}.png"
     runs = analysis.ownership_runs(deliveries)
-    save(ownership_figure(runs, fleet.events, began, f"{name}: shard ownership"), png)
+    save(ownership_figure(runs, fleet.events, fleet.began, f"{name}: shard ownership"), png)
     result["timeline_png"] = str(png)
     return result
