@@ -1,10 +1,6 @@
-"""The fleet benchmark: ``make bench`` (or ``python -m bench.fleet``).
-
-Runs worker processes against the local emulators while a producer writes, through the scenarios of
-docs/benchmarks.md, each with its own stream and tables, at the consumer's default settings. Writes
-``reports/bench/fleet.json`` (every figure), ``reports/bench/fleet.md`` (the tables of docs/benchmarks.md) and
-one ownership-timeline PNG per scenario.
-"""
+"""The fleet benchmark (``make bench``, ``python -m bench.fleet``): the scenarios of docs/benchmarks.md, each on
+its own stream and tables, at the consumer's defaults; writes ``reports/bench/fleet.json`` (every figure),
+``fleet.md`` (the tables of docs/benchmarks.md) and one ownership-timeline PNG per scenario."""
 
 from __future__ import annotations
 

@@ -187,7 +187,6 @@ class Demo:
             stream_name=stream.name,
             lease_table_name=names.lease_table,
             checkpoint_table_name=names.checkpoint_table,
-            keep_stdout=True,
             keys=KEYS,
             began=self.began,
         )

@@ -60,7 +60,6 @@ def table_check(
         "missing_keys": len(missing),
         "unexpected_keys": len(unexpected),
         "not_newest": len(not_newest),
-        "not_newest_keys": not_newest[:5],  # for a look
         "each_key_newest": not missing and not unexpected and not not_newest and bool(newest),
     }
 

@@ -36,8 +36,7 @@ _WORKER_COMMAND = [
     "os.execv(sys.executable, [sys.executable, '-m', 'consumer', 'run'])",
 ]
 
-#: The consumer's default wait between GetRecords calls on an idle shard (0.25 s: 4 calls a second, within
-#: Kinesis's 5 per shard shared by every reader) and fast poll of its own item; published figures use them.
+#: The consumer's defaults (idle time between reads, inbox poll); published figures use them.
 DEFAULT_IDLE_TIME = RetrievalConfig().idle_time_between_reads
 DEFAULT_INBOX_POLL = LeaseConfig().inbox_poll_interval
 
@@ -87,8 +86,6 @@ class Fleet:
     stream_name: str | None = None
     lease_table_name: str | None = None
     checkpoint_table_name: str | None = None
-    #: Keep each worker's stdout (CloudWatch EMF metric lines) in ``<workdir>/<worker>.stdout.jsonl``.
-    keep_stdout: bool = False
     keys: int | None = None
     began: float = field(default_factory=time.time)  # event lines show the seconds since then
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -153,9 +150,7 @@ class Fleet:
             **(extra or {}),
         }
         log = open(self.workdir / f"{worker_id}.log", "ab")  # noqa: SIM115 - the child holds it
-        out: Any = subprocess.DEVNULL
-        if self.keep_stdout:
-            out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
+        out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - EMF metric lines
         self.procs[worker_id] = subprocess.Popen(_WORKER_COMMAND, cwd=REPO, env=env, stdout=out, stderr=log)
         self.mark(f"start {worker_id}")
 
