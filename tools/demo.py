@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from tools.demo_config import DemoNames, DemoProcessor, load_environment
 from tools.demo_latest import count_refusals, create_table, probe_stale_epoch, scan_items, table_check
-from tools.demo_report import Crash, format_summary, write_report
+from tools.demo_report import Crash, format_summary, raw_counts, write_report
 from tools.demo_spark import SparkStep
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
@@ -88,7 +88,6 @@ class Demo:
         self.timed_out: list[str] = []
         self._quiet = threading.Event()  # set: no more progress lines
         self._step = 0
-        self._producing = False
 
     def step(self, title: str) -> None:
         """Print the next phase's numbered title."""
@@ -114,7 +113,6 @@ class Demo:
         self.step(f"start the producer and the first worker ({self.processor.entry_point})")
         self.spark = SparkStep(self.work)  # its JVM starts now (slow) and waits, idle, for the fleet's output
         fleet.start_producer()
-        self._producing = True
         threading.Thread(target=self._tick, daemon=True, name="demo-progress").start()
         extra = self._worker_extra(dlq_url)
         fleet.start_worker("w1", extra)
@@ -124,7 +122,6 @@ class Demo:
 
         self.step("stop producing, let the fleet drain, stop it gracefully")
         fleet.stop_producer()
-        self._producing = False
         drained = fleet.wait_drained(timeout=60)
         self.say(f"every produced record delivered: {drained}")
         live = fleet.live_workers()
@@ -163,16 +160,11 @@ class Demo:
             "waits_timed_out": self.timed_out,
             "processor": processor,
             "dead_lettered": int(queue["Attributes"]["ApproximateNumberOfMessages"]),
+            "raw": raw_counts(lake / "raw"),
+            "curated": spark["curated"],
+            "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
         }
-        return write_report(
-            context=context,
-            fleet=fleet,
-            crash=crash,
-            raw_root=lake / "raw",
-            spark=spark,
-            drained=drained,
-            out=self.out,
-        )
+        return write_report(context, fleet, crash, drained, self.out)
 
     def _create_resources(self, aws: AwsEndpoints) -> tuple[Fleet, str]:
         """The fleet (its stream and tables) and the rest of the environment; returns the fleet and the DLQ URL."""
@@ -333,8 +325,7 @@ class Demo:
         if self.spark is not None:
             self.spark.stop()
         if self.fleet is not None:
-            if self._producing:
-                self.fleet.stop_producer()
+            self.fleet.stop_producer()
             self.fleet.stop_all()
         if self.emulators is not None:
             self.emulators.stop()

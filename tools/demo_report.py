@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle
 from tools.fleet.analysis import Delivery, Run, analyze, ownership_runs, percentiles
 from tools.fleet.runner import Fleet
 
-__all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "save", "write_report"]
+__all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "raw_counts", "save", "write_report"]
 
 
 def raw_counts(raw_root: Path) -> dict[str, int]:
@@ -298,18 +298,11 @@ class Crash:
 
 
 def write_report(
-    *,
-    context: Mapping[str, Any],
-    fleet: Fleet,
-    crash: Crash,
-    raw_root: Path,
-    spark: Mapping[str, Any],
-    drained: bool,
-    out: Path,
+    context: Mapping[str, Any], fleet: Fleet, crash: Crash, drained: bool, out: Path
 ) -> dict[str, Any]:
     """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
 
-    ``context`` (environment, names, settings, the processor's output ...) goes into the summary as it is.
+    ``context`` (environment, settings, the processor's and Spark's figures ...) goes into the summary as it is.
     ``ok``: nothing lost, the fleet drained, the curated table holds every produced record exactly once, the
     processor's table holds each key's newest record and its fence refused the probe without a change."""
     deliveries, began = fleet.deliveries(), fleet.began
@@ -319,7 +312,7 @@ def write_report(
     failovers: list[dict[str, Any]] = []
     for m in result["moves"]:  # a failover: a move away from the killed worker after the kill
         (failovers if m["from"] == crash.worker and m["at"] >= crash.at else planned).append(m)
-    curated, processor = spark["curated"], context["processor"]
+    curated, processor = context["curated"], context["processor"]
     save(
         ownership_figure(ownership_runs(deliveries), fleet.events, began, "demo: shard ownership"),
         out / "ownership.png",
@@ -336,12 +329,9 @@ def write_report(
         **context,
         "records": {k: result[k] for k in ("produced", "delivered", "distinct_delivered", "lost")}
         | {"redelivered": result["extra_deliveries"], "drained": drained},
-        "raw": raw_counts(raw_root),
-        "curated": curated,
         "handoffs": {**percentiles([float(m["gap_s"]) for m in planned]), "moves": planned},
         "failover": {**result["signal_to_new_owner_first_record_s"], **asdict(crash), "moves": failovers},
         "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
-        "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
         "events": [{"t": round(t - began, 3), "event": label} for t, label in fleet.events],
         "report_dir": str(out),
         "wall_time_s": round(time.time() - began, 1),

@@ -230,10 +230,11 @@ class Fleet:
             self._stop_producer.wait(max(0.0, next_at - time.monotonic()))
 
     def stop_producer(self) -> None:
-        self._stop_producer.set()
-        if self._producer is not None:
+        """Stop the producer, once."""
+        if self._producer is not None and not self._stop_producer.is_set():
+            self._stop_producer.set()
             self._producer.join(10)
-        self.mark(f"producer stopped after {len(self.produced)} records")
+            self.mark(f"producer stopped after {len(self.produced)} records")
 
     def _lines(self, pattern: str, *needles: str) -> Iterator[dict[str, Any]]:
         """The JSON lines of the files matching ``pattern`` that hold any of ``needles`` (by default all)."""

@@ -301,12 +301,11 @@ def run_scenario(
     print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
     fleet.start_producer()
     try:
-        try:
-            extra = fn(fleet, timing)
-        finally:
-            fleet.stop_producer()
+        extra = fn(fleet, timing)
+        fleet.stop_producer()
         drained = fleet.wait_drained()
     finally:
+        fleet.stop_producer()
         fleet.stop_all()
     deliveries = fleet.deliveries()
     produced = [(s, q) for s, q, _ in fleet.produced]
