@@ -21,9 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from tools.demo_config import DemoNames, DemoProcessor, load_environment
-from tools.demo_latest import count_refusals, create_table, probe_stale_epoch, scan_items, table_check
-from tools.demo_report import Crash, format_summary, raw_counts, write_report
+from tools.demo_dev import Crash, DemoNames, DemoProcessor, load_environment, scan_items
+from tools.demo_report import format_summary, raw_counts, write_report
 from tools.demo_spark import SparkStep
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
@@ -185,7 +184,7 @@ class Demo:
         url = str(aws.client("sqs").create_queue(QueueName=names.dead_letter_queue)["QueueUrl"])
         for bucket in (names.raw_bucket, names.curated_bucket):
             aws.client("s3").create_bucket(Bucket=bucket)
-        create_table(aws.client("dynamodb"), p.table, p.partition_key)
+        p.create_table(aws.client("dynamodb"))
         self.say(f"stream {stream.name}: {stream.shard_count} shards")
         self.say(
             f"processor {p.entry_point} from {env.consumer.processor_project}/, its table {p.table} "
@@ -221,27 +220,16 @@ class Demo:
     def _processor_output(self, aws: AwsEndpoints, fleet: Fleet, crash: Crash) -> dict[str, Any]:
         """What the processor did beside the raw sink: its table against the produced records, the writes it
         refused (its log events) and one probe of its epoch fence."""
-        p = self.processor
-        self.step(f"check the processor's table {p.table} against what was produced")
-        ddb = aws.client("dynamodb")
-        items = scan_items(ddb, p.table)
-        check = table_check(items, fleet.produced_records(), p.partition_key)
-        refused = count_refusals(sorted(fleet.workdir.glob("*.log")), crash.at, crash.shards)
-        probe = probe_stale_epoch(ddb, p.table, p.partition_key, items)
+        self.step(f"check the processor's table {self.processor.table} against what was produced")
+        logs = sorted(fleet.workdir.glob("*.log"))
+        out = self.processor.check(aws.client("dynamodb"), fleet.produced_records(), logs, crash)
+        check, refused, probe = out["check"], out["refused"], out["probe"]
         self.say(
             f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "
             f"{check['each_key_newest']}; refused writes: {refused['older_than_stored']} older than the stored "
             f"record, {refused['stale_epoch']} from a stale epoch; stale-epoch probe refused: {probe.get('refused')}"
         )
-        return {
-            "entry_point": p.entry_point,
-            "project": self.env.consumer.processor_project,  # as cdk.json has it
-            "table": p.table,
-            "rows": len(items),
-            "check": check,
-            "refused": refused,
-            "probe": probe,
-        }
+        return out
 
     def _fleet_phases(self, fleet: Fleet, extra: dict[str, str]) -> Crash:
         """Scale out, scale in, a rolling restart and a crash, each waited for; returns the crash."""

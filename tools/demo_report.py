@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from tools.demo_dev import Crash
 from tools.fleet.analysis import Delivery, Run, analyze, ownership_runs, percentiles
 from tools.fleet.runner import Fleet
 
@@ -286,15 +287,6 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         failover_s=_s(summary["failover"]["max"]),
         report=report,
     )
-
-
-@dataclass(frozen=True)
-class Crash:
-    """The worker the demo SIGKILLed, when (epoch seconds), and the shards it was delivering then."""
-
-    worker: str
-    at: float
-    shards: tuple[str, ...]
 
 
 def write_report(

@@ -140,16 +140,10 @@ def _rank(s: list[float], q: float) -> float:
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
     """n, p50, p95, p99 and max of ``values`` (None when there are none)."""
-    if not values:
-        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
     s = sorted(values)
-    return {
-        "n": len(s),
-        "p50": round(statistics.median(s), 3),
-        "p95": round(_rank(s, 0.95), 3),
-        "p99": round(_rank(s, 0.99), 3),
-        "max": round(s[-1], 3),
-    }
+    stats = (statistics.median(s), _rank(s, 0.95), _rank(s, 0.99), s[-1]) if s else (None,) * 4
+    named = zip(("p50", "p95", "p99", "max"), stats, strict=True)
+    return {"n": len(s)} | {k: None if v is None else round(v, 3) for k, v in named}
 
 
 def producer_figures(produced: list[tuple[str, str, float]]) -> dict[str, Any]:
