@@ -1,5 +1,5 @@
-"""The fleet benchmark (``make bench``, ``python -m bench.fleet``): the scenarios of docs/benchmarks.md, each on
-its own stream and tables, at the consumer's defaults; writes ``reports/bench/fleet.json`` (every figure),
+"""The fleet benchmark (``make bench``, ``python -m bench.fleet``): the scenarios of docs/benchmarks.md, each
+on its own stream and tables, at the consumer's defaults; writes ``reports/bench/fleet.json`` (every figure),
 ``fleet.md`` (the tables of docs/benchmarks.md) and one ownership-timeline PNG per scenario."""
 
 from __future__ import annotations

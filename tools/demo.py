@@ -2,8 +2,8 @@
 
 The dev environment of ``cdk.json``, a producer and a fleet running dev's processor journaled; the fleet
 scales out, in, restarts rolling, loses a lease holder to SIGKILL and drains; then the processor's table is
-checked, Spark runs on what landed in S3, and ``<out>`` gets ``summary.json``, ``ownership.png`` and ``lag.png``.
-Each phase waits on its event, then holds for a person to watch (``--quick``, the test's: no hold, a 4 s lease).
+checked, Spark runs on what landed in S3, and ``<out>`` gets ``summary.json``, ``ownership.png``, ``lag.png``.
+Each phase waits on its event, then holds for a person to watch (``--quick``, the test's: none, a 4 s lease).
 Everything started is stopped at the end, also on Ctrl-C or SIGTERM; working files stay in ``<out>/work``.
 """
 
@@ -41,7 +41,7 @@ MAX_RECORDS: Final = 25
 
 @dataclass(frozen=True)
 class Timing:
-    """How long each phase holds after its event and how fast things tick (``lease_duration``: None, dev's)."""
+    """How long each phase holds after its event and how fast things tick (``lease_duration`` None: dev's)."""
 
     fleet: FleetSettings
     warmup: float = 15.0
@@ -84,7 +84,6 @@ class Demo:
         self.fleet: Fleet | None = None
         self.spark: SparkStep | None = None
         self.waits = Waits(poll=0.2)  # each phase's wait is bounded by its step_timeout
-        self.timed_out: list[str] = []
         self._quiet = threading.Event()  # set: no more progress lines
         self._step = 0
 
@@ -156,7 +155,7 @@ class Demo:
                 "timing": asdict(replace(self.timing, fleet=fleet.settings)),  # with the rate and idle time
             },
             "exit_codes": codes,
-            "waits_timed_out": self.timed_out,
+            "waits_timed_out": fleet.timeouts,
             "processor": processor,
             "dead_lettered": int(queue["Attributes"]["ApproximateNumberOfMessages"]),
             "raw": raw_counts(lake / "raw"),
@@ -279,7 +278,7 @@ class Demo:
         def event() -> bool:
             return every_shard_since(fleet, since, live) and formed(fleet, live)
 
-        wait_for(fleet, self.waits, what, event, self.timed_out)
+        wait_for(fleet, self.waits, what, event)
 
     def _tick(self) -> None:
         """A progress line every ``progress_every`` seconds until :attr:`_quiet` is set."""

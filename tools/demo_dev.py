@@ -1,6 +1,6 @@
-"""Dev's environment (``cdk.json``) as the demo runs it: local names, its processor (``examples/latest-per-key``:
-each key's newest record, fenced by epoch) and the checks of that processor's table. CloudFormation names the
-tables, queue and buckets in AWS, so locally they are derived from the application name."""
+"""Dev's environment (``cdk.json``) as the demo runs it: local names, its processor
+(``examples/latest-per-key``: each key's newest record, fenced by epoch) and the checks of its table.
+CloudFormation names the tables, queue and buckets in AWS; locally they derive from the application name."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The demo's processor (``CONSUMER_PROCESSOR=tools.demo_processor:journaled``): the environment's own
-(``DEMO_PROCESSOR``, built on the raw S3 sink) unchanged, with a delivery journal in front for the analysis."""
+(``DEMO_PROCESSOR``, built on the raw S3 sink) unchanged, with a delivery journal in front."""
 
 from __future__ import annotations
 

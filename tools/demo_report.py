@@ -1,5 +1,5 @@
-"""The demo's figures and pictures, from the files it wrote and the Spark step's counts; the ownership timeline
-is also the fleet benchmark's."""
+"""The demo's figures and pictures, from the files it wrote and the Spark step's counts (the ownership
+timeline is also the fleet benchmark's)."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ def write_report(
 ) -> dict[str, Any]:
     """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
 
-    ``context`` (environment, settings, the processor's and Spark's figures ...) goes into the summary as it is.
+    ``context`` (environment, settings, the processor's and Spark's figures ...) goes into the summary as is.
     ``ok``: nothing lost, the fleet drained, the curated table holds every produced record exactly once, the
     processor's table holds each key's newest record and its fence refused the probe without a change."""
     deliveries, began = fleet.deliveries(), fleet.began

@@ -1,7 +1,7 @@
 """The demo's Spark step, a child process (``python -m tools.demo_spark WORK``, then a line on stdin).
 
 It starts a local[2] session at once (the slow part), so the demo starts it before the fleet; on a line on
-stdin it compacts and aggregates ``WORK/lake/raw`` and checks the curated table against ``WORK/produced.jsonl``.
+stdin it compacts and aggregates ``WORK/lake/raw`` and checks the result against ``WORK/produced.jsonl``.
 """
 
 from __future__ import annotations

@@ -90,6 +90,7 @@ class Fleet:
     began: float = field(default_factory=time.time)  # event lines show the seconds since then
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)  # the waits that timed out (``scenarios.wait_for``)
     produced: list[tuple[str, str, float]] = field(default_factory=list)
     #: (shard, sequence number) -> (partition key, data) of every record produced.
     keyed: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)

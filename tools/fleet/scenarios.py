@@ -1,5 +1,6 @@
-"""The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and :func:`run_scenario`.
-The repeated ones repeat their transition until each kind of hand-off happened ``Timing.handoffs`` times."""
+"""The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and
+:func:`run_scenario`; the repeated ones repeat their transition until each kind of hand-off happened
+``Timing.handoffs`` times."""
 
 from __future__ import annotations
 
@@ -50,9 +51,8 @@ Scenario = Callable[[Fleet, Timing], dict[str, Any]]
 
 @dataclass
 class Log:
-    """A scenario's timed-out waits, signals (with the shards each worker had delivered last) and exit codes."""
+    """A scenario's signals (with the shards each worker had delivered last) and exit codes."""
 
-    timeouts: list[str] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
     owners: dict[str, list[str]] = field(default_factory=dict)
     exit_codes: dict[str, int] = field(default_factory=dict)
@@ -73,13 +73,13 @@ class Log:
         return t
 
 
-def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
-    """Poll ``cond`` until it holds, for at most ``t.step_timeout``; a time-out is noted in ``timeouts``."""
+def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool]) -> None:
+    """Poll ``cond`` until it holds, for at most ``t.step_timeout``; a time-out is noted in ``f.timeouts``."""
     if poll(cond, t.step_timeout, t.poll):
         f.mark(what)
     else:
         f.mark(f"timed out waiting for {what}")
-        timeouts.append(what)
+        f.timeouts.append(what)
 
 
 def hold(seconds: float) -> None:
@@ -97,13 +97,11 @@ def formed(f: Fleet, workers: set[str]) -> bool:
     return sum(counts) >= f.settings.shards and all(share <= n <= share + (extra > 0) for n in counts)
 
 
-def form(f: Fleet, t: Timing, workers: Collection[str], timeouts: list[str]) -> None:
+def form(f: Fleet, t: Timing, workers: Collection[str]) -> None:
     """Start ``workers``, wait until they formed a fleet, then hold ``t.warmup``."""
     for w in sorted(workers):
         f.start_worker(w)
-    wait_for(
-        f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, set(workers)), timeouts
-    )
+    wait_for(f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, set(workers)))
     hold(t.warmup)
 
 
@@ -127,7 +125,7 @@ def _repeat(
 def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers; repeatedly start 2 more (scale-out), wait for balance, SIGTERM them (scale-in)."""
     base, log = {"w1", "w2"}, Log()
-    form(f, t, base, log.timeouts)
+    form(f, t, base)
     added: list[str] = []  # every worker started by a cycle, so far: the kinds count moves to and from them
     since = time.time()
     kinds = {
@@ -146,18 +144,18 @@ def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
             owners = f.last_owners(time.time())
             return all(len(owners.get(w, [])) >= share for w in new)
 
-        wait_for(f, t, f"cycle {n}: new workers own their share", balanced, log.timeouts)
+        wait_for(f, t, f"cycle {n}: new workers own their share", balanced)
         stopped = log.stop(f, new)
         back = partial(every_shard_since, f, stopped, base)
-        wait_for(f, t, f"cycle {n}: base workers own every shard", back, log.timeouts)
+        wait_for(f, t, f"cycle {n}: base workers own every shard", back)
 
     return _repeat(f, t, log, kinds, cycle)
 
 
 def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
-    """2 workers; repeatedly start a replacement, let it be seen, SIGTERM the oldest (an ECS rolling deploy)."""
+    """2 workers; repeatedly start a replacement, let it be seen, SIGTERM the oldest (as ECS deploys)."""
     live, log = ["r0a", "r0b"], Log()
-    form(f, t, live, log.timeouts)
+    form(f, t, live)
 
     def step(n: int) -> None:
         new, old = f"r{n}", live.pop(0)
@@ -167,7 +165,7 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
         stopped = log.stop(f, [old])
         live.append(new)
         flows = partial(every_shard_since, f, stopped, set(live))
-        wait_for(f, t, f"step {n}: every shard flows", flows, log.timeouts)
+        wait_for(f, t, f"step {n}: every shard flows", flows)
 
     return _repeat(f, t, log, {"rolling_restart": analysis.Kind(time.time())}, step)
 
@@ -175,15 +173,15 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
 def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
     """SIGKILL one of three workers (``leader``: the leader, the worst case: the leadership moves first)."""
     workers, log = {"w1", "w2", "w3"}, Log()
-    form(f, t, workers, log.timeouts)
+    form(f, t, workers)
     victim = f.leader() if leader else "w3"
     if victim not in workers:
-        log.timeouts.append(f"no leader among the workers ({victim})")
+        f.timeouts.append(f"no leader among the workers ({victim})")
         victim = "w3"
     killed = log.signal(f, [victim], signal.SIGKILL)
     f.wait_exit(victim)
     taken = partial(every_shard_since, f, killed, workers - {victim})
-    wait_for(f, t, "the survivors deliver every shard", taken, log.timeouts)
+    wait_for(f, t, "the survivors deliver every shard", taken)
     hold(t.settle)
     return {**asdict(log), "planned": False, "victim": victim, "victim_led": leader}
 
@@ -191,8 +189,7 @@ def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
 def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     """SIGSTOP a worker until w1 took its shards over, then SIGCONT it: it must deliver nothing under its old
     epochs, hear it lost those leases and have a late checkpoint refused."""
-    timeouts: list[str] = []
-    form(f, t, {"w1", "zombie"}, timeouts)
+    form(f, t, {"w1", "zombie"})
     old_epochs = {d.shard: d.epoch for d in f.deliveries() if d.worker == "zombie"}
     held = {s: old_epochs[s] for s in f.last_owners(time.time()).get("zombie", [])}  # at the pause
     stopped = f.signal("zombie", signal.SIGSTOP)
@@ -201,14 +198,14 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
         newer = {d.shard for d in f.deliveries() if d.worker == "w1" and d.epoch > held.get(d.shard, 0)}
         return set(held) <= newer
 
-    wait_for(f, t, "w1 owns the paused zombie's shards", taken_over, timeouts)
+    wait_for(f, t, "w1 owns the paused zombie's shards", taken_over)
     resumed = f.signal("zombie", signal.SIGCONT)
 
     def fenced() -> bool:  # the resumed zombie was told (lease_lost) of every lease it held at the pause
         lost = {(e["s"], int(e["e"])) for e in f.journal() if e["k"] == "lease_lost" and e["w"] == "zombie"}
         return set(held.items()) <= lost
 
-    wait_for(f, t, "the zombie lost its old leases", fenced, timeouts)
+    wait_for(f, t, "the zombie lost its old leases", fenced)
     hold(t.settle)
     # After SIGCONT: a process runs on for a moment after kill(SIGSTOP) returns.
     after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
@@ -224,7 +221,6 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
             rejected = exc.stale_epoch
     return {
         "planned": False,
-        "timeouts": timeouts,
         "zombie_shards_before_pause": len(old_epochs),
         "zombie_deliveries_under_old_epochs_after_pause": sum(
             old_epochs.get(d.shard) == d.epoch for d in after
@@ -236,8 +232,7 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
 
 def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
     """Split a shard under load: both children must be read, and only after their parent ended."""
-    timeouts: list[str] = []
-    form(f, t, {"w1", "w2"}, timeouts)
+    form(f, t, {"w1", "w2"})
     shards = f.kinesis.list_shards(StreamName=f.stream)["Shards"]
     parent = shards[0]["ShardId"]
     low, high = (int(shards[0]["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
@@ -250,7 +245,7 @@ def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
     def delivering() -> bool:
         return kids <= {d.shard for d in f.deliveries()}
 
-    wait_for(f, t, "both children delivering", delivering, timeouts)
+    wait_for(f, t, "both children delivering", delivering)
     hold(t.settle)
     ds = f.deliveries()
     parent_last = max((d.t for d in ds if d.shard == parent), default=0.0)
@@ -259,16 +254,14 @@ def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
         "planned": False,
         "children": sorted(kids),
         "children_before_parent_end": int(kid_first < parent_last),
-        "timeouts": timeouts,
     }
 
 
 def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers on their own for ``t.steady_window`` (the cost figures)."""
-    timeouts: list[str] = []
-    form(f, t, {"w1", "w2"}, timeouts)
+    form(f, t, {"w1", "w2"})
     hold(t.steady_window)
-    return {"planned": False, "steady_window_s": t.steady_window, "timeouts": timeouts}
+    return {"planned": False, "steady_window_s": t.steady_window}
 
 
 #: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the tests' single planned
@@ -314,13 +307,10 @@ def run_scenario(
         gaps, parts = analysis.handoff_figures(deliveries, kinds, fleet.milestones())
         result["handoff_gap_by_kind_s"], result["handoff_phases_by_kind_s"] = gaps, parts
     since = timing.warmup if name == "steady_state" else 0.0
-    result |= extra | {"shards": settings.shards, "rate": settings.rate, "drained": drained}
-    result |= analysis.producer_figures(fleet.produced) | analysis.dynamodb_cost(
-        fleet.worker_stats(), settings.shards, since
-    )
-    result["duration_s"] = round(time.time() - fleet.began, 1)
+    result |= extra | {"timeouts": fleet.timeouts} | analysis.producer_figures(fleet.produced)
+    result |= analysis.dynamodb_cost(fleet.worker_stats(), settings.shards, since)
+    result |= {"shards": settings.shards, "rate": settings.rate, "drained": drained}
     png = workdir / f"{name}.png"
     runs = analysis.ownership_runs(deliveries)
     save(ownership_figure(runs, fleet.events, fleet.began, f"{name}: shard ownership"), png)
-    result["timeline_png"] = str(png)
-    return result
+    return result | {"duration_s": round(time.time() - fleet.began, 1), "timeline_png": str(png)}
