@@ -350,7 +350,6 @@ def main(argv: list[str] | None = None) -> int:
     demo = Demo(QUICK if args.quick else FULL, args.out.resolve())
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
-    code = 1
     try:
         summary = demo.run()
         print("\n" + format_summary(summary), flush=True)

@@ -150,8 +150,7 @@ def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, lab
 def _frame(
     ax: Any, ts: Iterable[float], events: Sequence[tuple[float, str]], t0: float, low: float, high: float
 ) -> None:
-    """The x range of ``ts`` and the events, the events drawn, and y limits with room above ``high`` for
-    their labels."""
+    """The x range of ``ts`` and the events, the events drawn, y limits with room above ``high`` for labels."""
     every = [0.0, *ts, *(t - t0 for t, _ in events)]
     pad = 0.02 * (max(every) - min(every)) or 1.0
     ax.set_xlim(min(every) - pad, max(every) + pad)
@@ -171,13 +170,11 @@ def ownership_figure(
     ax = fig.subplots()
     for y, shard in enumerate(shards):
         for r in runs[shard]:
-            ax.broken_barh(
-                [(r.first - t0, max(r.last - r.first, 0.05))], (y - 0.4, 0.8), color=colour[r.worker]
-            )
+            span = (r.first - t0, max(r.last - r.first, 0.05))
+            ax.broken_barh([span], (y - 0.4, 0.8), color=colour[r.worker])
     ends = [t - t0 for rs in runs.values() for r in rs for t in (r.first, r.last)]
     _frame(ax, ends, events, t0, -0.6, len(shards) - 0.4)
-    ax.set_yticks(range(len(shards)))
-    ax.set_yticklabels([s.replace("shardId-", "") for s in shards], fontsize=8)
+    ax.set_yticks(range(len(shards)), [s.replace("shardId-", "") for s in shards], fontsize=8)
     ax.set(xlabel="seconds since the start", ylabel="shard", title=title)
     handles = [Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
     ax.legend(handles, workers, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
