@@ -27,7 +27,7 @@ from tools.demo_spark import SparkStep
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
 from tools.fleet.scenarios import Timing as Waits
-from tools.fleet.scenarios import every_shard_since, formed, hold, wait_for
+from tools.fleet.scenarios import every_shard_since, formed, wait_for
 
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 
@@ -115,7 +115,7 @@ class Demo:
         extra = self._worker_extra(dlq_url)
         fleet.start_worker("w1", extra)
         self._until_formed(fleet, "w1 delivers every shard")
-        hold(self.timing.warmup)
+        time.sleep(self.timing.warmup)
         crash = self._fleet_phases(fleet, extra)
 
         self.step("stop producing, let the fleet drain, stop it gracefully")
@@ -240,14 +240,14 @@ class Demo:
         for i in range(2, target + 1):
             fleet.start_worker(f"w{i}", extra)
         self._until_formed(fleet, f"{target} workers share the shards")
-        hold(t.settle)
+        time.sleep(t.settle)
 
         self.step(f"scale in: {target} -> {target - 1} workers (SIGTERM to a lease holder)")
         leaving = fleet.lease_holder([w for w in fleet.live_workers() if w != "w1"])
         left = fleet.signal(leaving, signal.SIGTERM)
         fleet.wait_exit(leaving, timeout=self.stop_timeout)
         self._until_formed(fleet, f"the shards flow again without {leaving}", since=left)
-        hold(t.settle)
+        time.sleep(t.settle)
 
         self.step("rolling restart: start a new worker, then SIGTERM an old one, one at a time")
         for serial, old in enumerate(fleet.live_workers(), start=target + 1):
@@ -259,7 +259,7 @@ class Demo:
             gone = fleet.signal(old, signal.SIGTERM)
             fleet.wait_exit(old, timeout=self.stop_timeout)
             self._until_formed(fleet, f"the shards flow again without {old}", since=gone)
-        hold(t.settle)
+        time.sleep(t.settle)
 
         self.step(f"crash: SIGKILL a lease holder (its leases expire after {self.lease_duration:g}s)")
         victim = fleet.lease_holder(fleet.live_workers())
@@ -267,7 +267,7 @@ class Demo:
         killed_at = fleet.signal(victim, signal.SIGKILL)
         fleet.wait_exit(victim)
         self._until_formed(fleet, f"the survivors took {victim}'s shards over", since=killed_at)
-        hold(t.settle)
+        time.sleep(t.settle)
         return Crash(victim, killed_at, tuple(shards))
 
     def _until_formed(self, fleet: Fleet, what: str, since: float = 0.0) -> None:

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from tools.fleet.runner import Fleet
-from tools.fleet.scenarios import Log, Timing, every_shard_since, form, formed, hold, wait_for
+from tools.fleet.scenarios import Log, Timing, every_shard_since, form, formed, wait_for
 
 __all__ = ["rolling_restart", "scale_in", "scale_out"]
 
@@ -23,7 +23,6 @@ def scale_out(f: Fleet, t: Timing) -> dict[str, Any]:
     f.start_worker("w4")
     everyone = {"w1", "w2", "w3", "w4"}
     wait_for(f, t, "the new workers own their share", partial(formed, f, everyone))
-    hold(t.settle)
     return {"planned": True}
 
 
@@ -34,7 +33,6 @@ def scale_in(f: Fleet, t: Timing) -> dict[str, Any]:
     stopped = log.stop(f, ["w3", "w4"])
     back = partial(every_shard_since, f, stopped, {"w1", "w2"})
     wait_for(f, t, "w1 and w2 deliver every shard", back)
-    hold(t.settle)
     return {**asdict(log), "planned": True}
 
 
@@ -52,5 +50,4 @@ def rolling_restart(f: Fleet, t: Timing) -> dict[str, Any]:
         live.discard(old)
         flows = partial(every_shard_since, f, stopped, set(live))
         wait_for(f, t, f"every shard flows after {old}", flows)
-    hold(t.settle)
     return {**asdict(log), "planned": True}

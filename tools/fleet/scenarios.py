@@ -27,7 +27,6 @@ __all__ = [
     "every_shard_since",
     "form",
     "formed",
-    "hold",
     "run_scenario",
     "wait_for",
 ]
@@ -82,15 +81,8 @@ def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool]) -> None:
         f.timeouts.append(what)
 
 
-def hold(seconds: float) -> None:
-    """Hold on for a benchmark's extra window (``Timing.warmup``/``settle``)."""
-    if seconds > 0:
-        time.sleep(seconds)
-
-
 def formed(f: Fleet, workers: set[str]) -> bool:
-    """Every shard's latest delivery is by one of ``workers``, each delivering its planner share (the shards
-    divided evenly, one more for some)."""
+    """Every shard's latest delivery is by one of ``workers``, each delivering its planner share (even, +1)."""
     owners = f.last_owners(time.time())
     share, extra = divmod(f.settings.shards, len(workers))
     counts = [len(owners.get(w, [])) for w in workers]
@@ -102,7 +94,7 @@ def form(f: Fleet, t: Timing, workers: Collection[str]) -> None:
     for w in sorted(workers):
         f.start_worker(w)
     wait_for(f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, set(workers)))
-    hold(t.warmup)
+    time.sleep(t.warmup)
 
 
 def every_shard_since(f: Fleet, since: float, workers: set[str]) -> bool:
@@ -182,7 +174,7 @@ def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
     f.wait_exit(victim)
     taken = partial(every_shard_since, f, killed, workers - {victim})
     wait_for(f, t, "the survivors deliver every shard", taken)
-    hold(t.settle)
+    time.sleep(t.settle)
     return {**asdict(log), "planned": False, "victim": victim, "victim_led": leader}
 
 
@@ -206,25 +198,23 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
         return set(held.items()) <= lost
 
     wait_for(f, t, "the zombie lost its old leases", fenced)
-    hold(t.settle)
+    time.sleep(t.settle)
     # After SIGCONT: a process runs on for a moment after kill(SIGSTOP) returns.
     after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
     rejected = None
     if old_epochs:
         shard, epoch = next(iter(old_epochs.items()))
+        store = DynamoDBCheckpointStore(f.ddb, f.checkpoint_table)
         try:
-            DynamoDBCheckpointStore(f.ddb, f.checkpoint_table).save(
-                f.stream, shard, epoch, Position("9" * 50)
-            )
+            store.save(f.stream, shard, epoch, Position("9" * 50))
             rejected = False
         except CheckpointRejectedError as exc:
             rejected = exc.stale_epoch
+    stale = sum(old_epochs.get(d.shard) == d.epoch for d in after)
     return {
         "planned": False,
         "zombie_shards_before_pause": len(old_epochs),
-        "zombie_deliveries_under_old_epochs_after_pause": sum(
-            old_epochs.get(d.shard) == d.epoch for d in after
-        ),
+        "zombie_deliveries_under_old_epochs_after_pause": stale,
         "zombie_late_checkpoint_rejected": rejected,
         "paused_s": round(resumed - stopped, 3),
     }
@@ -246,21 +236,18 @@ def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
         return kids <= {d.shard for d in f.deliveries()}
 
     wait_for(f, t, "both children delivering", delivering)
-    hold(t.settle)
+    time.sleep(t.settle)
     ds = f.deliveries()
     parent_last = max((d.t for d in ds if d.shard == parent), default=0.0)
     kid_first = min((d.t for d in ds if d.shard in kids), default=float("inf"))
-    return {
-        "planned": False,
-        "children": sorted(kids),
-        "children_before_parent_end": int(kid_first < parent_last),
-    }
+    early = int(kid_first < parent_last)
+    return {"planned": False, "children": sorted(kids), "children_before_parent_end": early}
 
 
 def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers on their own for ``t.steady_window`` (the cost figures)."""
     form(f, t, {"w1", "w2"})
-    hold(t.steady_window)
+    time.sleep(t.steady_window)
     return {"planned": False, "steady_window_s": t.steady_window}
 
 
