@@ -253,8 +253,8 @@ class Demo:
         for serial, old in enumerate(fleet.live_workers(), start=target + 1):
             fleet.start_worker(f"w{serial}", extra)
             fleet.wait_registered(f"w{serial}")
-            # One scan of every old worker after the new one registered: they have seen it alive (a worker's
-            # view of the fleet is not visible from outside; with a standby, owning a share is no sign of it).
+            # Every old worker scans once after the new one registered, so has seen it alive (not visible
+            # from outside: with a standby, owning a share is no sign of it).
             time.sleep(2 * t.fleet.scan_interval + 0.5)
             gone = fleet.signal(old, signal.SIGTERM)
             fleet.wait_exit(old, timeout=self.stop_timeout)

@@ -107,8 +107,7 @@ class SparkStep:
         self._proc.stdin.close()
         if code := self._proc.wait(timeout=240):
             raise RuntimeError(f"the Spark step failed (exit {code}); see {self.work / 'spark.log'}")
-        result: dict[str, Any] = json.loads((self.work / "spark-result.json").read_text(encoding="utf-8"))
-        return result
+        return dict(json.loads((self.work / "spark-result.json").read_text(encoding="utf-8")))
 
     def stop(self) -> None:
         """Stop the child's whole group, its JVM included (SIGTERM, SIGKILL after 5 s). Idempotent."""
@@ -128,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.demo_spark", description=__doc__)
     parser.add_argument("work", type=Path, help="gets spark-result.json (the counts) and spark-tmp/")
     work = parser.parse_args(argv).work
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # PR_SET_PDEATHSIG: SIGTERM when the demo dies; the JVM exits when its pipe from this process closes.
     ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
     began = time.monotonic()

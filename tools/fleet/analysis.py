@@ -49,7 +49,6 @@ class Run:
     epoch: int
     first: float
     last: float
-    count: int
 
 
 def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
@@ -58,9 +57,9 @@ def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
     for d in sorted(deliveries, key=lambda d: (d.shard, d.t)):
         runs = out[d.shard]
         if runs and (runs[-1].worker, runs[-1].epoch) == (d.worker, d.epoch):
-            runs[-1] = replace(runs[-1], last=d.t, count=runs[-1].count + 1)
+            runs[-1] = replace(runs[-1], last=d.t)
         else:
-            runs.append(Run(d.shard, d.worker, d.epoch, d.t, d.t, 1))
+            runs.append(Run(d.shard, d.worker, d.epoch, d.t, d.t))
     return dict(out)
 
 

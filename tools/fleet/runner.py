@@ -44,9 +44,8 @@ _HASH_KEYS = 2**128  # Kinesis hash keys: 0 .. 2**128 - 1, split evenly between 
 
 
 def _spread(i: int, n: int) -> int:
-    """The hash key of the ``i``-th of ``n`` records of one PutRecords call, the middle of the ``i``-th of ``n``
-    equal slices of the key space: with at least as many records a call as shards, each shard gets one every
-    producer tick (0.1 s), so the wait for a shard's next record (part of every hand-off gap) is not random."""
+    """The hash key of the ``i``-th of ``n`` records of a PutRecords call, the middle of the ``i``-th of ``n``
+    slices: each shard gets one a tick, so the wait for its next record (in every hand-off gap) is not random."""
     return (2 * i + 1) * _HASH_KEYS // (2 * n)
 
 
