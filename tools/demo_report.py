@@ -202,7 +202,6 @@ def lag_figure(
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True)
     shards = sorted({p.shard for p in points} | set(latency))
-    top_max = bottom_max = 0.5
     for i, shard in enumerate(shards):
         label = f"shard {int(shard.rsplit('-', 1)[-1])}"  # shardId-000000000001: shard 1
         style = {"color": colormaps["tab10"](i % 10), "label": label, "lw": 1.2}
@@ -210,12 +209,10 @@ def lag_figure(
         top.plot(*_broken(lag), marker="o", ms=3, **style)
         series = [(t - t0, v, "") for t, v in latency.get(shard, [])]
         bottom.plot(*_broken(series), **style)
-        top_max = max([top_max, *(v for _, v, _ in lag)])
-        bottom_max = max([bottom_max, *(v for _, v, _ in series)])
     times = [p.t - t0 for p in points] + [t - t0 for s in latency.values() for t, _ in s]
-    _frame(top, times, events, t0, 0.0, top_max * 1.05)
+    _frame(top, times, events, t0, 0.0, max(0.5, top.dataLim.y1) * 1.05)
     _draw_events(bottom, events, t0, labels=False)
-    bottom.set_ylim(0, bottom_max * 1.1)
+    bottom.set_ylim(0, max(0.5, bottom.dataLim.y1) * 1.1)
     top.set(ylabel="MillisBehindLatest (s)", title=title)
     bottom.set(ylabel="put -> delivered (s)", xlabel="seconds since the demo started")
     if shards:
