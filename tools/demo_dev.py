@@ -129,7 +129,44 @@ class DemoProcessor:
             "rows": len(items),
             "check": _table_check(items, produced, self.partition_key),
             "refused": _count_refusals(logs, crash.at, crash.shards),
-            "probe": _probe_stale_epoch(ddb, self.table, self.partition_key, items),
+            "probe": self._probe(ddb, items),
+        }
+
+    def _probe(self, ddb: Any, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """The example's upsert of a later record as the previous epoch of the first item's shard (a paused,
+        replaced owner) must raise ``StaleEpochError`` and change nothing."""
+        from latest_per_key.table import FencedLatestTable, StaleEpochError
+
+        if not items:
+            return {"probed": False}
+        pk = self.partition_key
+        item = min(items, key=lambda i: str(i[pk]["S"]))  # every item's epoch is 1 or more
+        key, shard, epoch = item[pk]["S"], item["shard"]["S"], int(item["epoch"]["N"])
+        seq, _, sub = item["pos"]["S"].partition(".")
+        later = Record(
+            stream="probe",
+            shard_id=shard,
+            sequence_number=str(int(seq) + 1),
+            sub_sequence_number=int(sub or 0),
+            partition_key=key,
+            data=b'{"probe": "stale epoch"}',
+            approximate_arrival=datetime.now(UTC),
+        )
+        refused, error = False, ""
+        try:
+            FencedLatestTable(ddb, self.table).upsert(shard, epoch - 1, later)
+        except StaleEpochError as exc:
+            refused, error = True, str(exc)
+        after = ddb.get_item(TableName=self.table, Key={pk: {"S": key}}, ConsistentRead=True).get("Item")
+        return {
+            "probed": True,
+            "key": key,
+            "shard": shard,
+            "stored_epoch": epoch,
+            "write_epoch": epoch - 1,
+            "refused": refused,
+            "error": error,
+            "item_unchanged": after == item,
         }
 
 
@@ -189,42 +226,3 @@ def _count_refusals(logs: Iterable[Path], crash_at: float, crash_shards: Collect
                 elif e["event"] == "demo_processor_lease_lost" and e["error_type"] == "StaleEpochError":
                     stale += 1
     return {"older_than_stored": older, "older_after_crash": after_crash, "stale_epoch": stale}
-
-
-def _probe_stale_epoch(
-    ddb: Any, table: str, partition_key: str, items: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The example's upsert of a later record as the previous epoch of the first item's shard (a paused,
-    replaced owner) must raise ``StaleEpochError`` and change nothing."""
-    from latest_per_key.table import FencedLatestTable, StaleEpochError
-
-    if not items:
-        return {"probed": False}
-    item = min(items, key=lambda i: str(i[partition_key]["S"]))  # every item's epoch is 1 or more
-    key, shard, epoch = item[partition_key]["S"], item["shard"]["S"], int(item["epoch"]["N"])
-    seq, _, sub = item["pos"]["S"].partition(".")
-    later = Record(
-        stream="probe",
-        shard_id=shard,
-        sequence_number=str(int(seq) + 1),
-        sub_sequence_number=int(sub or 0),
-        partition_key=key,
-        data=b'{"probe": "stale epoch"}',
-        approximate_arrival=datetime.now(UTC),
-    )
-    refused, error = False, ""
-    try:
-        FencedLatestTable(ddb, table).upsert(shard, epoch - 1, later)
-    except StaleEpochError as exc:
-        refused, error = True, str(exc)
-    after = ddb.get_item(TableName=table, Key={partition_key: {"S": key}}, ConsistentRead=True).get("Item")
-    return {
-        "probed": True,
-        "key": key,
-        "shard": shard,
-        "stored_epoch": epoch,
-        "write_epoch": epoch - 1,
-        "refused": refused,
-        "error": error,
-        "item_unchanged": after == item,
-    }
