@@ -217,8 +217,7 @@ class Demo:
         }
 
     def _processor_output(self, aws: AwsEndpoints, fleet: Fleet, crash: Crash) -> dict[str, Any]:
-        """What the processor did beside the raw sink: its table against the produced records, the writes it
-        refused (its log events) and one probe of its epoch fence."""
+        """The processor's table against the produced records, its refused writes and a probe of its fence."""
         self.step(f"check the processor's table {self.processor.table} against what was produced")
         logs = sorted(fleet.workdir.glob("*.log"))
         out = self.processor.check(aws.client("dynamodb"), fleet.produced_records(), logs, crash)
@@ -271,8 +270,7 @@ class Demo:
         return Crash(victim, killed_at, tuple(shards))
 
     def _until_formed(self, fleet: Fleet, what: str, since: float = 0.0) -> None:
-        """Wait (bounded; a time-out goes into the summary) until every shard delivered after ``since`` by a
-        live worker and the live workers share the shards evenly."""
+        """Wait (bounded) until the live workers deliver every shard after ``since`` and share them evenly."""
         live = set(fleet.live_workers())
 
         def event() -> bool:

@@ -73,8 +73,7 @@ class DemoNames:
 
 @dataclass(frozen=True)
 class DemoProcessor:
-    """The processor the environment deploys from its project folder, and its own table (made as the state
-    stack does: a string partition key, the name passed to the task in ``table_variable``)."""
+    """The processor the environment deploys from its project folder, and its own table."""
 
     entry_point: str
     project: Path
@@ -133,8 +132,7 @@ class DemoProcessor:
         }
 
     def _probe(self, ddb: Any, items: list[dict[str, Any]]) -> dict[str, Any]:
-        """The example's upsert of a later record as the previous epoch of the first item's shard (a paused,
-        replaced owner) must raise ``StaleEpochError`` and change nothing."""
+        """Upsert a later record as the previous epoch of an item's shard: it must be refused, change nothing."""
         from latest_per_key.table import FencedLatestTable, StaleEpochError
 
         if not items:
@@ -184,8 +182,7 @@ def _stored(item: Mapping[str, Any]) -> tuple[str, int, bytes]:
 def _table_check(
     items: Iterable[Mapping[str, Any]], produced: Sequence[tuple[str, str, str, bytes]], partition_key: str
 ) -> dict[str, Any]:
-    """The table against the producer's ``(shard, sequence number, partition key, data)``: every key produced
-    has one item, holding that key's newest record."""
+    """Every key produced has one item in the table, holding its newest record (shard, sequence, bytes)."""
     newest: dict[str, tuple[str, int, bytes]] = {}
     shards_of: dict[str, set[str]] = defaultdict(set)
     for shard, seq, key, data in produced:

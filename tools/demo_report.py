@@ -84,8 +84,7 @@ _LABEL_BOX: Final = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "
 
 
 def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
-    """A row (0 = top) for each label, so that labels sharing a row do not overlap; label ``i`` spans
-    ``[xs[i], xs[i] + widths[i]]`` and ``xs`` is sorted."""
+    """A row (0 = top) per label ``[xs[i], xs[i] + widths[i]]`` (``xs`` sorted), none overlapping in a row."""
     ends: list[float] = []
     lanes = []
     for x, width in zip(xs, widths, strict=True):
@@ -100,8 +99,7 @@ def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
 def broken_series(
     points: Sequence[tuple[float, float, str]], max_gap: float
 ) -> tuple[list[float], list[float]]:
-    """x and y for one line from ``(t, value, owner)`` points, broken (NaN) where the owner changes or nothing
-    was measured for longer than ``max_gap``: no line crosses a time nobody owned the shard."""
+    """x, y of ``(t, value, owner)`` points, NaN-broken where the owner changes or ``max_gap`` is exceeded."""
     xs: list[float] = []
     ys: list[float] = []
     for i, (t, value, owner) in enumerate(points):
@@ -120,8 +118,8 @@ def _broken(points: Sequence[tuple[float, float, str]]) -> tuple[list[float], li
 
 
 def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, labels: bool) -> int:
-    """Dashed lines at the fleet events and, with ``labels``, their names in non-overlapping rows at the
-    top of ``ax`` (inside it, so they never reach the title). Returns the number of rows used."""
+    """Dashed lines at the events and, with ``labels``, their names in rows inside ``ax`` (so never over the
+    title); returns the rows used."""
     shown = sorted(
         (t - t0, label.split(" after ")[0]) for t, label in events if label.startswith(_EVENT_PREFIXES)
     )

@@ -277,8 +277,7 @@ class Fleet:
         return out
 
     def milestones(self) -> dict[tuple[str, str, int], float]:
-        """When each step of every hand-off happened (``tools.fleet.analysis.Milestones``), from the workers'
-        logs (millisecond timestamps) and journals (the processors' ``initialize``)."""
+        """When each step of every hand-off happened (``analysis.Milestones``), from the logs and journals."""
         out = {("init", e["s"], int(e["e"])): float(e["t"]) for e in self.journal() if e["k"] == "init"}
         names = {"shard_drained": "drained", "lease_handed_over": "handed_over", "lease_received": "received"}
         for e in self._lines("*.log", *(f'"{event}"' for event in names)):

@@ -273,8 +273,7 @@ def run_scenario(
     timing: Timing,
     scenario: Scenario | None = None,
 ) -> dict[str, Any]:
-    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, without overrides) on a fleet of its own;
-    returns its figures."""
+    """Run scenario ``name`` (or ``scenario``, without overrides) on its own fleet; returns its figures."""
     fn, overrides = SCENARIOS[name] if scenario is None else (scenario, {})
     settings = replace(settings, **overrides)
     fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
