@@ -148,7 +148,7 @@ def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, lab
 def _frame(
     ax: Any, ts: Iterable[float], events: Sequence[tuple[float, str]], t0: float, low: float, high: float
 ) -> None:
-    """The x range of ``ts`` and the events, the events drawn, y limits with room above ``high`` for labels."""
+    """The x range of ``ts`` and the events, the events drawn, and y room above ``high`` for their labels."""
     every = [0.0, *ts, *(t - t0 for t, _ in events)]
     pad = 0.02 * (max(every) - min(every)) or 1.0
     ax.set_xlim(min(every) - pad, max(every) + pad)
