@@ -132,7 +132,7 @@ class DemoProcessor:
         }
 
     def _probe(self, ddb: Any, items: list[dict[str, Any]]) -> dict[str, Any]:
-        """Upsert a later record as an item's shard's previous epoch: it must be refused, the item unchanged."""
+        """Upsert a later record under the previous epoch of an item's shard: refused, nothing changed."""
         from latest_per_key.table import FencedLatestTable, StaleEpochError
 
         if not items:
