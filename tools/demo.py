@@ -26,8 +26,8 @@ from tools.demo_report import format_summary, raw_counts, write_report
 from tools.demo_spark import SparkStep
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
+from tools.fleet.scenarios import Log, every_shard_since, formed, wait_for
 from tools.fleet.scenarios import Timing as Waits
-from tools.fleet.scenarios import every_shard_since, formed, wait_for
 
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 
@@ -76,7 +76,6 @@ class Demo:
         self.processor = DemoProcessor.of(self.env, self.names)
         self.timing = timing
         self.lease_duration = timing.lease_duration or self.env.consumer.lease_duration_seconds
-        self.stop_timeout = self.env.consumer.shutdown_deadline_seconds + 10
         self.out = out
         self.work = out / "work"
         self.began = time.time()
@@ -231,7 +230,7 @@ class Demo:
 
     def _fleet_phases(self, fleet: Fleet, extra: dict[str, str]) -> Crash:
         """Scale out, scale in, a rolling restart and a crash, each waited for; returns the crash."""
-        t = self.timing
+        t, log = self.timing, Log()
         standby = self.env.scaling.standby_tasks
         n_shards = fleet.settings.shards
         target = max(2, min(self.env.scaling.max_tasks, n_shards + standby))
@@ -243,8 +242,7 @@ class Demo:
 
         self.step(f"scale in: {target} -> {target - 1} workers (SIGTERM to a lease holder)")
         leaving = fleet.lease_holder([w for w in fleet.live_workers() if w != "w1"])
-        left = fleet.signal(leaving, signal.SIGTERM)
-        fleet.wait_exit(leaving, timeout=self.stop_timeout)
+        left = log.stop(fleet, [leaving])
         self._until_formed(fleet, f"the shards flow again without {leaving}", since=left)
         time.sleep(t.settle)
 
@@ -255,19 +253,17 @@ class Demo:
             # Every old worker scans once after the new one registered, so has seen it alive (not visible
             # from outside: with a standby, owning a share is no sign of it).
             time.sleep(2 * t.fleet.scan_interval + 0.5)
-            gone = fleet.signal(old, signal.SIGTERM)
-            fleet.wait_exit(old, timeout=self.stop_timeout)
+            gone = log.stop(fleet, [old])
             self._until_formed(fleet, f"the shards flow again without {old}", since=gone)
         time.sleep(t.settle)
 
         self.step(f"crash: SIGKILL a lease holder (its leases expire after {self.lease_duration:g}s)")
         victim = fleet.lease_holder(fleet.live_workers())
-        shards = fleet.last_owners(time.time()).get(victim, [])
-        killed_at = fleet.signal(victim, signal.SIGKILL)
+        killed_at = log.signal(fleet, [victim], signal.SIGKILL)
         fleet.wait_exit(victim)
         self._until_formed(fleet, f"the survivors took {victim}'s shards over", since=killed_at)
         time.sleep(t.settle)
-        return Crash(victim, killed_at, tuple(shards))
+        return Crash(victim, killed_at, tuple(log.owners[victim]))
 
     def _until_formed(self, fleet: Fleet, what: str, since: float = 0.0) -> None:
         """Wait (bounded) until the live workers deliver every shard after ``since`` and share them evenly."""
