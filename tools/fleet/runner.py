@@ -23,7 +23,7 @@ from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
 from tools.fleet.analysis import Delivery
 
-__all__ = ["DEFAULT_IDLE_TIME", "DEFAULT_INBOX_POLL", "Fleet", "FleetSettings", "poll"]
+__all__ = ["Fleet", "FleetSettings", "poll"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,10 +35,6 @@ _WORKER_COMMAND = [
     "import ctypes, os, sys; ctypes.CDLL('libc.so.6').prctl(1, 15); "
     "os.execv(sys.executable, [sys.executable, '-m', 'consumer', 'run'])",
 ]
-
-#: The consumer's defaults (idle time between reads, inbox poll); published figures use them.
-DEFAULT_IDLE_TIME = RetrievalConfig().idle_time_between_reads
-DEFAULT_INBOX_POLL = LeaseConfig().inbox_poll_interval
 
 _HASH_KEYS = 2**128  # Kinesis hash keys: 0 .. 2**128 - 1, split evenly between a new stream's shards
 
@@ -61,14 +57,14 @@ def poll(cond: Callable[[], bool], timeout: float, every: float) -> bool:
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """The stream's size, the producer's rate and the workers' settings."""
+    """The stream's size, the producer's rate and the workers' settings (by default the consumer's)."""
 
     shards: int = 8
     lease_duration: float = 10.0
     rate: float = 100.0  # records per second, spread over all shards
     scan_interval: float = 1.0
-    inbox_poll_interval: float = DEFAULT_INBOX_POLL
-    idle_time: float = DEFAULT_IDLE_TIME
+    inbox_poll_interval: float = LeaseConfig().inbox_poll_interval
+    idle_time: float = RetrievalConfig().idle_time_between_reads
     metrics_interval: float = 5.0
 
 
