@@ -110,7 +110,7 @@ class Demo:
         self.step(f"start the producer and the first worker ({self.processor.entry_point})")
         self.spark = SparkStep(self.work)  # its JVM starts now (slow) and waits, idle, for the fleet's output
         fleet.start_producer()
-        threading.Thread(target=self._tick, daemon=True, name="demo-progress").start()
+        threading.Thread(target=self._tick, args=(fleet, aws), daemon=True, name="demo-progress").start()
         extra = self._worker_extra(dlq_url)
         fleet.start_worker("w1", extra)
         self._until_formed(fleet, "w1 delivers every shard")
@@ -126,7 +126,16 @@ class Demo:
         codes = {w: fleet.procs[w].returncode for w in live}
         fleet.mark(f"fleet stopped (exit codes {codes})")
         self._quiet.set()
-        processor = self._processor_output(aws, fleet, crash)
+
+        self.step(f"check the processor's table {self.processor.table} against what was produced")
+        logs = sorted(fleet.workdir.glob("*.log"))
+        processor = self.processor.check(aws.client("dynamodb"), fleet.produced_records(), logs, crash)
+        check, refused, probe = processor["check"], processor["refused"], processor["probe"]
+        self.say(
+            f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "
+            f"{check['each_key_newest']}; refused writes: {refused['older_than_stored']} older than the stored "
+            f"record, {refused['stale_epoch']} from a stale epoch; stale-epoch probe refused: {probe.get('refused')}"
+        )
 
         self.step("compact and aggregate what landed in S3 (Spark, local[2])")
         s3, raw, curated = aws.client("s3"), self.names.raw_bucket, self.names.curated_bucket
@@ -158,8 +167,8 @@ class Demo:
             "processor": processor,
             "dead_lettered": int(queue["Attributes"]["ApproximateNumberOfMessages"]),
             "raw": raw_counts(lake / "raw"),
-            "curated": spark["curated"],
-            "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
+            "curated": spark.pop("curated"),
+            "spark": spark,  # the compaction's and aggregation's counts and seconds
         }
         return write_report(context, fleet, crash, drained, self.out)
 
@@ -215,19 +224,6 @@ class Demo:
             "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
         }
 
-    def _processor_output(self, aws: AwsEndpoints, fleet: Fleet, crash: Crash) -> dict[str, Any]:
-        """The processor's table against the produced records, its refused writes and a probe of its fence."""
-        self.step(f"check the processor's table {self.processor.table} against what was produced")
-        logs = sorted(fleet.workdir.glob("*.log"))
-        out = self.processor.check(aws.client("dynamodb"), fleet.produced_records(), logs, crash)
-        check, refused, probe = out["check"], out["refused"], out["probe"]
-        self.say(
-            f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "
-            f"{check['each_key_newest']}; refused writes: {refused['older_than_stored']} older than the stored "
-            f"record, {refused['stale_epoch']} from a stale epoch; stale-epoch probe refused: {probe.get('refused')}"
-        )
-        return out
-
     def _fleet_phases(self, fleet: Fleet, extra: dict[str, str]) -> Crash:
         """Scale out, scale in, a rolling restart and a crash, each waited for; returns the crash."""
         t, log = self.timing, Log()
@@ -274,31 +270,26 @@ class Demo:
 
         wait_for(fleet, self.waits, what, event)
 
-    def _tick(self) -> None:
+    def _tick(self, fleet: Fleet, aws: AwsEndpoints) -> None:
         """A progress line every ``progress_every`` seconds until :attr:`_quiet` is set."""
+        ddb, s3 = aws.client("dynamodb"), aws.client("s3")
         while not self._quiet.wait(self.timing.progress_every):
             try:
-                line = self._status()
+                leases = sorted(
+                    f"{i['shard_id']['S'].replace('shardId-', '')}: {i.get('owner', {}).get('S', '-')} "
+                    f"(epoch {i['epoch']['N']})"
+                    for i in scan_items(ddb, self.names.lease_table)
+                    if "shard_id" in i
+                )
+                line = (
+                    f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, raw objects "
+                    f"{len(_objects(s3, self.names.raw_bucket))}, table rows "
+                    f"{len(scan_items(ddb, self.processor.table)):,}; leases {', '.join(leases)}"
+                )
             except Exception as exc:  # the emulators may be going away; progress is best effort
                 line = f"(status unavailable: {type(exc).__name__})"
             if not self._quiet.is_set():
                 print(f"  [{time.time() - self.began:5.1f}s]   .. {line}", flush=True)
-
-    def _status(self) -> str:
-        assert self.fleet is not None and self.emulators is not None
-        aws, fleet = self.emulators.endpoints, self.fleet
-        ddb = aws.client("dynamodb")
-        leases = sorted(
-            (i["shard_id"]["S"].replace("shardId-", ""), i.get("owner", {}).get("S", "-"), i["epoch"]["N"])
-            for i in scan_items(ddb, self.names.lease_table)
-            if "shard_id" in i
-        )
-        return (
-            f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, "
-            f"raw objects {len(_objects(aws.client('s3'), self.names.raw_bucket))}, "
-            f"table rows {len(scan_items(ddb, self.processor.table)):,}; leases "
-            + ", ".join(f"{shard}: {owner} (epoch {epoch})" for shard, owner, epoch in leases)
-        )
 
     def cleanup(self) -> None:
         """Stop the progress lines, the producer, Spark, the workers and the emulators; bounded in time."""
