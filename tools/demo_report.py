@@ -57,10 +57,8 @@ def lag_points(stdout_files: Iterable[Path]) -> list[LagPoint]:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             with contextlib.suppress(ValueError, KeyError):  # a line cut short by SIGKILL; another metric
                 doc = json.loads(line)
-                lag = float(doc["MillisBehindLatest"])
-                out.append(
-                    LagPoint(doc["_aws"]["Timestamp"] / 1000, doc["Shard"], doc.get("WorkerId", "?"), lag)
-                )
+                t, lag = doc["_aws"]["Timestamp"] / 1000, float(doc["MillisBehindLatest"])
+                out.append(LagPoint(t, doc["Shard"], doc.get("WorkerId", "?"), lag))
     return sorted(out, key=lambda p: p.t)
 
 
@@ -97,9 +95,13 @@ def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
 
 
 def broken_series(
-    points: Sequence[tuple[float, float, str]], max_gap: float
+    points: Sequence[tuple[float, float, str]], max_gap: float | None = None
 ) -> tuple[list[float], list[float]]:
-    """x, y of ``(t, value, owner)`` points, NaN-broken where the owner changes or ``max_gap`` is exceeded."""
+    """x, y of ``(t, value, owner)`` points, NaN-broken where the owner changes or ``max_gap`` is exceeded
+    (by default 2.5 times the median spacing)."""
+    if max_gap is None:
+        diffs = sorted(b - a for a, b in itertools.pairwise(t for t, _, _ in points) if b > a)
+        max_gap = 2.5 * diffs[len(diffs) // 2] if diffs else math.inf
     xs: list[float] = []
     ys: list[float] = []
     for i, (t, value, owner) in enumerate(points):
@@ -109,12 +111,6 @@ def broken_series(
         xs.append(t)
         ys.append(value)
     return xs, ys
-
-
-def _broken(points: Sequence[tuple[float, float, str]]) -> tuple[list[float], list[float]]:
-    """:func:`broken_series`, with a hole wherever points are 2.5x the median spacing apart."""
-    diffs = sorted(b - a for a, b in itertools.pairwise(t for t, _, _ in points) if b > a)
-    return broken_series(points, 2.5 * diffs[len(diffs) // 2] if diffs else math.inf)
 
 
 def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, labels: bool) -> int:
@@ -204,9 +200,9 @@ def lag_figure(
         label = f"shard {int(shard.rsplit('-', 1)[-1])}"  # shardId-000000000001: shard 1
         style = {"color": colormaps["tab10"](i % 10), "label": label, "lw": 1.2}
         lag = [(p.t - t0, p.millis_behind / 1000, p.worker) for p in points if p.shard == shard]
-        top.plot(*_broken(lag), marker="o", ms=3, **style)
+        top.plot(*broken_series(lag), marker="o", ms=3, **style)
         series = [(t - t0, v, "") for t, v in latency.get(shard, [])]
-        bottom.plot(*_broken(series), **style)
+        bottom.plot(*broken_series(series), **style)
     times = [p.t - t0 for p in points] + [t - t0 for s in latency.values() for t, _ in s]
     _frame(top, times, events, t0, 0.0, max(0.5, top.dataLim.y1) * 1.05)
     _draw_events(bottom, events, t0, labels=False)
@@ -297,10 +293,8 @@ def write_report(
     for m in result["moves"]:  # a failover: a move away from the killed worker after the kill
         (failovers if m["from"] == crash.worker and m["at"] >= crash.at else planned).append(m)
     curated, processor = context["curated"], context["processor"]
-    save(
-        ownership_figure(ownership_runs(deliveries), fleet.events, began, "demo: shard ownership"),
-        out / "ownership.png",
-    )
+    runs = ownership_runs(deliveries)
+    save(ownership_figure(runs, fleet.events, began, "demo: shard ownership"), out / "ownership.png")
     lag = lag_figure(
         lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
         delivery_latency(fleet.produced, deliveries),

@@ -15,7 +15,6 @@ __all__ = [
     "PHASES",
     "Delivery",
     "Kind",
-    "Move",
     "Run",
     "analyze",
     "dynamodb_cost",

@@ -22,7 +22,6 @@ from tools.fleet.runner import Fleet, FleetSettings, poll
 __all__ = [
     "SCENARIOS",
     "Log",
-    "Scenario",
     "Timing",
     "every_shard_since",
     "form",
