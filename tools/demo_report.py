@@ -291,7 +291,7 @@ def write_report(
     planned: list[dict[str, Any]] = []
     failovers: list[dict[str, Any]] = []
     for m in result["moves"]:  # a failover: a move away from the killed worker after the kill
-        (failovers if m["from"] == crash.worker and m["at"] >= crash.at else planned).append(m)
+        (failovers if m["source"] == crash.worker and m["at"] >= crash.at else planned).append(m)
     curated, processor = context["curated"], context["processor"]
     runs = ownership_runs(deliveries)
     save(ownership_figure(runs, fleet.events, began, "demo: shard ownership"), out / "ownership.png")
@@ -307,7 +307,7 @@ def write_report(
         **context,
         "records": {k: result[k] for k in ("produced", "delivered", "distinct_delivered", "lost")}
         | {"redelivered": result["extra_deliveries"], "drained": drained},
-        "handoffs": {**percentiles([float(m["gap_s"]) for m in planned]), "moves": planned},
+        "handoffs": {**percentiles([m["gap"] for m in planned]), "moves": planned},
         "failover": {**result["signal_to_new_owner_first_record_s"], **asdict(crash), "moves": failovers},
         "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
         "events": [{"t": round(t - began, 3), "event": label} for t, label in fleet.events],

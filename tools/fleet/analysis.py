@@ -8,7 +8,7 @@ import random
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 __all__ = [
@@ -64,7 +64,7 @@ def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
 
 @dataclass(frozen=True)
 class Move:
-    """A shard changing hands: ``gap`` runs from the old owner's last delivery to the new owner's first."""
+    """A shard changing hands at ``at``; ``gap`` runs from the old owner's last delivery to the new's first."""
 
     shard: str
     source: str
@@ -206,17 +206,6 @@ def analyze(
     twice = [k for k, c in counts.items() if c > 1]
     runs = ownership_runs(deliveries)
     changes = handoff_moves(runs)
-    moves = [
-        {
-            "shard": m.shard,
-            "from": m.source,
-            "to": m.target,
-            "epoch": m.epoch,
-            "at": round(m.at, 3),
-            "gap_s": round(m.gap, 3),
-        }
-        for m in changes
-    ]
     return {
         "produced": len(produced_set),
         "delivered": sum(counts.values()),
@@ -231,7 +220,7 @@ def analyze(
         "signal_to_new_owner_first_record_s": percentiles(
             _takeovers(runs, signals or {}, owners_at_signal or {})
         ),
-        "moves": moves,
+        "moves": [asdict(m) for m in changes],
     }
 
 
