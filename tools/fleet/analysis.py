@@ -64,7 +64,7 @@ def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
 
 @dataclass(frozen=True)
 class Move:
-    """A shard changing hands at ``at``; ``gap`` runs from the old owner's last delivery to the new's first."""
+    """A shard changing hands at ``at``: ``gap`` is from the old owner's last delivery to the new's first."""
 
     shard: str
     source: str
