@@ -121,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("json", nargs="?", type=Path, default=Path("reports/bench/fleet.json"))
     path = p.parse_args(argv).json
     try:
-        print(markdown(json.loads(path.read_text())), end="")
+        summary = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         print(f"error: cannot read {path}: {exc}", file=sys.stderr)
         return 1
+    print(markdown(summary), end="")
     return 0
 
 

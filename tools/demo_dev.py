@@ -205,9 +205,8 @@ def _table_check(
 
 
 def _count_refusals(logs: Iterable[Path], crash_at: float, crash_shards: Collection[str]) -> dict[str, int]:
-    """The refused writes in the workers' JSON logs: the example's ``latest_refused`` (older than the record
-    stored, a no-op; ``older_after_crash``: on ``crash_shards`` from ``crash_at`` on) and
-    ``demo_processor_lease_lost`` of a ``StaleEpochError`` (a newer epoch had written)."""
+    """Refused writes in the workers' logs: ``latest_refused`` (older than the record stored; those on
+    ``crash_shards`` from ``crash_at`` on too) and ``StaleEpochError`` (``demo_processor_lease_lost``)."""
     older = stale = after_crash = 0
     for path in logs:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():

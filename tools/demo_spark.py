@@ -25,10 +25,6 @@ REPO: Final = Path(__file__).resolve().parents[1]
 _KEY: Final = ["stream", "shard_id", "sequence_number", "sub_sequence_number"]
 
 
-def _say(message: str) -> None:
-    print(f"  spark: {message}", flush=True)
-
-
 def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str) -> dict[str, Any]:
     """Curated rows against what the producer wrote: every produced record exactly once, nothing else."""
     from pyspark.sql import functions as F
@@ -63,20 +59,22 @@ def _run(spark: Any, work: Path) -> dict[str, Any]:
     lake = work / "lake"
     raw, curated, quarantine, metrics = (str(lake / d) for d in ("raw", "curated", "quarantine", "metrics"))
     found = sorted({f"{p.parent.name[5:]}T{p.name[5:]}" for p in lake.glob("raw/stream=*/date=*/hour=*")})
-    _say(f"hours {found[0]} .. {found[-1]} (UTC)")
+    print(f"  spark: hours {found[0]} .. {found[-1]} (UTC)")
     hours = ["--start", found[0], "--end", found[-1]]
     began = time.monotonic()
     args = ["--input", raw, "--output", curated, "--quarantine", quarantine, *hours]
     counts = compact.run(spark, compact.parse_args(args))
     compact_s = time.monotonic() - began
-    _say(
-        f"compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
+    print(
+        f"  spark: compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
         f"({counts['duplicates']} duplicates dropped, {counts['malformed']} malformed) in {compact_s:.1f}s"
     )
     began = time.monotonic()
     aggregated = aggregate.run(spark, aggregate.parse_args(["--input", curated, "--output", metrics, *hours]))
     aggregate_s = time.monotonic() - began
-    _say(f"aggregation: {aggregated['hours']} hour(s) -> per_minute/ and per_hour/ in {aggregate_s:.1f}s")
+    print(
+        f"  spark: aggregation: {aggregated['hours']} hour(s) -> per_minute/, per_hour/ ({aggregate_s:.1f}s)"
+    )
     return {
         "compact": counts,
         "aggregate": aggregated,
@@ -94,7 +92,7 @@ class SparkStep:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tools.demo_spark", str(work)],
             cwd=REPO,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"},  # lines at once
             stdin=subprocess.PIPE,
             stderr=self._log,
             start_new_session=True,  # its own process group: the JVM goes with it on stop()
@@ -136,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     started_s = time.monotonic() - began
     if not sys.stdin.readline().strip():
         return 0  # the demo went away before asking for anything
-    _say(f"local[2] session ready (started in {started_s:.1f}s)")
+    print(f"  spark: local[2] session ready (started in {started_s:.1f}s)")
     result = _run(spark, work)
     result["seconds"]["session_start"] = round(started_s, 1)
     (work / "spark-result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")

@@ -81,7 +81,7 @@ def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool]) -> None:
 
 
 def formed(f: Fleet, workers: set[str]) -> bool:
-    """Every shard's latest delivery is by one of ``workers``, each delivering its planner share (even, +1)."""
+    """Every shard's latest delivery is by one of ``workers``, each with its share (even, one more for some)."""
     owners = f.last_owners(time.time())
     share, extra = divmod(f.settings.shards, len(workers))
     counts = [len(owners.get(w, [])) for w in workers]
@@ -250,8 +250,7 @@ def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     return {"planned": False, "steady_window_s": t.steady_window}
 
 
-#: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the tests' single planned
-#: transitions are in tests/support/).
+#: name -> (scenario, FleetSettings overrides), all run by ``make bench`` (the tests' own: tests/support).
 SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     # 16 shards at 10 records/s each: each repetition moves 8 shards (a worker start takes seconds here).
     "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
