@@ -81,7 +81,7 @@ def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool]) -> None:
 
 
 def formed(f: Fleet, workers: set[str]) -> bool:
-    """Every shard's latest delivery is by one of ``workers``, each with its share (even, one more for some)."""
+    """Every shard's latest delivery is by one of ``workers``, each with its share (even, +1 for some)."""
     owners = f.last_owners(time.time())
     share, extra = divmod(f.settings.shards, len(workers))
     counts = [len(owners.get(w, [])) for w in workers]
