@@ -82,7 +82,6 @@ class Demo:
         self.emulators: Emulators | None = None
         self.fleet: Fleet | None = None
         self.spark: SparkStep | None = None
-        self.waits = Waits(poll=0.2)  # each phase's wait is bounded by its step_timeout
         self._quiet = threading.Event()  # set: no more progress lines
         self._step = 0
 
@@ -268,7 +267,7 @@ class Demo:
         def event() -> bool:
             return every_shard_since(fleet, since, live) and formed(fleet, live)
 
-        wait_for(fleet, self.waits, what, event)
+        wait_for(fleet, Waits(poll=0.2), what, event)
 
     def _tick(self, fleet: Fleet, aws: AwsEndpoints) -> None:
         """A progress line every ``progress_every`` seconds until :attr:`_quiet` is set."""

@@ -93,8 +93,9 @@ class Fleet:
     _producer: threading.Thread | None = None
 
     def __post_init__(self) -> None:
-        if self.workdir.exists():
-            shutil.rmtree(self.workdir)  # journals of an earlier run would mix with this one's
+        shutil.rmtree(
+            self.workdir, ignore_errors=True
+        )  # journals of an earlier run would mix with this one's
         self.workdir.mkdir(parents=True)
         suffix = uuid.uuid4().hex[:6]
         self.stream = self.stream_name or f"bench-{self.name}-{suffix}"
