@@ -93,9 +93,7 @@ class Fleet:
     _producer: threading.Thread | None = None
 
     def __post_init__(self) -> None:
-        shutil.rmtree(
-            self.workdir, ignore_errors=True
-        )  # journals of an earlier run would mix with this one's
+        shutil.rmtree(self.workdir, ignore_errors=True)  # an earlier run's journals would mix with these
         self.workdir.mkdir(parents=True)
         suffix = uuid.uuid4().hex[:6]
         self.stream = self.stream_name or f"bench-{self.name}-{suffix}"
