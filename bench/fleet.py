@@ -23,15 +23,6 @@ __all__ = ["main"]
 OUT = Path("reports/bench")
 
 
-def _print_result(r: dict[str, Any]) -> None:
-    gaps = r.get("handoff_gap_by_kind_s") or {"all moves": r["handoff_gap_s"]}
-    print(
-        f"  -> lost {r['lost']}, twice {r['delivered_more_than_once']}, overlaps {r['concurrent_owner_overlaps']}, "
-        f"gaps {gaps}, takeover {r['signal_to_new_owner_first_record_s']}, {r['duration_s']}s",
-        flush=True,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the scenarios, print and write their figures."""
     p = argparse.ArgumentParser(description=__doc__)
@@ -47,8 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     began = time.time()
     with Emulators() as emu:
         for name in args.scenarios.split(","):
-            results[name] = run_scenario(name, emu.endpoints, OUT / "fleet", settings, timing)
-            _print_result(results[name])
+            r = results[name] = run_scenario(name, emu.endpoints, OUT / "fleet", settings, timing)
+            gaps = r.get("handoff_gap_by_kind_s") or {"all moves": r["handoff_gap_s"]}
+            print(
+                f"  -> lost {r['lost']}, twice {r['delivered_more_than_once']}, overlaps "
+                f"{r['concurrent_owner_overlaps']}, gaps {gaps}, takeover {r['signal_to_new_owner_first_record_s']}, "
+                f"{r['duration_s']}s",
+                flush=True,
+            )
         serialized = emu.moto_serialize
     summary = {
         "settings": asdict(settings),

@@ -155,8 +155,7 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
         time.sleep(2 * f.settings.scan_interval + 0.5)  # the old workers have seen the new one alive
         stopped = log.stop(f, [old])
         live.append(new)
-        flows = partial(every_shard_since, f, stopped, set(live))
-        wait_for(f, t, f"step {n}: every shard flows", flows)
+        wait_for(f, t, f"step {n}: every shard flows", partial(every_shard_since, f, stopped, set(live)))
 
     return _repeat(f, t, log, {"rolling_restart": analysis.Kind(time.time())}, step)
 
