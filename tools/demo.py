@@ -127,8 +127,7 @@ class Demo:
         self._quiet.set()
 
         self.step(f"check the processor's table {self.processor.table} against what was produced")
-        logs = sorted(fleet.workdir.glob("*.log"))
-        processor = self.processor.check(aws.client("dynamodb"), fleet.produced_records(), logs, crash)
+        processor = self.processor.check(aws.client("dynamodb"), fleet, crash)
         check, refused, probe = processor["check"], processor["refused"], processor["probe"]
         self.say(
             f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "

@@ -19,6 +19,7 @@ from consumer.errors import ProcessorLoadError
 from consumer.loader import load_processor
 from consumer.records import Record
 from stacks.config import EnvironmentSettings, load_environments
+from tools.fleet.runner import Fleet
 
 __all__ = ["Crash", "DemoNames", "DemoProcessor", "load_environment", "scan_items"]
 
@@ -116,9 +117,7 @@ class DemoProcessor:
             TableName=self.table, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100}
         )
 
-    def check(
-        self, ddb: Any, produced: Sequence[tuple[str, str, str, bytes]], logs: Iterable[Path], crash: Crash
-    ) -> dict[str, Any]:
+    def check(self, ddb: Any, fleet: Fleet, crash: Crash) -> dict[str, Any]:
         """Its table against the producer's records, the writes it refused and one probe of its fence."""
         items = scan_items(ddb, self.table)
         return {
@@ -126,8 +125,8 @@ class DemoProcessor:
             "project": self.project.relative_to(_CDK_JSON.parent).as_posix(),  # as cdk.json has it
             "table": self.table,
             "rows": len(items),
-            "check": _table_check(items, produced, self.partition_key),
-            "refused": _count_refusals(logs, crash.at, crash.shards),
+            "check": _table_check(items, fleet.produced_records(), self.partition_key),
+            "refused": _count_refusals(sorted(fleet.workdir.glob("*.log")), crash.at, crash.shards),
             "probe": self._probe(ddb, items),
         }
 

@@ -26,6 +26,8 @@ from tools.fleet.runner import Fleet
 
 __all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "raw_counts", "save", "write_report"]
 
+Events = Sequence[tuple[float, str]]  # fleet events: (epoch seconds, label)
+
 
 def raw_counts(raw_root: Path) -> dict[str, int]:
     """Objects, lines and distinct records (stream, shard, sequence, sub-sequence) under ``raw_root``."""
@@ -113,7 +115,7 @@ def broken_series(
     return xs, ys
 
 
-def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, labels: bool) -> int:
+def _draw_events(ax: Any, events: Events, t0: float, *, labels: bool) -> int:
     """Dashed lines at the events and, with ``labels``, their names in rows inside ``ax`` (so never over the
     title); returns the rows used."""
     shown = sorted(
@@ -141,9 +143,7 @@ def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, lab
     return max(lanes) + 1
 
 
-def _frame(
-    ax: Any, ts: Iterable[float], events: Sequence[tuple[float, str]], t0: float, low: float, high: float
-) -> None:
+def _frame(ax: Any, ts: Iterable[float], events: Events, t0: float, low: float, high: float) -> None:
     """The x range of ``ts`` and the events, the events drawn, and y room above ``high`` for their labels."""
     every = [0.0, *ts, *(t - t0 for t, _ in events)]
     pad = 0.02 * (max(every) - min(every)) or 1.0
@@ -152,9 +152,7 @@ def _frame(
     ax.set_ylim(low, low + (high - low) / (1 - band))
 
 
-def ownership_figure(
-    runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str
-) -> Figure:
+def ownership_figure(runs: Mapping[str, list[Run]], events: Events, t0: float, title: str) -> Figure:
     """Shards on the y-axis, time on the x-axis, one colour per worker, fleet events labelled in rows."""
     shards = sorted(runs)
     workers = sorted({r.worker for rs in runs.values() for r in rs})
@@ -185,7 +183,7 @@ def save(fig: Figure, path: Path) -> None:
 def lag_figure(
     points: list[LagPoint],
     latency: Mapping[str, list[tuple[float, float]]],
-    events: list[tuple[float, str]],
+    events: Events,
     t0: float,
     title: str,
 ) -> Figure:
@@ -280,11 +278,9 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 def write_report(
     context: Mapping[str, Any], fleet: Fleet, crash: Crash, drained: bool, out: Path
 ) -> dict[str, Any]:
-    """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
-
-    ``context`` (environment, settings, the processor's and Spark's figures ...) goes into the summary as is.
-    ``ok``: nothing lost, the fleet drained, the curated table holds every produced record exactly once, the
-    processor's table holds each key's newest record and its fence refused the probe without a change."""
+    """Analyse the run, draw ``ownership.png`` and ``lag.png``, write ``summary.json`` (``context`` as is) into
+    ``out``. ``ok``: nothing lost, the fleet drained, every record curated exactly once, the processor's table
+    holds each key's newest record and its fence refused the probe without a change."""
     deliveries, began = fleet.deliveries(), fleet.began
     produced = [(s, q) for s, q, _ in fleet.produced]
     result = analyze(produced, deliveries, {crash.worker: crash.at}, {crash.worker: list(crash.shards)})
