@@ -218,8 +218,7 @@ class Demo:
             "CONSUMER_RAW_BUCKET": self.names.raw_bucket,
             "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
             "CONSUMER_RAW_MAX_AGE_SECONDS": f"{self.timing.raw_max_age:g}",
-            # Small GetRecords batches: catching up after a failover takes several reads, so the lag shows.
-            "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
+            "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),  # catching up takes several reads: the lag shows
         }
 
     def _fleet_phases(self, fleet: Fleet, extra: dict[str, str]) -> Crash:

@@ -255,9 +255,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             f"{'item unchanged' if probe['item_unchanged'] else 'ITEM CHANGED'}  "
             f"(epoch {probe['write_epoch']} over {probe['stored_epoch']}, after the run)"
         )
-    report = Path(summary["report_dir"])
-    with contextlib.suppress(ValueError):
-        report = report.relative_to(Path.cwd())
+    report, cwd = Path(summary["report_dir"]), Path.cwd()
+    report = report.relative_to(cwd) if report.is_relative_to(cwd) else report
     title = f"demo summary: {summary['environment']} config, stream {summary['names']['streams'][0]} "
     title += f"({summary['settings']['shards']} shards)"
     return _SUMMARY.format(
