@@ -145,7 +145,7 @@ class Fleet:
             **(extra or {}),
         }
         log = open(self.workdir / f"{worker_id}.log", "ab")  # noqa: SIM115 - the child holds it
-        out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - EMF metric lines
+        out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
         self.procs[worker_id] = subprocess.Popen(_WORKER_COMMAND, cwd=REPO, env=env, stdout=out, stderr=log)
         self.mark(f"start {worker_id}")
 
