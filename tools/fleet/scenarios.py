@@ -1,6 +1,6 @@
 """The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and
 :func:`run_scenario`; the repeated ones repeat their transition until each kind of hand-off happened
-``Timing.handoffs`` times."""
+``Timing.handoffs`` times, so that p99 is a percentile and not the maximum."""
 
 from __future__ import annotations
 
