@@ -41,7 +41,7 @@ MAX_RECORDS: Final = 25
 
 @dataclass(frozen=True)
 class Timing:
-    """How long each phase holds after its event and how fast things tick (``lease_duration`` None: dev's)."""
+    """How long phases hold and how fast things tick (``fleet``'s shards, lease duration: dev's or below)."""
 
     fleet: FleetSettings
     warmup: float = 15.0
