@@ -81,6 +81,7 @@ _EVENT_PREFIXES = ("SIG", "start", "split", "producer stopped")
 _LANE_HEIGHT = 0.075  # axes fraction per row of event labels
 _LABEL_PT = 7
 _LABEL_BOX: Final = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.5}
+_LABEL_STYLE: Final = {"fontsize": _LABEL_PT, "va": "top", "bbox": _LABEL_BOX}
 
 
 def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
@@ -136,10 +137,8 @@ def _draw_events(ax: Any, events: Events, t0: float, *, labels: bool) -> int:
     spans.sort()
     lanes = label_lanes([start for start, *_ in spans], [width for _, width, *_ in spans])
     for (_, _, x, text, align), lane in zip(spans, lanes, strict=True):
-        y, transform = 0.985 - lane * _LANE_HEIGHT, ax.get_xaxis_transform()
-        ax.text(
-            x, y, f" {text} ", transform=transform, ha=align, va="top", fontsize=_LABEL_PT, bbox=_LABEL_BOX
-        )
+        y = 0.985 - lane * _LANE_HEIGHT
+        ax.text(x, y, f" {text} ", transform=ax.get_xaxis_transform(), ha=align, **_LABEL_STYLE)
     return max(lanes) + 1
 
 
