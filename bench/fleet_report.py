@@ -1,7 +1,5 @@
-"""The fleet benchmark's markdown tables, from its JSON: ``python -m bench.fleet_report [reports/bench/fleet.json]``.
-
-``make bench`` writes the same text to ``reports/bench/fleet.md``; paste it into docs/benchmarks.md.
-"""
+"""The fleet benchmark's markdown tables (``reports/bench/fleet.md``, for docs/benchmarks.md) from its JSON:
+``python -m bench.fleet_report [reports/bench/fleet.json]``."""
 
 from __future__ import annotations
 
@@ -35,7 +33,7 @@ def _s(stats: dict[str, Any], *keys: str) -> str:
 
 
 def _head(columns: str) -> list[str]:
-    """A table's header row (``columns`` joined by " | ") and its rule."""
+    """A table's header row and its rule."""
     return [f"| {columns} |", "|" + "---|" * (columns.count(" | ") + 1)]
 
 
@@ -50,16 +48,15 @@ def _planned(scenarios: dict[str, Any]) -> list[str]:
         "p95 (s) | produced | lost | delivered twice | concurrent owners"
     )
     for scenario, kind, label in _PLANNED_ROWS:
-        if (r := scenarios.get(scenario)) is None:
-            continue
-        g = r.get("handoff_gap_by_kind_s", {}).get(kind, {})
-        takeover = r["signal_to_new_owner_first_record_s"] if kind != "scale_out" else {}
-        lines.append(
-            f"| {label} | {r.get('cycles', 1)} | {g.get('n', 0)} | {_s(g, 'p50', 'p95', 'p99', 'max')} | "
-            f"{_s(r.get('zero_cost_gap_s', {}), 'p50', 'p99')} | {_s(takeover, 'p50', 'max')} | "
-            f"{r.get('producer_records_per_s', '—')}, "
-            f"{_s(r.get('producer_record_interval_per_shard_s', {}), 'mean', 'p95')} | {_counts(r)} |"
-        )
+        if r := scenarios.get(scenario):
+            g = r.get("handoff_gap_by_kind_s", {}).get(kind, {})
+            takeover = r["signal_to_new_owner_first_record_s"] if kind != "scale_out" else {}
+            lines.append(
+                f"| {label} | {r.get('cycles', 1)} | {g.get('n', 0)} | {_s(g, 'p50', 'p95', 'p99', 'max')} | "
+                f"{_s(r.get('zero_cost_gap_s', {}), 'p50', 'p99')} | {_s(takeover, 'p50', 'max')} | "
+                f"{r.get('producer_records_per_s', '—')}, "
+                f"{_s(r.get('producer_record_interval_per_shard_s', {}), 'mean', 'p95')} | {_counts(r)} |"
+            )
     return lines
 
 
@@ -79,7 +76,7 @@ def _others(scenarios: dict[str, Any]) -> list[str]:
         "gap p50 / p99 / max (s) | signal → new owner's first record p50 / max (s)"
     )
     for scenario, label in _OTHER_ROWS:
-        if (r := scenarios.get(scenario)) is not None:
+        if r := scenarios.get(scenario):
             lines.append(
                 f"| {label} | {_counts(r)} | {r['moved_shards']} | {_s(r['handoff_gap_s'], 'p50', 'p99', 'max')} | "
                 f"{_s(r['signal_to_new_owner_first_record_s'], 'p50', 'max')} |"
@@ -98,11 +95,7 @@ def _settings_line(summary: dict[str, Any]) -> str:
         f"(`CONSUMER_IDLE_TIME_SECONDS`), scan interval {s['scan_interval']:g} s, inbox poll "
         f"{s['inbox_poll_interval']:g} s; moto serializing `{env.get('moto_serialized_services', '?')}`; "
         f"{env.get('cpus', '?')} CPUs, {env.get('date', '?')}, wall time {summary.get('wall_time_s', 0) / 60:.1f} "
-        "min. The producer is one thread making one PutRecords call every 0.1 s, its records spread evenly over "
-        "the hash-key space (one per shard per call at 16 shards and 160 records/s); it falls behind its target "
-        "when the emulator is slow. Every gap includes the wait for the shard's next record and for the next "
-        "paced GetRecords. The zero-cost floor is the gap a hand-off that took no time would show under the "
-        "same producer and pacing: the silence around random instants of one owner's run."
+        "min. The producer and the zero-cost floor: docs/benchmarks.md."
     )
 
 

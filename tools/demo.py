@@ -1,15 +1,10 @@
-"""``make demo``: the whole system on local emulators, end to end, in a few minutes.
+"""``make demo`` (``python -m tools.demo [--quick] [--out reports/demo]``): the whole system on the emulators.
 
-    python -m tools.demo [--quick] [--out reports/demo]
-
-It starts kinesis-local and moto server; creates what the dev environment of ``cdk.json`` has; runs a producer
-(20 partition keys, written over and over) and a fleet running dev's processor with a delivery journal
-(:mod:`tools.demo_processor`); scales the fleet out, in, restarts it rolling, SIGKILLs a lease holder, drains
-and stops it; checks the processor's table (:mod:`tools.demo_latest`); runs the Spark jobs on what landed in
-S3 (:mod:`tools.demo_spark`); and writes ``<out>/summary.json``, ``ownership.png`` and ``lag.png``
-(:mod:`tools.demo_report`). Each phase waits on its event, then holds for a person to watch; ``--quick`` (the
-integration test) holds none and uses a 4 s lease. Everything it starts is stopped at the end, also on Ctrl-C
-or SIGTERM; working files stay in ``<out>/work``.
+The dev environment of ``cdk.json``, a producer and a fleet running dev's processor journaled; the fleet
+scales out, in, restarts rolling, loses a lease holder to SIGKILL and drains; then the processor's table is
+checked, Spark runs on what landed in S3, and ``<out>`` gets ``summary.json``, ``ownership.png``, ``lag.png``.
+Each phase waits on its event, then holds for a person to watch (``--quick``, the test's: none, a 4 s lease).
+Everything started is stopped at the end, also on Ctrl-C or SIGTERM; working files stay in ``<out>/work``.
 """
 
 from __future__ import annotations
@@ -26,15 +21,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from tools.demo_config import DemoNames, DemoProcessor, load_environment
-from tools.demo_latest import count_refusals, create_table, probe_stale_epoch, scan_items, table_check
-from tools.demo_report import Crash, format_summary, write_report
+from tools.demo_dev import Crash, DemoNames, DemoProcessor, load_environment, scan_items
+from tools.demo_report import format_summary, raw_counts, write_report
 from tools.demo_spark import SparkStep
-from tools.demo_support import DemoFleet, count_objects, download_prefix, upload_tree
 from tools.emulators import AwsEndpoints, Emulators
-from tools.fleet.runner import FleetSettings
+from tools.fleet.runner import Fleet, FleetSettings
+from tools.fleet.scenarios import Log, every_shard_since, formed, wait_for
 from tools.fleet.scenarios import Timing as Waits
-from tools.fleet.scenarios import formed, hold, wait_for
 
 __all__ = ["FULL", "QUICK", "Demo", "Timing", "main"]
 
@@ -48,8 +41,7 @@ MAX_RECORDS: Final = 25
 
 @dataclass(frozen=True)
 class Timing:
-    """How long each phase holds after its event and how fast things tick (``fleet``'s shards and lease
-    duration are replaced: by the environment's, or by ``lease_duration`` when set)."""
+    """How long phases hold and how fast things tick (``fleet``'s shards, lease duration: dev's or below)."""
 
     fleet: FleetSettings
     warmup: float = 15.0
@@ -84,19 +76,14 @@ class Demo:
         self.processor = DemoProcessor.of(self.env, self.names)
         self.timing = timing
         self.lease_duration = timing.lease_duration or self.env.consumer.lease_duration_seconds
-        self.stop_timeout = self.env.consumer.shutdown_deadline_seconds + 10
         self.out = out
         self.work = out / "work"
         self.began = time.time()
         self.emulators: Emulators | None = None
-        self.fleet: DemoFleet | None = None
+        self.fleet: Fleet | None = None
         self.spark: SparkStep | None = None
-        #: The bound on each phase's wait for its event, and the waits that timed out (in the summary).
-        self.waits = Waits(warmup=0.0, settle=0.0, step_timeout=60.0, poll=0.2)
-        self.timed_out: list[str] = []
         self._quiet = threading.Event()  # set: no more progress lines
         self._step = 0
-        self._producing = False
 
     def step(self, title: str) -> None:
         """Print the next phase's numbered title."""
@@ -122,17 +109,15 @@ class Demo:
         self.step(f"start the producer and the first worker ({self.processor.entry_point})")
         self.spark = SparkStep(self.work)  # its JVM starts now (slow) and waits, idle, for the fleet's output
         fleet.start_producer()
-        self._producing = True
-        threading.Thread(target=self._tick, daemon=True, name="demo-progress").start()
+        threading.Thread(target=self._tick, args=(fleet, aws), daemon=True, name="demo-progress").start()
         extra = self._worker_extra(dlq_url)
         fleet.start_worker("w1", extra)
         self._until_formed(fleet, "w1 delivers every shard")
-        hold(self.timing.warmup)
+        time.sleep(self.timing.warmup)
         crash = self._fleet_phases(fleet, extra)
 
         self.step("stop producing, let the fleet drain, stop it gracefully")
         fleet.stop_producer()
-        self._producing = False
         drained = fleet.wait_drained(timeout=60)
         self.say(f"every produced record delivered: {drained}")
         live = fleet.live_workers()
@@ -140,55 +125,57 @@ class Demo:
         codes = {w: fleet.procs[w].returncode for w in live}
         fleet.mark(f"fleet stopped (exit codes {codes})")
         self._quiet.set()
-        processor = self._processor_output(aws, fleet, crash)
+
+        self.step(f"check the processor's table {self.processor.table} against what was produced")
+        processor = self.processor.check(aws.client("dynamodb"), fleet, crash)
+        check, refused, probe = processor["check"], processor["refused"], processor["probe"]
+        self.say(
+            f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "
+            f"{check['each_key_newest']}; refused writes: {refused['older_than_stored']} older than the stored "
+            f"record, {refused['stale_epoch']} from a stale epoch; stale-epoch probe refused: {probe.get('refused')}"
+        )
 
         self.step("compact and aggregate what landed in S3 (Spark, local[2])")
         s3, raw, curated = aws.client("s3"), self.names.raw_bucket, self.names.curated_bucket
         lake = self.work / "lake"
-        if not (objects := download_prefix(s3, raw, f"{self.names.raw_prefix}/", lake / "raw")):
+        if not (objects := _download(s3, raw, f"{self.names.raw_prefix}/", lake / "raw")):
             raise RuntimeError(f"nothing landed in the raw bucket; see the worker logs in {fleet.workdir}")
         self.say(f"downloaded {objects} raw objects from s3://{raw}/{self.names.raw_prefix}/")
         with (self.work / "produced.jsonl").open("w", encoding="utf-8") as f:
             for shard, seq, _ in fleet.produced:
                 print(json.dumps({"stream": fleet.stream, "shard_id": shard, "sequence_number": seq}), file=f)
         spark = self.spark.run()
-        uploaded = sum(upload_tree(s3, curated, lake / folder, folder) for folder in ("curated", "metrics"))
+        uploaded = sum(_upload(s3, curated, lake / folder, folder) for folder in ("curated", "metrics"))
         self.say(f"uploaded {uploaded} curated and metrics files to s3://{curated}/")
         queue = aws.client("sqs").get_queue_attributes(
             QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
         )
         self.step("report")
-        settings = {
-            "shards": fleet.settings.shards,
-            "lease_duration_s": self.lease_duration,
-            "get_records_limit": MAX_RECORDS,
-            "timing": asdict(replace(self.timing, fleet=fleet.settings)),  # with the rate and the idle time
-        }
         context = {
             "environment": self.env.name,
             "names": asdict(self.names),
-            "settings": settings,
+            "settings": {
+                "shards": fleet.settings.shards,
+                "lease_duration_s": self.lease_duration,
+                "get_records_limit": MAX_RECORDS,
+                "timing": asdict(replace(self.timing, fleet=fleet.settings)),  # with the rate and idle time
+            },
             "exit_codes": codes,
-            "waits_timed_out": self.timed_out,
+            "waits_timed_out": fleet.timeouts,
             "processor": processor,
             "dead_lettered": int(queue["Attributes"]["ApproximateNumberOfMessages"]),
+            "raw": raw_counts(lake / "raw"),
+            "curated": spark.pop("curated"),
+            "spark": spark,  # the compaction's and aggregation's counts and seconds
         }
-        return write_report(
-            context=context,
-            fleet=fleet,
-            crash=crash,
-            raw_root=lake / "raw",
-            spark=spark,
-            drained=drained,
-            out=self.out,
-        )
+        return write_report(context, fleet, crash, drained, self.out)
 
-    def _create_resources(self, aws: AwsEndpoints) -> tuple[DemoFleet, str]:
+    def _create_resources(self, aws: AwsEndpoints) -> tuple[Fleet, str]:
         """The fleet (its stream and tables) and the rest of the environment; returns the fleet and the DLQ URL."""
         names, env, t, p = self.names, self.env, self.timing, self.processor
         stream = env.streams[0]
         settings = replace(t.fleet, shards=stream.shard_count, lease_duration=self.lease_duration)
-        self.fleet = fleet = DemoFleet(
+        self.fleet = fleet = Fleet(
             aws,
             self.work / "fleet",
             settings,
@@ -196,14 +183,13 @@ class Demo:
             stream_name=stream.name,
             lease_table_name=names.lease_table,
             checkpoint_table_name=names.checkpoint_table,
-            keep_stdout=True,
+            keys=KEYS,
             began=self.began,
-            key_count=KEYS,
         )
         url = str(aws.client("sqs").create_queue(QueueName=names.dead_letter_queue)["QueueUrl"])
         for bucket in (names.raw_bucket, names.curated_bucket):
             aws.client("s3").create_bucket(Bucket=bucket)
-        create_table(aws.client("dynamodb"), p.table, p.partition_key)
+        p.create_table(aws.client("dynamodb"))
         self.say(f"stream {stream.name}: {stream.shard_count} shards")
         self.say(
             f"processor {p.entry_point} from {env.consumer.processor_project}/, its table {p.table} "
@@ -232,38 +218,12 @@ class Demo:
             "CONSUMER_RAW_BUCKET": self.names.raw_bucket,
             "CONSUMER_RAW_PREFIX": consumer.raw_prefix,
             "CONSUMER_RAW_MAX_AGE_SECONDS": f"{self.timing.raw_max_age:g}",
-            # Small GetRecords batches: catching up after a failover takes several reads, so the lag shows.
-            "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),
+            "CONSUMER_MAX_RECORDS": str(MAX_RECORDS),  # catching up takes several reads: the lag shows
         }
 
-    def _processor_output(self, aws: AwsEndpoints, fleet: DemoFleet, crash: Crash) -> dict[str, Any]:
-        """What the processor did beside the raw sink: its table against the produced records, the writes it
-        refused (its log events) and one probe of its epoch fence."""
-        p = self.processor
-        self.step(f"check the processor's table {p.table} against what was produced")
-        ddb = aws.client("dynamodb")
-        items = scan_items(ddb, p.table)
-        check = table_check(items, fleet.produced_records(), p.partition_key)
-        refused = count_refusals(sorted(fleet.workdir.glob("*.log")), crash.at, crash.shards)
-        probe = probe_stale_epoch(ddb, p.table, p.partition_key, items)
-        self.say(
-            f"{check['rows']:,} rows for {check['keys_produced']:,} keys produced; each key's newest record: "
-            f"{check['each_key_newest']}; refused writes: {refused['older_than_stored']} older than the stored "
-            f"record, {refused['stale_epoch']} from a stale epoch; stale-epoch probe refused: {probe.get('refused')}"
-        )
-        return {
-            "entry_point": p.entry_point,
-            "project": self.env.consumer.processor_project,  # as cdk.json has it
-            "table": p.table,
-            "rows": len(items),
-            "check": check,
-            "refused": refused,
-            "probe": probe,
-        }
-
-    def _fleet_phases(self, fleet: DemoFleet, extra: dict[str, str]) -> Crash:
+    def _fleet_phases(self, fleet: Fleet, extra: dict[str, str]) -> Crash:
         """Scale out, scale in, a rolling restart and a crash, each waited for; returns the crash."""
-        t = self.timing
+        t, log = self.timing, Log()
         standby = self.env.scaling.standby_tasks
         n_shards = fleet.settings.shards
         target = max(2, min(self.env.scaling.max_tasks, n_shards + standby))
@@ -271,72 +231,62 @@ class Demo:
         for i in range(2, target + 1):
             fleet.start_worker(f"w{i}", extra)
         self._until_formed(fleet, f"{target} workers share the shards")
-        hold(t.settle)
+        time.sleep(t.settle)
 
         self.step(f"scale in: {target} -> {target - 1} workers (SIGTERM to a lease holder)")
         leaving = fleet.lease_holder([w for w in fleet.live_workers() if w != "w1"])
-        left = fleet.signal(leaving, signal.SIGTERM)
-        fleet.wait_exit(leaving, timeout=self.stop_timeout)
+        left = log.stop(fleet, [leaving])
         self._until_formed(fleet, f"the shards flow again without {leaving}", since=left)
-        hold(t.settle)
+        time.sleep(t.settle)
 
         self.step("rolling restart: start a new worker, then SIGTERM an old one, one at a time")
         for serial, old in enumerate(fleet.live_workers(), start=target + 1):
             fleet.start_worker(f"w{serial}", extra)
             fleet.wait_registered(f"w{serial}")
-            # One scan of every old worker after the new one registered: they have seen it alive (a worker's
-            # view of the fleet is not visible from outside; with a standby, owning a share is no sign of it).
+            # Every old worker scans once after the new one registered, so has seen it alive (not visible
+            # from outside: with a standby, owning a share is no sign of it).
             time.sleep(2 * t.fleet.scan_interval + 0.5)
-            gone = fleet.signal(old, signal.SIGTERM)
-            fleet.wait_exit(old, timeout=self.stop_timeout)
+            gone = log.stop(fleet, [old])
             self._until_formed(fleet, f"the shards flow again without {old}", since=gone)
-        hold(t.settle)
+        time.sleep(t.settle)
 
         self.step(f"crash: SIGKILL a lease holder (its leases expire after {self.lease_duration:g}s)")
         victim = fleet.lease_holder(fleet.live_workers())
-        shards = fleet.last_owners(time.time()).get(victim, [])
-        killed_at = fleet.signal(victim, signal.SIGKILL)
+        killed_at = log.signal(fleet, [victim], signal.SIGKILL)
         fleet.wait_exit(victim)
         self._until_formed(fleet, f"the survivors took {victim}'s shards over", since=killed_at)
-        hold(t.settle)
-        return Crash(victim, killed_at, tuple(shards))
+        time.sleep(t.settle)
+        return Crash(victim, killed_at, tuple(log.owners[victim]))
 
-    def _until_formed(self, fleet: DemoFleet, what: str, since: float = 0.0) -> None:
-        """Wait (bounded) until every shard delivered after ``since`` by a live worker and the live workers
-        share the shards evenly; a time-out is kept for the summary."""
+    def _until_formed(self, fleet: Fleet, what: str, since: float = 0.0) -> None:
+        """Wait (bounded) until the live workers deliver every shard after ``since`` and share them evenly."""
         live = set(fleet.live_workers())
 
         def event() -> bool:
-            fresh = {d.shard for d in fleet.deliveries() if d.t > since and d.worker in live}
-            return len(fresh) >= fleet.settings.shards and formed(fleet, live)
+            return every_shard_since(fleet, since, live) and formed(fleet, live)
 
-        wait_for(fleet, self.waits, what, event, self.timed_out)
+        wait_for(fleet, Waits(poll=0.2), what, event)
 
-    def _tick(self) -> None:
+    def _tick(self, fleet: Fleet, aws: AwsEndpoints) -> None:
         """A progress line every ``progress_every`` seconds until :attr:`_quiet` is set."""
+        ddb, s3 = aws.client("dynamodb"), aws.client("s3")
         while not self._quiet.wait(self.timing.progress_every):
             try:
-                line = self._status()
+                leases = sorted(
+                    f"{i['shard_id']['S'].replace('shardId-', '')}: {i.get('owner', {}).get('S', '-')} "
+                    f"(epoch {i['epoch']['N']})"
+                    for i in scan_items(ddb, self.names.lease_table)
+                    if "shard_id" in i
+                )
+                line = (
+                    f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, raw objects "
+                    f"{len(_objects(s3, self.names.raw_bucket))}, table rows "
+                    f"{len(scan_items(ddb, self.processor.table)):,}; leases {', '.join(leases)}"
+                )
             except Exception as exc:  # the emulators may be going away; progress is best effort
                 line = f"(status unavailable: {type(exc).__name__})"
             if not self._quiet.is_set():
                 print(f"  [{time.time() - self.began:5.1f}s]   .. {line}", flush=True)
-
-    def _status(self) -> str:
-        assert self.fleet is not None and self.emulators is not None
-        aws, fleet = self.emulators.endpoints, self.fleet
-        ddb = aws.client("dynamodb")
-        leases = sorted(
-            (i["shard_id"]["S"].replace("shardId-", ""), i.get("owner", {}).get("S", "-"), i["epoch"]["N"])
-            for i in scan_items(ddb, self.names.lease_table)
-            if "shard_id" in i
-        )
-        return (
-            f"produced {len(fleet.produced):,}, delivered {len(fleet.deliveries()):,}, "
-            f"raw objects {count_objects(aws.client('s3'), self.names.raw_bucket)}, "
-            f"table rows {len(scan_items(ddb, self.processor.table)):,}; leases "
-            + ", ".join(f"{shard}: {owner} (epoch {epoch})" for shard, owner, epoch in leases)
-        )
 
     def cleanup(self) -> None:
         """Stop the progress lines, the producer, Spark, the workers and the emulators; bounded in time."""
@@ -344,27 +294,44 @@ class Demo:
         if self.spark is not None:
             self.spark.stop()
         if self.fleet is not None:
-            if self._producing:
-                self.fleet.stop_producer()
+            self.fleet.stop_producer()
             self.fleet.stop_all()
         if self.emulators is not None:
             self.emulators.stop()
 
 
+def _objects(s3: Any, bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [obj for page in pages for obj in page.get("Contents", [])]
+
+
+def _download(s3: Any, bucket: str, prefix: str, into: Path) -> int:
+    """Copy every object under ``prefix`` to ``into/<key without the prefix>``; returns how many there were."""
+    objects = _objects(s3, bucket, prefix)
+    for obj in objects:
+        target = into / obj["Key"].removeprefix(prefix)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, obj["Key"], str(target))
+    return len(objects)
+
+
+def _upload(s3: Any, bucket: str, root: Path, prefix: str) -> int:
+    """Upload the files under ``root`` (not Hadoop's ``.crc`` side files) to ``prefix/<relative path>``."""
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and not p.name.endswith(".crc")]
+    for path in files:
+        s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")
+    return len(files)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when its summary is ok, 130 when interrupted."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.demo", description=(__doc__ or "").split("\n\n")[0]
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="short phases and a 4 s lease (the test uses it)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.demo", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short phases and a 4 s lease (the test's)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "demo", help="report folder")
     args = parser.parse_args(argv)
     demo = Demo(QUICK if args.quick else FULL, args.out.resolve())
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
-    code = 1
     try:
         summary = demo.run()
         print("\n" + format_summary(summary), flush=True)

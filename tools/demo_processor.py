@@ -1,7 +1,5 @@
-"""The demo's processor: the environment's own (``DEMO_PROCESSOR``, built on the raw S3 sink, as the demo
-compacts what lands in S3) with a delivery journal in front, so the processor's code runs unchanged and
-:mod:`tools.fleet.analysis` can tell who delivered what, when, under which epoch. Workers load it as
-``CONSUMER_PROCESSOR=tools.demo_processor:journaled``."""
+"""The demo's processor (``CONSUMER_PROCESSOR=tools.demo_processor:journaled``): the environment's own
+(``DEMO_PROCESSOR``, built on the raw S3 sink) unchanged, with a delivery journal in front."""
 
 from __future__ import annotations
 
@@ -39,11 +37,10 @@ class JournaledRawSink(RawS3Sink):
         super().initialize(data)
 
     def process_records(self, data: ProcessRecordsInput) -> None:
-        self._journal.process_records(data)  # journals the deliveries (manual marking stays with the sink)
+        self._journal.process_records(data)
         try:
             super().process_records(data)
-        except LeaseLostError as exc:  # e.g. the example's StaleEpochError: its table refused an older epoch
-            # Logged here because the worker may not log it: a batch it retries is delivered again.
+        except LeaseLostError as exc:  # e.g. StaleEpochError: logged here, as the worker may not log it
             log_event(
                 logger,
                 "demo_processor_lease_lost",

@@ -1,5 +1,5 @@
-"""The demo's figures and pictures, from files the demo wrote (journals, worker stdout, the downloaded raw
-objects) and the Spark step's counts; the ownership timeline is also the fleet benchmark's."""
+"""The demo's figures and pictures, from the files it wrote and the Spark step's counts (the ownership
+timeline is also the fleet benchmark's)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,24 @@ import itertools
 import json
 import math
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import matplotlib
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-from tools.demo_support import DemoFleet
+from tools.demo_dev import Crash
 from tools.fleet.analysis import Delivery, Run, analyze, ownership_runs, percentiles
+from tools.fleet.runner import Fleet
 
-__all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "plot_ownership", "write_report"]
+__all__ = ["Crash", "format_summary", "lag_figure", "ownership_figure", "raw_counts", "save", "write_report"]
+
+Events = Sequence[tuple[float, str]]  # fleet events: (epoch seconds, label)
 
 
 def raw_counts(raw_root: Path) -> dict[str, int]:
@@ -52,10 +59,8 @@ def lag_points(stdout_files: Iterable[Path]) -> list[LagPoint]:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             with contextlib.suppress(ValueError, KeyError):  # a line cut short by SIGKILL; another metric
                 doc = json.loads(line)
-                lag = float(doc["MillisBehindLatest"])
-                out.append(
-                    LagPoint(doc["_aws"]["Timestamp"] / 1000, doc["Shard"], doc.get("WorkerId", "?"), lag)
-                )
+                t, lag = doc["_aws"]["Timestamp"] / 1000, float(doc["MillisBehindLatest"])
+                out.append(LagPoint(t, doc["Shard"], doc.get("WorkerId", "?"), lag))
     return sorted(out, key=lambda p: p.t)
 
 
@@ -64,28 +69,23 @@ def delivery_latency(
 ) -> dict[str, list[tuple[float, float]]]:
     """shard -> [(time, worst put-to-delivery latency in seconds)] per ``bucket`` seconds of delivery time."""
     put_at = {(shard, seq): t for shard, seq, t in produced}
-    worst: dict[str, dict[int, float]] = {}
+    worst: dict[str, dict[int, float]] = defaultdict(dict)
     for d in deliveries:
         if (t_put := put_at.get((d.shard, d.sequence))) is not None:
-            slots = worst.setdefault(d.shard, {})
             slot = int(d.t // bucket)
-            slots[slot] = max(slots.get(slot, 0.0), d.t - t_put)
+            worst[d.shard][slot] = max(worst[d.shard].get(slot, 0.0), d.t - t_put)
     return {shard: [(s * bucket, v) for s, v in sorted(slots.items())] for shard, slots in worst.items()}
 
 
 _EVENT_PREFIXES = ("SIG", "start", "split", "producer stopped")
 _LANE_HEIGHT = 0.075  # axes fraction per row of event labels
 _LABEL_PT = 7
-_LABEL_STYLE: Final = {
-    "fontsize": _LABEL_PT,
-    "va": "top",
-    "bbox": {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.5},
-}
+_LABEL_BOX: Final = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.5}
+_LABEL_STYLE: Final = {"fontsize": _LABEL_PT, "va": "top", "bbox": _LABEL_BOX}
 
 
 def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
-    """A row (0 = top) for each label, so that labels sharing a row do not overlap; label ``i`` spans
-    ``[xs[i], xs[i] + widths[i]]`` and ``xs`` is sorted."""
+    """A row (0 = top) per label ``[xs[i], xs[i] + widths[i]]`` (``xs`` sorted), none overlapping in a row."""
     ends: list[float] = []
     lanes = []
     for x, width in zip(xs, widths, strict=True):
@@ -98,10 +98,13 @@ def label_lanes(xs: Sequence[float], widths: Sequence[float]) -> list[int]:
 
 
 def broken_series(
-    points: Sequence[tuple[float, float, str]], max_gap: float
+    points: Sequence[tuple[float, float, str]], max_gap: float | None = None
 ) -> tuple[list[float], list[float]]:
-    """x and y for one line from ``(t, value, owner)`` points, broken (NaN) where the owner changes or nothing
-    was measured for longer than ``max_gap``: no line crosses a time nobody owned the shard."""
+    """x, y of ``(t, value, owner)`` points, NaN-broken where the owner changes or ``max_gap`` is exceeded
+    (by default 2.5 times the median spacing)."""
+    if max_gap is None:
+        diffs = sorted(b - a for a, b in itertools.pairwise(t for t, _, _ in points) if b > a)
+        max_gap = 2.5 * diffs[len(diffs) // 2] if diffs else math.inf
     xs: list[float] = []
     ys: list[float] = []
     for i, (t, value, owner) in enumerate(points):
@@ -113,15 +116,9 @@ def broken_series(
     return xs, ys
 
 
-def _broken(points: Sequence[tuple[float, float, str]]) -> tuple[list[float], list[float]]:
-    """:func:`broken_series`, with a hole wherever points are 2.5x the median spacing apart."""
-    diffs = sorted(b - a for a, b in itertools.pairwise(t for t, _, _ in points) if b > a)
-    return broken_series(points, 2.5 * diffs[len(diffs) // 2] if diffs else math.inf)
-
-
-def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, labels: bool) -> int:
-    """Dashed lines at the fleet events and, with ``labels``, their names in non-overlapping rows at the
-    top of ``ax`` (inside it, so they never reach the title). Returns the number of rows used."""
+def _draw_events(ax: Any, events: Events, t0: float, *, labels: bool) -> int:
+    """Dashed lines at the events and, with ``labels``, their names in rows inside ``ax`` (so never over the
+    title); returns the rows used."""
     shown = sorted(
         (t - t0, label.split(" after ")[0]) for t, label in events if label.startswith(_EVENT_PREFIXES)
     )
@@ -135,10 +132,8 @@ def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, lab
     spans = []
     for x, text in shown:
         width = (len(text) + 2) * char / axis_px * (right - left)
-        if x + width > right:  # a label at the right edge goes left of its line, not over the legend
-            spans.append((x - width, width, x, text, "right"))
-        else:
-            spans.append((x, width, x, text, "left"))
+        left_of = x + width > right  # a label at the right edge goes left of its line, not over the legend
+        spans.append((x - width if left_of else x, width, x, text, "right" if left_of else "left"))
     spans.sort()
     lanes = label_lanes([start for start, *_ in spans], [width for _, width, *_ in spans])
     for (_, _, x, text, align), lane in zip(spans, lanes, strict=True):
@@ -147,11 +142,8 @@ def _draw_events(ax: Any, events: Sequence[tuple[float, str]], t0: float, *, lab
     return max(lanes) + 1
 
 
-def _frame(
-    ax: Any, ts: Iterable[float], events: Sequence[tuple[float, str]], t0: float, low: float, high: float
-) -> None:
-    """The x range of ``ts`` and the events, the events drawn, and y limits with room above ``high`` for
-    their labels."""
+def _frame(ax: Any, ts: Iterable[float], events: Events, t0: float, low: float, high: float) -> None:
+    """The x range of ``ts`` and the events, the events drawn, and y room above ``high`` for their labels."""
     every = [0.0, *ts, *(t - t0 for t, _ in events)]
     pad = 0.02 * (max(every) - min(every)) or 1.0
     ax.set_xlim(min(every) - pad, max(every) + pad)
@@ -159,33 +151,21 @@ def _frame(
     ax.set_ylim(low, low + (high - low) / (1 - band))
 
 
-def _plt() -> Any:
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def ownership_figure(
-    runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str
-) -> Any:
+def ownership_figure(runs: Mapping[str, list[Run]], events: Events, t0: float, title: str) -> Figure:
     """Shards on the y-axis, time on the x-axis, one colour per worker, fleet events labelled in rows."""
-    from matplotlib.patches import Rectangle
-
-    plt = _plt()
     shards = sorted(runs)
     workers = sorted({r.worker for rs in runs.values() for r in rs})
-    colour = {w: plt.get_cmap("tab10")(i % 10) for i, w in enumerate(workers)}
-    fig, ax = plt.subplots(figsize=(12, 0.45 * len(shards) + 2.6))
+    colour = {w: colormaps["tab10"](i % 10) for i, w in enumerate(workers)}
+    fig = Figure(figsize=(12, 0.45 * len(shards) + 2.6))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     for y, shard in enumerate(shards):
         for r in runs[shard]:
-            ax.broken_barh(
-                [(r.first - t0, max(r.last - r.first, 0.05))], (y - 0.4, 0.8), color=colour[r.worker]
-            )
+            span = (r.first - t0, max(r.last - r.first, 0.05))
+            ax.broken_barh([span], (y - 0.4, 0.8), color=colour[r.worker])
     ends = [t - t0 for rs in runs.values() for r in rs for t in (r.first, r.last)]
     _frame(ax, ends, events, t0, -0.6, len(shards) - 0.4)
-    ax.set_yticks(range(len(shards)))
-    ax.set_yticklabels([s.replace("shardId-", "") for s in shards], fontsize=8)
+    ax.set_yticks(range(len(shards)), [s.replace("shardId-", "") for s in shards], fontsize=8)
     ax.set(xlabel="seconds since the start", ylabel="shard", title=title)
     handles = [Rectangle((0, 0), 1, 1, color=colour[w]) for w in workers]
     ax.legend(handles, workers, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
@@ -193,46 +173,37 @@ def ownership_figure(
     return fig
 
 
-def _save(fig: Any, path: Path) -> None:
+def save(fig: Figure, path: Path) -> None:
+    """Save ``fig`` as the PNG ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    _plt().close(fig)
-
-
-def plot_ownership(
-    runs: Mapping[str, list[Run]], events: list[tuple[float, str]], t0: float, title: str, path: Path
-) -> None:
-    """:func:`ownership_figure`, saved as ``path``."""
-    _save(ownership_figure(runs, events, t0, title), path)
 
 
 def lag_figure(
     points: list[LagPoint],
     latency: Mapping[str, list[tuple[float, float]]],
-    events: list[tuple[float, str]],
+    events: Events,
     t0: float,
     title: str,
-) -> Any:
+) -> Figure:
     """Two panels over one time axis, a line per shard, fleet events dashed: ``MillisBehindLatest`` (seconds)
     from the workers' EMF lines, and put-to-delivery latency from the journals. Lines break where a shard had
     no owner (a gap in the measurements, or another worker's points)."""
-    plt = _plt()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
+    fig = Figure(figsize=(12, 6.4))
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
     shards = sorted({p.shard for p in points} | set(latency))
-    top_max = bottom_max = 0.5
     for i, shard in enumerate(shards):
         label = f"shard {int(shard.rsplit('-', 1)[-1])}"  # shardId-000000000001: shard 1
-        style = {"color": plt.get_cmap("tab10")(i % 10), "label": label, "lw": 1.2}
+        style = {"color": colormaps["tab10"](i % 10), "label": label, "lw": 1.2}
         lag = [(p.t - t0, p.millis_behind / 1000, p.worker) for p in points if p.shard == shard]
-        top.plot(*_broken(lag), marker="o", ms=3, **style)
+        top.plot(*broken_series(lag), marker="o", ms=3, **style)
         series = [(t - t0, v, "") for t, v in latency.get(shard, [])]
-        bottom.plot(*_broken(series), **style)
-        top_max = max([top_max, *(v for _, v, _ in lag)])
-        bottom_max = max([bottom_max, *(v for _, v, _ in series)])
+        bottom.plot(*broken_series(series), **style)
     times = [p.t - t0 for p in points] + [t - t0 for s in latency.values() for t, _ in s]
-    _frame(top, times, events, t0, 0.0, top_max * 1.05)
+    _frame(top, times, events, t0, 0.0, max(0.5, top.dataLim.y1) * 1.05)
     _draw_events(bottom, events, t0, labels=False)
-    bottom.set_ylim(0, bottom_max * 1.1)
+    bottom.set_ylim(0, max(0.5, bottom.dataLim.y1) * 1.1)
     top.set(ylabel="MillisBehindLatest (s)", title=title)
     bottom.set(ylabel="put -> delivered (s)", xlabel="seconds since the demo started")
     if shards:
@@ -283,9 +254,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             f"{'item unchanged' if probe['item_unchanged'] else 'ITEM CHANGED'}  "
             f"(epoch {probe['write_epoch']} over {probe['stored_epoch']}, after the run)"
         )
-    report = Path(summary["report_dir"])
-    with contextlib.suppress(ValueError):
-        report = report.relative_to(Path.cwd())
+    report, cwd = Path(summary["report_dir"]), Path.cwd()
+    report = report.relative_to(cwd) if report.is_relative_to(cwd) else report
     title = f"demo summary: {summary['environment']} config, stream {summary['names']['streams'][0]} "
     title += f"({summary['settings']['shards']} shards)"
     return _SUMMARY.format(
@@ -303,42 +273,22 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Crash:
-    """The worker the demo SIGKILLed, when (epoch seconds), and the shards it was delivering then."""
-
-    worker: str
-    at: float
-    shards: tuple[str, ...]
-
-
 def write_report(
-    *,
-    context: Mapping[str, Any],
-    fleet: DemoFleet,
-    crash: Crash,
-    raw_root: Path,
-    spark: Mapping[str, Any],
-    drained: bool,
-    out: Path,
+    context: Mapping[str, Any], fleet: Fleet, crash: Crash, drained: bool, out: Path
 ) -> dict[str, Any]:
-    """Analyse the run, draw ``ownership.png`` and ``lag.png`` and write ``summary.json`` into ``out``.
-
-    ``context`` (environment, names, settings, the processor's output ...) goes into the summary as it is.
-    ``ok``: nothing lost, the fleet drained, the curated table holds every produced record exactly once, the
-    processor's table holds each key's newest record and its fence refused the probe without a change."""
+    """Analyse the run, draw ``ownership.png`` and ``lag.png``, write ``summary.json`` (``context`` as is) into
+    ``out``. ``ok``: nothing lost, the fleet drained, every record curated exactly once, the processor's table
+    holds each key's newest record and its fence refused the probe without a change."""
     deliveries, began = fleet.deliveries(), fleet.began
     produced = [(s, q) for s, q, _ in fleet.produced]
     result = analyze(produced, deliveries, {crash.worker: crash.at}, {crash.worker: list(crash.shards)})
     planned: list[dict[str, Any]] = []
     failovers: list[dict[str, Any]] = []
     for m in result["moves"]:  # a failover: a move away from the killed worker after the kill
-        (failovers if m["from"] == crash.worker and m["at"] >= crash.at else planned).append(m)
-    curated, processor = spark["curated"], context["processor"]
-    out.mkdir(parents=True, exist_ok=True)
-    plot_ownership(
-        ownership_runs(deliveries), fleet.events, began, "demo: shard ownership", out / "ownership.png"
-    )
+        (failovers if m["source"] == crash.worker and m["at"] >= crash.at else planned).append(m)
+    curated, processor = context["curated"], context["processor"]
+    runs = ownership_runs(deliveries)
+    save(ownership_figure(runs, fleet.events, began, "demo: shard ownership"), out / "ownership.png")
     lag = lag_figure(
         lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
         delivery_latency(fleet.produced, deliveries),
@@ -346,30 +296,20 @@ def write_report(
         began,
         "demo: lag per shard (top: MillisBehindLatest from the workers' EMF metrics)",
     )
-    _save(lag, out / "lag.png")
+    save(lag, out / "lag.png")
     summary: dict[str, Any] = {
         **context,
         "records": {k: result[k] for k in ("produced", "delivered", "distinct_delivered", "lost")}
         | {"redelivered": result["extra_deliveries"], "drained": drained},
-        "raw": raw_counts(raw_root),
-        "curated": curated,
-        "handoffs": {**percentiles([float(m["gap_s"]) for m in planned]), "moves": planned},
+        "handoffs": {**percentiles([m["gap"] for m in planned]), "moves": planned},
         "failover": {**result["signal_to_new_owner_first_record_s"], **asdict(crash), "moves": failovers},
         "concurrent_owner_overlaps": result["concurrent_owner_overlaps"],
-        "spark": {k: spark[k] for k in ("compact", "aggregate", "seconds")},
         "events": [{"t": round(t - began, 3), "event": label} for t, label in fleet.events],
         "report_dir": str(out),
         "wall_time_s": round(time.time() - began, 1),
     }
-    probe = processor["probe"]
-    summary["ok"] = bool(
-        result["lost"] == 0
-        and drained
-        and curated["exactly_once"]
-        and processor["check"]["each_key_newest"]
-        and probe["probed"]
-        and probe["refused"]
-        and probe["item_unchanged"]
-    )
+    fenced = all(processor["probe"].get(k) for k in ("probed", "refused", "item_unchanged"))
+    newest = processor["check"]["each_key_newest"]
+    summary["ok"] = bool(result["lost"] == 0 and drained and curated["exactly_once"] and newest and fenced)
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary

@@ -1,11 +1,7 @@
-"""The demo's Spark step, a child process: compaction, aggregation, then an exactly-once check.
+"""The demo's Spark step, a child process (``python -m tools.demo_spark WORK``, then a line on stdin).
 
-    python -m tools.demo_spark WORK   (then a line on stdin)
-
-It starts a local[2] session at once (the slow part) and waits for a line on stdin, so the demo starts it
-before the fleet and uses it once the fleet is done: then it compacts and aggregates ``WORK/lake/raw`` and
-checks the curated table against ``WORK/produced.jsonl`` (JSON lines of stream, shard_id, sequence_number).
-:class:`SparkStep` is the demo's side.
+It starts a local[2] session at once (the slow part), so the demo starts it before the fleet; on a line on
+stdin it compacts and aggregates ``WORK/lake/raw`` and checks the result against ``WORK/produced.jsonl``.
 """
 
 from __future__ import annotations
@@ -29,10 +25,6 @@ REPO: Final = Path(__file__).resolve().parents[1]
 _KEY: Final = ["stream", "shard_id", "sequence_number", "sub_sequence_number"]
 
 
-def _say(message: str) -> None:
-    print(f"  spark: {message}", flush=True)
-
-
 def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str) -> dict[str, Any]:
     """Curated rows against what the producer wrote: every produced record exactly once, nothing else."""
     from pyspark.sql import functions as F
@@ -48,13 +40,14 @@ def _verify(spark: Any, curated_root: str, metrics_root: str, produced_path: str
     missing = produced.join(curated, _KEY, "left_anti").count()
     unexpected = curated.join(produced, _KEY, "left_anti").count()
     aggregated = spark.read.parquet(f"{metrics_root}/per_hour").agg(F.sum("records")).first()[0] or 0
+    exactly_once = rows == distinct == produced_distinct and missing == unexpected == 0
     return {
         "rows": rows,
         "duplicate_rows": rows - distinct,
         "distinct_produced": produced_distinct,
         "missing": missing,
         "unexpected": unexpected,
-        "exactly_once": rows == distinct == produced_distinct and missing == 0 and unexpected == 0,
+        "exactly_once": exactly_once,
         "metrics_records": int(aggregated),  # the aggregation saw every curated row when it is ``rows``
     }
 
@@ -66,21 +59,22 @@ def _run(spark: Any, work: Path) -> dict[str, Any]:
     lake = work / "lake"
     raw, curated, quarantine, metrics = (str(lake / d) for d in ("raw", "curated", "quarantine", "metrics"))
     found = sorted({f"{p.parent.name[5:]}T{p.name[5:]}" for p in lake.glob("raw/stream=*/date=*/hour=*")})
-    _say(f"hours {found[0]} .. {found[-1]} (UTC)")
+    print(f"  spark: hours {found[0]} .. {found[-1]} (UTC)")
     hours = ["--start", found[0], "--end", found[-1]]
     began = time.monotonic()
-    counts = compact.run(
-        spark, compact.parse_args(["--input", raw, "--output", curated, "--quarantine", quarantine, *hours])
-    )
+    args = ["--input", raw, "--output", curated, "--quarantine", quarantine, *hours]
+    counts = compact.run(spark, compact.parse_args(args))
     compact_s = time.monotonic() - began
-    _say(
-        f"compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
+    print(
+        f"  spark: compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
         f"({counts['duplicates']} duplicates dropped, {counts['malformed']} malformed) in {compact_s:.1f}s"
     )
     began = time.monotonic()
     aggregated = aggregate.run(spark, aggregate.parse_args(["--input", curated, "--output", metrics, *hours]))
     aggregate_s = time.monotonic() - began
-    _say(f"aggregation: {aggregated['hours']} hour(s) -> per_minute/ and per_hour/ in {aggregate_s:.1f}s")
+    print(
+        f"  spark: aggregation: {aggregated['hours']} hour(s) -> per_minute/, per_hour/ ({aggregate_s:.1f}s)"
+    )
     return {
         "compact": counts,
         "aggregate": aggregated,
@@ -90,8 +84,7 @@ def _run(spark: Any, work: Path) -> dict[str, Any]:
 
 
 class SparkStep:
-    """The demo's side: this module as a child in its own process group (``work`` gets ``spark.log``,
-    ``spark-result.json`` and ``spark-tmp/``), sent one request, then stopped with its JVM."""
+    """The demo's side: this module as a child in its own process group, sent one request, then stopped."""
 
     def __init__(self, work: Path) -> None:
         self.work = work
@@ -99,7 +92,7 @@ class SparkStep:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tools.demo_spark", str(work)],
             cwd=REPO,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"},  # lines at once
             stdin=subprocess.PIPE,
             stderr=self._log,
             start_new_session=True,  # its own process group: the JVM goes with it on stop()
@@ -112,8 +105,7 @@ class SparkStep:
         self._proc.stdin.close()
         if code := self._proc.wait(timeout=240):
             raise RuntimeError(f"the Spark step failed (exit {code}); see {self.work / 'spark.log'}")
-        result: dict[str, Any] = json.loads((self.work / "spark-result.json").read_text(encoding="utf-8"))
-        return result
+        return dict(json.loads((self.work / "spark-result.json").read_text(encoding="utf-8")))
 
     def stop(self) -> None:
         """Stop the child's whole group, its JVM included (SIGTERM, SIGKILL after 5 s). Idempotent."""
@@ -131,11 +123,8 @@ class SparkStep:
 def main(argv: list[str] | None = None) -> int:
     """Start the session, then run the jobs once a line comes on stdin (none if stdin closes first)."""
     parser = argparse.ArgumentParser(prog="python -m tools.demo_spark", description=__doc__)
-    parser.add_argument(
-        "work", type=Path, help="gets spark-result.json (the counts) and spark-tmp/ (scratch)"
-    )
+    parser.add_argument("work", type=Path, help="gets spark-result.json (the counts) and spark-tmp/")
     work = parser.parse_args(argv).work
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # PR_SET_PDEATHSIG: SIGTERM when the demo dies; the JVM exits when its pipe from this process closes.
     ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)
     began = time.monotonic()
@@ -145,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     started_s = time.monotonic() - began
     if not sys.stdin.readline().strip():
         return 0  # the demo went away before asking for anything
-    _say(f"local[2] session ready (started in {started_s:.1f}s)")
+    print(f"  spark: local[2] session ready (started in {started_s:.1f}s)")
     result = _run(spark, work)
     result["seconds"]["session_start"] = round(started_s, 1)
     (work / "spark-result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")

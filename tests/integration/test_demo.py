@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.demo_config import DemoNames, load_environment
+from tools.demo_dev import DemoNames, load_environment
 
 pytestmark = pytest.mark.integration
 

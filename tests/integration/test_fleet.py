@@ -6,18 +6,17 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fleet_scenarios import rolling_restart, scale_in, scale_out
-from tools.fleet.runner import DEFAULT_IDLE_TIME, FleetSettings
+from tools.fleet.runner import FleetSettings
 from tools.fleet.scenarios import Timing, run_scenario
 
 pytestmark = pytest.mark.integration
 
-FAST = FleetSettings(
+FAST = FleetSettings(  # idle time between reads: the consumer's (4 GetRecords/s per shard, within AWS's 5)
     shards=4,
     lease_duration=3.0,
     rate=40.0,
     scan_interval=0.5,
     inbox_poll_interval=0.1,
-    idle_time=DEFAULT_IDLE_TIME,  # the consumer's pacing: 4 GetRecords/s per shard, within AWS's 5
     metrics_interval=2.0,
 )
 TIMING = Timing(warmup=0.0, settle=0.0, steady_window=0.0, poll=0.1)

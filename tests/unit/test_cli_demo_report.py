@@ -78,12 +78,12 @@ def _assert_no_overprint(fig) -> None:
 def test_ownership_labels_do_not_overprint() -> None:
     runs = {
         "shardId-0": [
-            Run("shardId-0", "w1", 1, T0 + 2, T0 + 16.4, 9),
-            Run("shardId-0", "w5", 2, T0 + 45, T0 + 84, 9),
+            Run("shardId-0", "w1", 1, T0 + 2, T0 + 16.4),
+            Run("shardId-0", "w5", 2, T0 + 45, T0 + 84),
         ],
         "shardId-1": [
-            Run("shardId-1", "w4", 1, T0 + 2, T0 + 62.2, 9),
-            Run("shardId-1", "w5", 2, T0 + 72, T0 + 84, 9),
+            Run("shardId-1", "w4", 1, T0 + 2, T0 + 62.2),
+            Run("shardId-1", "w5", 2, T0 + 72, T0 + 84),
         ],
     }
     _assert_no_overprint(ownership_figure(runs, EVENTS, T0, "demo: shard ownership"))
@@ -111,7 +111,7 @@ def test_lag_labels_do_not_overprint_and_lines_skip_the_unowned_gap() -> None:
 @pytest.mark.parametrize("n", [1, 12])
 def test_many_simultaneous_events_still_do_not_overprint(n: int) -> None:
     events = [(T0 + 30 + i * 0.01, f"start w{i}") for i in range(n)]
-    runs = {"shardId-0": [Run("shardId-0", "w0", 1, T0, T0 + 60, 9)]}
+    runs = {"shardId-0": [Run("shardId-0", "w0", 1, T0, T0 + 60)]}
     fig = ownership_figure(runs, events, T0, "t")
     fig.canvas.draw()
     _, labels = _texts(fig)

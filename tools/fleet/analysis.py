@@ -8,14 +8,13 @@ import random
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 __all__ = [
     "PHASES",
     "Delivery",
     "Kind",
-    "Move",
     "Run",
     "analyze",
     "dynamodb_cost",
@@ -49,7 +48,6 @@ class Run:
     epoch: int
     first: float
     last: float
-    count: int
 
 
 def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
@@ -58,15 +56,15 @@ def ownership_runs(deliveries: Iterable[Delivery]) -> dict[str, list[Run]]:
     for d in sorted(deliveries, key=lambda d: (d.shard, d.t)):
         runs = out[d.shard]
         if runs and (runs[-1].worker, runs[-1].epoch) == (d.worker, d.epoch):
-            runs[-1] = replace(runs[-1], last=d.t, count=runs[-1].count + 1)
+            runs[-1] = replace(runs[-1], last=d.t)
         else:
-            runs.append(Run(d.shard, d.worker, d.epoch, d.t, d.t, 1))
+            runs.append(Run(d.shard, d.worker, d.epoch, d.t, d.t))
     return dict(out)
 
 
 @dataclass(frozen=True)
 class Move:
-    """A shard changing hands: ``gap`` runs from the old owner's last delivery to the new owner's first."""
+    """A shard changing hands at ``at``: ``gap`` is from the old owner's last delivery to the new's first."""
 
     shard: str
     source: str
@@ -106,12 +104,10 @@ class Kind:
         ]
 
 
-#: A planned hand-off's steps, between its milestones: the old owner's last delivery, its final checkpoint, the
-#: transfer, the successor reading its lease, its processor's ``initialize``, its first delivery.
+#: A planned hand-off's steps, between the old owner's last delivery and the new owner's first.
 PHASES = ("final checkpoint", "transfer", "successor hears", "successor starts", "first read")
 
-#: (milestone, shard, epoch) -> when (epoch time): ``drained`` (the old owner's epoch), ``handed_over``,
-#: ``received`` and ``init`` (the new epoch).
+#: (milestone, shard, epoch) -> when: ``drained`` (old epoch), ``handed_over``, ``received``, ``init`` (new).
 Milestones = Mapping[tuple[str, str, int], float]
 
 
@@ -142,16 +138,10 @@ def _rank(s: list[float], q: float) -> float:
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
     """n, p50, p95, p99 and max of ``values`` (None when there are none)."""
-    if not values:
-        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
     s = sorted(values)
-    return {
-        "n": len(s),
-        "p50": round(statistics.median(s), 3),
-        "p95": round(_rank(s, 0.95), 3),
-        "p99": round(_rank(s, 0.99), 3),
-        "max": round(s[-1], 3),
-    }
+    stats = (statistics.median(s), _rank(s, 0.95), _rank(s, 0.99), s[-1]) if s else (None,) * 4
+    named = zip(("p50", "p95", "p99", "max"), stats, strict=True)
+    return {"n": len(s)} | {k: None if v is None else round(v, 3) for k, v in named}
 
 
 def producer_figures(produced: list[tuple[str, str, float]]) -> dict[str, Any]:
@@ -196,8 +186,7 @@ def _takeovers(
             rs = runs.get(shard, [])
             mine = [i for i, r in enumerate(rs) if r.worker == worker and r.first < t0]
             later = rs[mine[-1] + 1 :] if mine else []
-            # A shard another worker delivered before the signal had moved before it: the signal did not move
-            # it (counting it would time the next move, a cycle later).
+            # A shard another worker delivered before the signal had moved already: not the signal's move.
             after = [r.first for r in later if r.worker != worker]
             if after and later[0].first >= t0:
                 out.append(round(min(after) - t0, 3))
@@ -217,17 +206,6 @@ def analyze(
     twice = [k for k, c in counts.items() if c > 1]
     runs = ownership_runs(deliveries)
     changes = handoff_moves(runs)
-    moves = [
-        {
-            "shard": m.shard,
-            "from": m.source,
-            "to": m.target,
-            "epoch": m.epoch,
-            "at": round(m.at, 3),
-            "gap_s": round(m.gap, 3),
-        }
-        for m in changes
-    ]
     return {
         "produced": len(produced_set),
         "delivered": sum(counts.values()),
@@ -236,13 +214,13 @@ def analyze(
         "delivered_more_than_once": len(twice),
         "extra_deliveries": sum(counts[k] - 1 for k in twice),
         "concurrent_owner_overlaps": sum(1 for m in changes if m.gap < 0),  # two owners delivered at once
-        "moved_shards": len(moves),
+        "moved_shards": len(changes),
         "handoff_gap_s": percentiles([m.gap for m in changes]),
         "zero_cost_gap_s": percentiles(zero_cost_gaps(deliveries)),
         "signal_to_new_owner_first_record_s": percentiles(
             _takeovers(runs, signals or {}, owners_at_signal or {})
         ),
-        "moves": moves,
+        "moves": [asdict(m) for m in changes],
     }
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,7 +23,7 @@ from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
 from tools.fleet.analysis import Delivery
 
-__all__ = ["DEFAULT_IDLE_TIME", "DEFAULT_INBOX_POLL", "Fleet", "FleetSettings", "poll"]
+__all__ = ["Fleet", "FleetSettings", "poll"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,18 +36,12 @@ _WORKER_COMMAND = [
     "os.execv(sys.executable, [sys.executable, '-m', 'consumer', 'run'])",
 ]
 
-#: The consumer's default wait between GetRecords calls on an idle shard (0.25 s: 4 calls a second, within
-#: Kinesis's 5 per shard shared by every reader) and fast poll of its own item; published figures use them.
-DEFAULT_IDLE_TIME = RetrievalConfig().idle_time_between_reads
-DEFAULT_INBOX_POLL = LeaseConfig().inbox_poll_interval
-
 _HASH_KEYS = 2**128  # Kinesis hash keys: 0 .. 2**128 - 1, split evenly between a new stream's shards
 
 
 def _spread(i: int, n: int) -> int:
-    """The hash key of the ``i``-th of ``n`` records of one PutRecords call, the middle of the ``i``-th of ``n``
-    equal slices of the key space: with at least as many records a call as shards, each shard gets one every
-    producer tick (0.1 s), so the wait for a shard's next record (part of every hand-off gap) is not random."""
+    """The hash key of the ``i``-th of ``n`` records of a PutRecords call, the middle of the ``i``-th of ``n``
+    slices: each shard gets one a tick, so the wait for its next record (in every hand-off gap) is not random."""
     return (2 * i + 1) * _HASH_KEYS // (2 * n)
 
 
@@ -61,20 +57,21 @@ def poll(cond: Callable[[], bool], timeout: float, every: float) -> bool:
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """The stream's size, the producer's rate and the workers' settings."""
+    """The stream's size, the producer's rate and the workers' settings (by default the consumer's)."""
 
     shards: int = 8
     lease_duration: float = 10.0
     rate: float = 100.0  # records per second, spread over all shards
     scan_interval: float = 1.0
-    inbox_poll_interval: float = DEFAULT_INBOX_POLL
-    idle_time: float = DEFAULT_IDLE_TIME
+    inbox_poll_interval: float = LeaseConfig().inbox_poll_interval
+    idle_time: float = RetrievalConfig().idle_time_between_reads
     metrics_interval: float = 5.0
 
 
 @dataclass
 class Fleet:
-    """One isolated scenario: its own stream and tables, its worker processes, its producer."""
+    """One isolated scenario: its own stream and tables, its worker processes, its producer (writing ``keys``
+    partition keys, rounded up to a multiple of its batch, over and over; None: a key per record)."""
 
     endpoints: Any  # tools.emulators.AwsEndpoints
     workdir: Path
@@ -84,17 +81,19 @@ class Fleet:
     stream_name: str | None = None
     lease_table_name: str | None = None
     checkpoint_table_name: str | None = None
-    #: Keep each worker's stdout (CloudWatch EMF metric lines) in ``<workdir>/<worker>.stdout.jsonl``.
-    keep_stdout: bool = False
+    keys: int | None = None
+    began: float = field(default_factory=time.time)  # event lines show the seconds since then
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)  # the waits that timed out (``scenarios.wait_for``)
     produced: list[tuple[str, str, float]] = field(default_factory=list)
+    #: (shard, sequence number) -> (partition key, data) of every record produced.
+    keyed: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)
     _stop_producer: threading.Event = field(default_factory=threading.Event)
     _producer: threading.Thread | None = None
 
     def __post_init__(self) -> None:
-        if self.workdir.exists():
-            shutil.rmtree(self.workdir)  # journals of an earlier run would mix with this one's
+        shutil.rmtree(self.workdir, ignore_errors=True)  # an earlier run's journals would mix with these
         self.workdir.mkdir(parents=True)
         suffix = uuid.uuid4().hex[:6]
         self.stream = self.stream_name or f"bench-{self.name}-{suffix}"
@@ -107,17 +106,20 @@ class Fleet:
         self.wait_active()
 
     def wait_active(self) -> None:
-        if not poll(self._active, 60, 0.05):
+        """Wait until the stream is ACTIVE (after its creation or a split)."""
+
+        def active() -> bool:
+            summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+            return bool(summary["StreamStatus"] == "ACTIVE")
+
+        if not poll(active, 60, 0.05):
             raise RuntimeError(f"stream {self.stream} never became ACTIVE")
 
-    def _active(self) -> bool:
-        summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
-        return bool(summary["StreamStatus"] == "ACTIVE")
-
     def mark(self, label: str) -> float:
+        """Record and print a fleet event; returns when it happened."""
         t = time.time()
         self.events.append((t, label))
-        print(f"  [{self.name}] {time.strftime('%H:%M:%S')} {label}", flush=True)
+        print(f"  [{t - self.began:5.1f}s] {label}", flush=True)
         return t
 
     def start_worker(self, worker_id: str, extra: Mapping[str, str] | None = None) -> None:
@@ -143,9 +145,7 @@ class Fleet:
             **(extra or {}),
         }
         log = open(self.workdir / f"{worker_id}.log", "ab")  # noqa: SIM115 - the child holds it
-        out: Any = subprocess.DEVNULL
-        if self.keep_stdout:
-            out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
+        out = open(self.workdir / f"{worker_id}.stdout.jsonl", "ab")  # noqa: SIM115 - the child holds it
         self.procs[worker_id] = subprocess.Popen(_WORKER_COMMAND, cwd=REPO, env=env, stdout=out, stderr=log)
         self.mark(f"start {worker_id}")
 
@@ -189,11 +189,12 @@ class Fleet:
         self._producer.start()
 
     def partition_key(self, n: int, batch: int) -> str:
-        """Record ``n``'s partition key (``batch`` records a call): a key of its own."""
-        return f"k{n}"
+        """Record ``n``'s key (``batch`` records a call): a key keeps its slot in a call, hence its shard."""
+        return f"k{n}" if self.keys is None else f"k{n % (math.ceil(self.keys / batch) * batch)}"
 
-    def note_produced(self, shard: str, sequence: str, key: str, data: bytes) -> None:
-        """Called for every record written (a subclass keeps what it needs)."""
+    def produced_records(self) -> list[tuple[str, str, str, bytes]]:
+        """(shard, sequence number, partition key, data) of every record the producer wrote."""
+        return [(shard, seq, *self.keyed[(shard, seq)]) for shard, seq, _ in self.produced]
 
     def _produce(self) -> None:
         client = self.endpoints.client("kinesis")
@@ -218,28 +219,25 @@ class Fleet:
             for (key, data), r in zip(records, out["Records"], strict=True):
                 if "SequenceNumber" in r:
                     self.produced.append((r["ShardId"], r["SequenceNumber"], now))
-                    self.note_produced(r["ShardId"], r["SequenceNumber"], key, data)
+                    self.keyed[(r["ShardId"], r["SequenceNumber"])] = (key, data)
             n += batch
             next_at += 0.1
             self._stop_producer.wait(max(0.0, next_at - time.monotonic()))
 
     def stop_producer(self) -> None:
-        self._stop_producer.set()
-        if self._producer is not None:
+        """Stop the producer, once."""
+        if self._producer is not None and not self._stop_producer.is_set():
+            self._stop_producer.set()
             self._producer.join(10)
-        self.mark(f"producer stopped after {len(self.produced)} records")
+            self.mark(f"producer stopped after {len(self.produced)} records")
 
     def _lines(self, pattern: str, *needles: str) -> Iterator[dict[str, Any]]:
         """The JSON lines of the files matching ``pattern`` that hold any of ``needles`` (by default all)."""
         for path in sorted(self.workdir.glob(pattern)):
             for line in path.read_text(errors="replace").splitlines():
-                if needles and not any(n in line for n in needles):
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:  # a line cut by SIGKILL, or a worker's traceback
-                    continue
-                yield entry
+                if not needles or any(n in line for n in needles):
+                    with contextlib.suppress(ValueError):  # a line cut by SIGKILL, or a worker's traceback
+                        yield json.loads(line)
 
     def journal(self) -> list[dict[str, Any]]:
         return list(self._lines("*.journal.jsonl"))
@@ -256,6 +254,15 @@ class Fleet:
         want = {(s, q) for s, q, _ in self.produced}
         return poll(lambda: want <= {(d.shard, d.sequence) for d in self.deliveries()}, timeout, 0.5)
 
+    def live_workers(self) -> list[str]:
+        """The workers still running."""
+        return [w for w, p in self.procs.items() if p.poll() is None]
+
+    def lease_holder(self, candidates: list[str]) -> str:
+        """The candidate that delivered the most shards last (so holds leases now), else the first."""
+        owners = self.last_owners(time.time())
+        return max(candidates, key=lambda w: len(owners.get(w, [])))
+
     def last_owners(self, before: float) -> dict[str, list[str]]:
         """worker -> shards whose last delivery before ``before`` was by that worker."""
         latest = {d.shard: d.worker for d in sorted(self.deliveries(), key=lambda d: d.t) if d.t < before}
@@ -265,8 +272,7 @@ class Fleet:
         return out
 
     def milestones(self) -> dict[tuple[str, str, int], float]:
-        """When each step of every hand-off happened (``tools.fleet.analysis.Milestones``), from the workers'
-        logs (millisecond timestamps) and journals (the processors' ``initialize``)."""
+        """When each step of every hand-off happened (``analysis.Milestones``), from the logs and journals."""
         out = {("init", e["s"], int(e["e"])): float(e["t"]) for e in self.journal() if e["k"] == "init"}
         names = {"shard_drained": "drained", "lease_handed_over": "handed_over", "lease_received": "received"}
         for e in self._lines("*.log", *(f'"{event}"' for event in names)):

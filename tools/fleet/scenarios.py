@@ -1,9 +1,6 @@
 """The fleet benchmark's scenarios, each driving one :class:`tools.fleet.runner.Fleet`, and
-:func:`run_scenario`, which runs one and returns its figures (``python -m bench.fleet``, the fleet tests).
-
-The repeated ones (``scale_cycles``, ``rolling_restart_cycles``) repeat their planned transition until each
-kind of hand-off has happened ``Timing.handoffs`` times, so that p99 is a percentile and not the maximum.
-"""
+:func:`run_scenario`; the repeated ones repeat their transition until each kind of hand-off happened
+``Timing.handoffs`` times, so that p99 is a percentile and not the maximum."""
 
 from __future__ import annotations
 
@@ -18,19 +15,17 @@ from typing import Any
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.errors import CheckpointRejectedError
 from consumer.records import Position
-from tools.demo_report import plot_ownership
+from tools.demo_report import ownership_figure, save
 from tools.fleet import analysis
 from tools.fleet.runner import Fleet, FleetSettings, poll
 
 __all__ = [
     "SCENARIOS",
     "Log",
-    "Scenario",
     "Timing",
     "every_shard_since",
     "form",
     "formed",
-    "hold",
     "run_scenario",
     "wait_for",
 ]
@@ -38,13 +33,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Timing:
-    """How long a scenario holds on beyond the events it waits on (the tests hold 0 s; ``make bench`` holds
-    longer so that its cost figures cover a steady fleet)."""
+    """How long a scenario holds on beyond the events it waits on (the tests: 0 s), and how it waits."""
 
     warmup: float = 12.0  # held once the fleet formed (every shard delivering, each worker its share)
     settle: float = 12.0  # held once a transition finished (every shard delivering from its new owners)
     steady_window: float = 60.0
-    handoffs: int = 100  # planned hand-offs wanted per kind in the repeated scenarios, in at most max_cycles
+    handoffs: int = 100  # planned hand-offs wanted per kind in the repeated scenarios
     max_cycles: int = 30
     step_timeout: float = 60.0  # the longest a wait may take before it is counted as timed out
     poll: float = 0.3  # how often a wait looks at the journals again
@@ -55,10 +49,8 @@ Scenario = Callable[[Fleet, Timing], dict[str, Any]]
 
 @dataclass
 class Log:
-    """What a scenario did: its waits that timed out, the signals it sent (with the shards each signalled worker
-    had delivered last), the exit codes of the workers it stopped."""
+    """A scenario's signals (with the shards each worker had delivered last) and exit codes."""
 
-    timeouts: list[str] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
     owners: dict[str, list[str]] = field(default_factory=dict)
     exit_codes: dict[str, int] = field(default_factory=dict)
@@ -79,38 +71,29 @@ class Log:
         return t
 
 
-def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool], timeouts: list[str]) -> None:
-    """Poll ``cond`` until it holds, for at most ``t.step_timeout``; a time-out is noted in ``timeouts``."""
+def wait_for(f: Fleet, t: Timing, what: str, cond: Callable[[], bool]) -> None:
+    """Poll ``cond`` until it holds, for at most ``t.step_timeout``; a time-out is noted in ``f.timeouts``."""
     if poll(cond, t.step_timeout, t.poll):
         f.mark(what)
     else:
         f.mark(f"timed out waiting for {what}")
-        timeouts.append(what)
-
-
-def hold(seconds: float) -> None:
-    """Hold on for a benchmark's extra window (``Timing.warmup``/``settle``); the tests hold 0 s."""
-    if seconds > 0:
-        time.sleep(seconds)
+        f.timeouts.append(what)
 
 
 def formed(f: Fleet, workers: set[str]) -> bool:
-    """The fleet formed: every shard's latest delivery is by one of ``workers``, and each of them delivers its
-    share (the lease planner's: the shards divided evenly, one more for some)."""
+    """Every shard's latest delivery is by one of ``workers``, each with its share (even, +1 for some)."""
     owners = f.last_owners(time.time())
     share, extra = divmod(f.settings.shards, len(workers))
     counts = [len(owners.get(w, [])) for w in workers]
     return sum(counts) >= f.settings.shards and all(share <= n <= share + (extra > 0) for n in counts)
 
 
-def form(f: Fleet, t: Timing, workers: Collection[str], timeouts: list[str]) -> None:
+def form(f: Fleet, t: Timing, workers: Collection[str]) -> None:
     """Start ``workers``, wait until they formed a fleet, then hold ``t.warmup``."""
     for w in sorted(workers):
         f.start_worker(w)
-    wait_for(
-        f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, set(workers)), timeouts
-    )
-    hold(t.warmup)
+    wait_for(f, t, f"the fleet formed: {', '.join(sorted(workers))}", partial(formed, f, set(workers)))
+    time.sleep(t.warmup)
 
 
 def every_shard_since(f: Fleet, since: float, workers: set[str]) -> bool:
@@ -133,7 +116,7 @@ def _repeat(
 def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers; repeatedly start 2 more (scale-out), wait for balance, SIGTERM them (scale-in)."""
     base, log = {"w1", "w2"}, Log()
-    form(f, t, base, log.timeouts)
+    form(f, t, base)
     added: list[str] = []  # every worker started by a cycle, so far: the kinds count moves to and from them
     since = time.time()
     kinds = {
@@ -152,18 +135,18 @@ def scale_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
             owners = f.last_owners(time.time())
             return all(len(owners.get(w, [])) >= share for w in new)
 
-        wait_for(f, t, f"cycle {n}: new workers own their share", balanced, log.timeouts)
+        wait_for(f, t, f"cycle {n}: new workers own their share", balanced)
         stopped = log.stop(f, new)
         back = partial(every_shard_since, f, stopped, base)
-        wait_for(f, t, f"cycle {n}: base workers own every shard", back, log.timeouts)
+        wait_for(f, t, f"cycle {n}: base workers own every shard", back)
 
     return _repeat(f, t, log, kinds, cycle)
 
 
 def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
-    """2 workers; repeatedly start a replacement, let it be seen, SIGTERM the oldest (an ECS rolling deploy)."""
+    """2 workers; repeatedly start a replacement, let it be seen, SIGTERM the oldest (as ECS deploys)."""
     live, log = ["r0a", "r0b"], Log()
-    form(f, t, live, log.timeouts)
+    form(f, t, live)
 
     def step(n: int) -> None:
         new, old = f"r{n}", live.pop(0)
@@ -172,34 +155,31 @@ def rolling_restart_cycles(f: Fleet, t: Timing) -> dict[str, Any]:
         time.sleep(2 * f.settings.scan_interval + 0.5)  # the old workers have seen the new one alive
         stopped = log.stop(f, [old])
         live.append(new)
-        flows = partial(every_shard_since, f, stopped, set(live))
-        wait_for(f, t, f"step {n}: every shard flows", flows, log.timeouts)
+        wait_for(f, t, f"step {n}: every shard flows", partial(every_shard_since, f, stopped, set(live)))
 
     return _repeat(f, t, log, {"rolling_restart": analysis.Kind(time.time())}, step)
 
 
 def crash(f: Fleet, t: Timing, *, leader: bool = False) -> dict[str, Any]:
-    """SIGKILL one of three workers (``leader``: the one that leads, the worst case: another worker must
-    first take the leadership over, then reassign the dead worker's leases)."""
+    """SIGKILL one of three workers (``leader``: the leader, the worst case: the leadership moves first)."""
     workers, log = {"w1", "w2", "w3"}, Log()
-    form(f, t, workers, log.timeouts)
+    form(f, t, workers)
     victim = f.leader() if leader else "w3"
     if victim not in workers:
-        log.timeouts.append(f"no leader among the workers ({victim})")
+        f.timeouts.append(f"no leader among the workers ({victim})")
         victim = "w3"
     killed = log.signal(f, [victim], signal.SIGKILL)
     f.wait_exit(victim)
     taken = partial(every_shard_since, f, killed, workers - {victim})
-    wait_for(f, t, "the survivors deliver every shard", taken, log.timeouts)
-    hold(t.settle)
+    wait_for(f, t, "the survivors deliver every shard", taken)
+    time.sleep(t.settle)
     return {**asdict(log), "planned": False, "victim": victim, "victim_led": leader}
 
 
 def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
     """SIGSTOP a worker until w1 took its shards over, then SIGCONT it: it must deliver nothing under its old
-    epochs, hear that it lost those leases, and have a late checkpoint refused."""
-    timeouts: list[str] = []
-    form(f, t, {"w1", "zombie"}, timeouts)
+    epochs, hear it lost those leases and have a late checkpoint refused."""
+    form(f, t, {"w1", "zombie"})
     old_epochs = {d.shard: d.epoch for d in f.deliveries() if d.worker == "zombie"}
     held = {s: old_epochs[s] for s in f.last_owners(time.time()).get("zombie", [])}  # at the pause
     stopped = f.signal("zombie", signal.SIGSTOP)
@@ -208,35 +188,31 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
         newer = {d.shard for d in f.deliveries() if d.worker == "w1" and d.epoch > held.get(d.shard, 0)}
         return set(held) <= newer
 
-    wait_for(f, t, "w1 owns the paused zombie's shards", taken_over, timeouts)
+    wait_for(f, t, "w1 owns the paused zombie's shards", taken_over)
     resumed = f.signal("zombie", signal.SIGCONT)
 
     def fenced() -> bool:  # the resumed zombie was told (lease_lost) of every lease it held at the pause
         lost = {(e["s"], int(e["e"])) for e in f.journal() if e["k"] == "lease_lost" and e["w"] == "zombie"}
         return set(held.items()) <= lost
 
-    wait_for(f, t, "the zombie lost its old leases", fenced, timeouts)
-    hold(t.settle)
-    # Deliveries after SIGCONT (a process keeps running for a moment after kill(SIGSTOP) returns, so records
-    # delivered in that moment are from before the pause).
+    wait_for(f, t, "the zombie lost its old leases", fenced)
+    time.sleep(t.settle)
+    # After SIGCONT: a process runs on for a moment after kill(SIGSTOP) returns.
     after = [d for d in f.deliveries() if d.worker == "zombie" and d.t >= resumed]
     rejected = None
     if old_epochs:
         shard, epoch = next(iter(old_epochs.items()))
+        store = DynamoDBCheckpointStore(f.ddb, f.checkpoint_table)
         try:
-            DynamoDBCheckpointStore(f.ddb, f.checkpoint_table).save(
-                f.stream, shard, epoch, Position("9" * 50)
-            )
+            store.save(f.stream, shard, epoch, Position("9" * 50))
             rejected = False
         except CheckpointRejectedError as exc:
             rejected = exc.stale_epoch
+    stale = sum(old_epochs.get(d.shard) == d.epoch for d in after)
     return {
         "planned": False,
-        "timeouts": timeouts,
         "zombie_shards_before_pause": len(old_epochs),
-        "zombie_deliveries_under_old_epochs_after_pause": sum(
-            old_epochs.get(d.shard) == d.epoch for d in after
-        ),
+        "zombie_deliveries_under_old_epochs_after_pause": stale,
         "zombie_late_checkpoint_rejected": rejected,
         "paused_s": round(resumed - stopped, 3),
     }
@@ -244,44 +220,36 @@ def zombie(f: Fleet, t: Timing) -> dict[str, Any]:
 
 def shard_split(f: Fleet, t: Timing) -> dict[str, Any]:
     """Split a shard under load: both children must be read, and only after their parent ended."""
-    timeouts: list[str] = []
-    form(f, t, {"w1", "w2"}, timeouts)
+    form(f, t, {"w1", "w2"})
     shards = f.kinesis.list_shards(StreamName=f.stream)["Shards"]
     parent = shards[0]["ShardId"]
     low, high = (int(shards[0]["HashKeyRange"][k]) for k in ("StartingHashKey", "EndingHashKey"))
     f.mark(f"split {parent}")
     f.kinesis.split_shard(StreamName=f.stream, ShardToSplit=parent, NewStartingHashKey=str((low + high) // 2))
     f.wait_active()
-    kids = [
-        s["ShardId"]
-        for s in f.kinesis.list_shards(StreamName=f.stream)["Shards"]
-        if s.get("ParentShardId") == parent
-    ]
-    wait_for(
-        f, t, "both children delivering", lambda: set(kids) <= {d.shard for d in f.deliveries()}, timeouts
-    )
-    hold(t.settle)
+    kids = {s["ShardId"] for s in f.kinesis.list_shards(StreamName=f.stream)["Shards"]}
+    kids -= {s["ShardId"] for s in shards}
+
+    def delivering() -> bool:
+        return kids <= {d.shard for d in f.deliveries()}
+
+    wait_for(f, t, "both children delivering", delivering)
+    time.sleep(t.settle)
     ds = f.deliveries()
     parent_last = max((d.t for d in ds if d.shard == parent), default=0.0)
     kid_first = min((d.t for d in ds if d.shard in kids), default=float("inf"))
-    return {
-        "planned": False,
-        "children": kids,
-        "children_before_parent_end": int(kid_first < parent_last),
-        "timeouts": timeouts,
-    }
+    early = int(kid_first < parent_last)
+    return {"planned": False, "children": sorted(kids), "children_before_parent_end": early}
 
 
 def steady(f: Fleet, t: Timing) -> dict[str, Any]:
     """2 workers on their own for ``t.steady_window`` (the cost figures)."""
-    timeouts: list[str] = []
-    form(f, t, {"w1", "w2"}, timeouts)
-    hold(t.steady_window)
-    return {"planned": False, "steady_window_s": t.steady_window, "timeouts": timeouts}
+    form(f, t, {"w1", "w2"})
+    time.sleep(t.steady_window)
+    return {"planned": False, "steady_window_s": t.steady_window}
 
 
-#: name -> (scenario, FleetSettings overrides), every one run by ``make bench`` (the single scale-out,
-#: scale-in and rolling restart that tests/integration/test_fleet.py runs are in tests/support/).
+#: name -> (scenario, FleetSettings overrides), all run by ``make bench`` (the tests' own: tests/support).
 SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
     # 16 shards at 10 records/s each: each repetition moves 8 shards (a worker start takes seconds here).
     "scale_cycles": (scale_cycles, {"shards": 16, "rate": 160.0}),
@@ -302,13 +270,11 @@ def run_scenario(
     timing: Timing,
     scenario: Scenario | None = None,
 ) -> dict[str, Any]:
-    """Run scenario ``name`` of :data:`SCENARIOS` (or ``scenario``, with no setting overrides, its files
-    named ``name``) on a fleet of its own; returns its figures."""
+    """Run scenario ``name`` (or ``scenario``, without overrides) on its own fleet; returns its figures."""
     fn, overrides = SCENARIOS[name] if scenario is None else (scenario, {})
     settings = replace(settings, **overrides)
     fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
     print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
-    began = time.time()
     fleet.start_producer()
     try:
         extra = fn(fleet, timing)
@@ -324,12 +290,10 @@ def run_scenario(
         gaps, parts = analysis.handoff_figures(deliveries, kinds, fleet.milestones())
         result["handoff_gap_by_kind_s"], result["handoff_phases_by_kind_s"] = gaps, parts
     since = timing.warmup if name == "steady_state" else 0.0
-    result |= extra | {"shards": settings.shards, "rate": settings.rate, "drained": drained}
-    result |= analysis.producer_figures(fleet.produced) | analysis.dynamodb_cost(
-        fleet.worker_stats(), settings.shards, since
-    )
-    result["duration_s"] = round(time.time() - began, 1)
+    result |= extra | {"timeouts": fleet.timeouts} | analysis.producer_figures(fleet.produced)
+    result |= analysis.dynamodb_cost(fleet.worker_stats(), settings.shards, since)
+    result |= {"shards": settings.shards, "rate": settings.rate, "drained": drained}
     png = workdir / f"{name}.png"
-    plot_ownership(analysis.ownership_runs(deliveries), fleet.events, began, f"{name}: shard ownership", png)
-    result["timeline_png"] = str(png)
-    return result
+    runs = analysis.ownership_runs(deliveries)
+    save(ownership_figure(runs, fleet.events, fleet.began, f"{name}: shard ownership"), png)
+    return result | {"duration_s": round(time.time() - fleet.began, 1), "timeline_png": str(png)}
