@@ -51,7 +51,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 typecheck-stacks pytest
 
 # Four processes by default: most of the suite waits (on emulators, leases, subprocesses) rather than computes
-# (serially it kept ~0.6 of a core busy), so four share the two cores. Spark tests stay in one process, infra
+# (serially it kept ~0.6 of a core busy), so four share the two cores. Spark tests stay in two processes (two JVMs), infra
 # tests in another, and a module with fixtures of its own in one (tests/conftest.py). On a fresh clone of this
 # 2-core machine: 9.6-10.1 min in four (two runs, 2026-11-26), 16 min serially. `make test PYTEST_JOBS=0` runs them in this process, one
 # after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).

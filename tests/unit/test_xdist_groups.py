@@ -37,3 +37,12 @@ def test_a_groups_tests_share_one_process(tmp_path: Path) -> None:
     spark = [(worker, test) for worker, test in ran if test.startswith("spark/")]
     assert len(spark) == 6 and all(test.endswith("@spark") for _, test in spark)
     assert len({worker for worker, _ in spark}) == 1, spark  # one process: one JVM
+
+
+def test_the_second_spark_jvm_names_spark_modules_that_exist() -> None:
+    from tests.conftest import _SPARK_B
+
+    spark = {p.name for p in (REPO / "tests" / "spark").glob("test_*.py")}
+    # A renamed module would fall back to the first JVM; every module there would leave the first empty.
+    assert _SPARK_B.issubset(spark), sorted(_SPARK_B - spark)
+    assert spark - _SPARK_B
