@@ -35,8 +35,10 @@ _DATA = st.binary(max_size=200) | st.builds(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(_DATA, min_size=1, max_size=60))
+# A compaction costs seconds of Spark whatever its size: few examples of many records each (the records of an
+# example are independent of one another, so this tries as many values as more, smaller examples would).
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_DATA, min_size=1, max_size=200))
 def test_random_bytes_come_back_from_the_curated_table(spark, datas):
     with tempfile.TemporaryDirectory() as tmp:
         lake = Path(tmp)
