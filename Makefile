@@ -19,10 +19,19 @@ setup:
 
 # Both venv recipes make .venv first: `python -m venv` creates a missing directory without exist_ok, so the two
 # running side by side could otherwise race to create .venv (checkov's lives inside it).
-$(STAMPS)/python: $(REQS)
+# The install comes in two steps: first what the stacks' type check needs (the CDK's packages and mypy, at their
+# pins; with the consumer's, whose botocore caps python-dateutil, which jsii uses too), so that `make test` starts
+# that minute of one core while pip (one core) installs the rest. The second step finds those already there and
+# replaces none of them (checked with `pip install --dry-run --report` on 2026-11-27), so the type check never
+# reads a package being replaced.
+$(STAMPS)/python-stacks: requirements/consumer.txt requirements/infra.txt requirements/dev.txt
 	@mkdir -p $(STAMPS) $(VENV)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
+	$(PY) -m pip install --quiet -r requirements/consumer.txt -r requirements/infra.txt $$(grep '^mypy==' requirements/dev.txt)
+	@touch $@
+
+$(STAMPS)/python: $(REQS) $(STAMPS)/python-stacks
 	$(PY) -m pip install --quiet $(foreach f,$(sort $(wildcard requirements/*.txt)),-r $(f))
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e examples/latest-per-key
@@ -43,12 +52,13 @@ $(STAMPS)/node: package.json package-lock.json
 	@touch $@
 
 ## test: lint, type-check and run every test tier (unit, integration on local emulators, infra, spark)
-# Side by side where nothing waits on the other: the type check of the app starts as soon as .venv is ready,
-# beside the other installs; the stacks' (a minute in aws_cdk's types, one core) beside the tests. Either
-# failing fails the target.
+# Side by side where nothing waits on the other: the stacks' type check (a minute in aws_cdk's types, one core)
+# starts once the CDK's packages are in, beside the rest of the installs (pip, npm: about a core between them);
+# lint and the app's type check once .venv is complete. The tests then have both cores. Any failing fails the
+# target.
 test:
-	@$(MAKE) --no-print-directory -j3 $(STAMPS)/node $(STAMPS)/checkov lint typecheck-app
-	@$(MAKE) --no-print-directory -j2 typecheck-stacks pytest
+	@$(MAKE) --no-print-directory -j4 $(STAMPS)/node $(STAMPS)/checkov typecheck-stacks lint typecheck-app
+	@$(MAKE) --no-print-directory pytest
 
 # Four processes by default: most of the suite waits (on emulators, leases, subprocesses) rather than computes
 # (serially it kept ~0.6 of a core busy), so four share the two cores. Spark tests stay in two processes (two JVMs), infra
@@ -74,7 +84,7 @@ typecheck: typecheck-app typecheck-stacks
 typecheck-app: $(STAMPS)/python
 	$(VENV)/bin/mypy --cache-dir .mypy_cache/app $(MYPY_APP)
 
-typecheck-stacks: $(STAMPS)/python
+typecheck-stacks: $(STAMPS)/python-stacks
 	$(VENV)/bin/mypy --cache-dir .mypy_cache/stacks $(MYPY_STACKS)
 
 unit: $(STAMPS)/python
