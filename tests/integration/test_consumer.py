@@ -118,19 +118,43 @@ def test_split_and_merge_during_consumption_parents_first_nothing_lost(
     assert cps[parent][0] == "SHARD_END" and all(cps[k][0] == "SHARD_END" for k in kids)
 
 
+class Rounds:
+    """The test's rounds of reading the checkpoints, counted. A completer waits for the next round every
+    ``EVERY`` records, so that the checkpoints are seen advancing however loaded the machine (a busy moto takes
+    up to a second to answer a scan, and the records could all be done before a second round)."""
+
+    EVERY = 20
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._cond = threading.Condition()
+
+    def taken(self) -> None:
+        with self._cond:
+            self.n += 1
+            self._cond.notify_all()
+
+    def wait_next(self, timeout: float = 2.0) -> None:
+        with self._cond:
+            start = self.n
+            self._cond.wait_for(lambda: self.n > start, timeout)
+
+
 class RandomCompleter(BaseProcessor):
     """Marks records done from another thread, in random order, and remembers which are done."""
 
-    def __init__(self, done: set[str], lock: threading.Lock) -> None:
-        self.done, self.lock = done, lock
+    def __init__(self, done: set[str], lock: threading.Lock, rounds: Rounds) -> None:
+        self.done, self.lock, self.rounds = done, lock, rounds
 
     def process_records(self, data: ProcessRecordsInput) -> None:
         records = list(data.records)
         random.shuffle(records)
 
         def complete() -> None:
-            for r in records:
-                time.sleep(random.random() / 100)  # slow enough to watch the checkpoints advance
+            for i, r in enumerate(records):
+                if i % Rounds.EVERY == 0:
+                    self.rounds.wait_next()
+                time.sleep(random.random() / 100)
                 with self.lock:
                     self.done.add(r.sequence_number)
                 r.done()
@@ -142,8 +166,8 @@ class AsyncRandomCompleter(AsyncBaseProcessor):
     """``RandomCompleter`` as asyncio code: a task on the worker's loop per batch completes its records in
     random order, awaiting between them, while later batches are already delivered."""
 
-    def __init__(self, done: set[str], lock: threading.Lock) -> None:
-        self.done, self.lock = done, lock
+    def __init__(self, done: set[str], lock: threading.Lock, rounds: Rounds) -> None:
+        self.done, self.lock, self.rounds = done, lock, rounds
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def process_records(self, data: ProcessRecordsInput) -> None:
@@ -151,8 +175,10 @@ class AsyncRandomCompleter(AsyncBaseProcessor):
         random.shuffle(records)
 
         async def complete() -> None:
-            for r in records:
-                await asyncio.sleep(random.random() / 100)  # slow enough to watch the checkpoints advance
+            for i, r in enumerate(records):
+                if i % Rounds.EVERY == 0:
+                    await asyncio.to_thread(self.rounds.wait_next)
+                await asyncio.sleep(random.random() / 100)
                 with self.lock:
                     self.done.add(r.sequence_number)
                 r.done()
@@ -172,11 +198,12 @@ def test_manual_checkpoint_advances_only_over_contiguous_completions(
     order = {seq: i for seqs in put.values() for i, seq in enumerate(seqs)}
     done: set[str] = set()
     lock = threading.Lock()
+    rounds = Rounds()
     worker = dynamo_worker(
         "w1",
         emulators,
         names,
-        lambda: {"sync": RandomCompleter, "async": AsyncRandomCompleter}[kind](done, lock),
+        lambda: {"sync": RandomCompleter, "async": AsyncRandomCompleter}[kind](done, lock, rounds),
         checkpoint=CheckpointConfig(mode="manual", flush_interval=0.05),
     )
     t = run_in_thread(worker)
@@ -193,6 +220,7 @@ def test_manual_checkpoint_advances_only_over_contiguous_completions(
                 samples += 1
                 upto = put[shard][: order[seq] + 1]
                 assert set(upto) <= snapshot, "checkpoint passed a record not yet done"
+            rounds.taken()
             if all(cps.get(s, (None,))[0] == seqs[-1] for s, seqs in put.items()):
                 break
             time.sleep(0.02)
