@@ -52,20 +52,21 @@ $(STAMPS)/node: package.json package-lock.json
 	@touch $@
 
 ## test: lint, type-check and run every test tier (unit, integration on local emulators, infra, spark)
-# Side by side where nothing waits on the other: the stacks' type check (a minute in aws_cdk's types, one core)
-# starts once the CDK's packages are in, beside the rest of the installs (pip, npm: about a core between them);
-# lint and the app's type check once .venv is complete. The tests then have both cores. Any failing fails the
-# target.
+# One make, everything side by side where nothing waits on the other: the stacks' type check (a minute in
+# aws_cdk's types, one core) starts once the CDK's packages are in, beside the rest of the installs (pip, npm:
+# about a core between them); lint, the app's type check and the tests once .venv is complete. Any failing fails
+# the target.
 test:
-	@$(MAKE) --no-print-directory -j4 $(STAMPS)/node $(STAMPS)/checkov typecheck-stacks lint typecheck-app
-	@$(MAKE) --no-print-directory pytest
+	@$(MAKE) --no-print-directory -j6 $(STAMPS)/node $(STAMPS)/checkov typecheck-stacks lint typecheck-app pytest
 
-# Four processes by default: most of the suite waits (on emulators, leases, subprocesses) rather than computes
-# (serially it kept ~0.6 of a core busy), so four share the two cores. Spark tests stay in two processes (two JVMs), infra
-# tests in another, and a module with fixtures of its own in one (tests/conftest.py). On a fresh clone of this
-# 2-core machine: 9.6-10.1 min in four (two runs, 2026-11-26), 16 min serially. `make test PYTEST_JOBS=0` runs them in this process, one
-# after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
-PYTEST_JOBS ?= 4
+# Three processes by default: most of the suite waits (on emulators, leases, subprocesses) rather than computes
+# (serially it kept ~0.6 of a core busy), but past three the processes mostly add contention: the tests' workers
+# and JVMs keep polling while they wait for a core. On fresh clones of this 2-core machine on 2026-11-27 (a slow
+# day: a serial run took 18 min), the tests took 578 s in three processes and 746-773 s in four, and the whole
+# `make test` spent 1,143 CPU-seconds against 1,391-1,450. Spark tests stay in two processes (two JVMs), infra
+# tests in another, and a module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0`
+# runs them in this process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
+PYTEST_JOBS ?= 3
 PYTEST_ARGS ?=
 PYTEST_XDIST := $(if $(filter-out 0,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadgroup,)
 pytest: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
