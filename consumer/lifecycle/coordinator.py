@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import assert_never
 
 from consumer.config import WorkerConfig
+from consumer.leases.fleet_plan import FleetPlan
 from consumer.leases.model import Lease
+from consumer.leases.repository import TableSnapshot
 from consumer.lifecycle import ownership as own
 from consumer.lifecycle.leader_duties import LeaderDuties
 from consumer.lifecycle.leadership import Leadership
@@ -106,10 +108,10 @@ class Coordinator:
         actions += self.membership.due(now, tuple(self.owned), self._busy())
         if not self.shutting_down:
             actions += self.leadership.due(now)
-        actions += self.duties.due(now)
-        if self.shutting_down:
-            actions += self._shutdown_due(now)
-        return actions
+        ending = self._shutdown_due(now) if self.shutting_down else []
+        # After the shutdown's own work: a shutdown that ends here ends the leader's duties (no last read of
+        # the whole table before the exit).
+        return actions + self.duties.due(now) + ending
 
     def _due_ownerships(self, now: float) -> list[Action]:
         """``Due`` to every ownership whose time has come; twice, as a halted lease's hand-off that comes
@@ -227,10 +229,13 @@ class Coordinator:
             return []
         if not self.duties.active:
             return []
-        p = self.duties.on_table(ev.snapshot, self._now, self.shutting_down)
+        return self._planned(self.duties.on_table(ev.snapshot, self._now, self.shutting_down), ev.snapshot)
+
+    def _planned(self, p: FleetPlan, snapshot: TableSnapshot) -> list[Action]:
+        """The writes of the leader's plan ``p`` (made from ``snapshot``) and the release of our stranded leases."""
         if not self.membership.valid(self._now):  # our heartbeat is not current: plan nothing
             return []
-        if p.moves or p.truncated or any(x.handoff_to for x in ev.snapshot.leases):
+        if p.moves or p.truncated or any(x.handoff_to for x in snapshot.leases):
             self.membership.expect(self._now)  # leases on the move (maybe to us): poll fast for a while
         actions = self.duties.write(p, self._now)
         for lease in p.stranded:  # our own, with nobody to take them: release
@@ -298,6 +303,8 @@ class Coordinator:
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
         leader = self.leadership.leader_id
         if self.duties.active:
+            if (p := self.duties.plan_leaving(self._now, frozenset(self.owned))) is not None:
+                return self._planned(p, self.duties.fleet.snapshot)
             self.duties.scan_soon(self._now)
         elif leader is not None and leader != self.id:
             self._wake_leader = leader  # after the draining heartbeat of this same step

@@ -44,6 +44,7 @@ class LeaderDuties:
         self._next_discovery = float("inf")
         self._discovering = False  # a discovery is under way (on the background lane)
         self._scanned = False
+        self._read_at = float("-inf")  # when the table we hold was read
         self._stall_reported: set[str] = set()
         # A token bucket of moves: ``max_moves_per_second``, up to one second's worth saved up.
         self._tokens = float(config.max_moves_per_second)
@@ -87,11 +88,35 @@ class LeaderDuties:
 
     def on_table(self, snap: TableSnapshot, now: float, leaving: bool) -> FleetPlan:
         self.fleet.observe(snap, now)
-        self._scanned = True
+        self._scanned, self._read_at = True, now
+        return self._plan(now, now, leaving)
+
+    def plan_leaving(self, now: float, owned: frozenset[str]) -> FleetPlan | None:
+        """We start leaving: the hand-offs of our own leases (``owned``), planned at once from the table we
+        hold, as of when we read it (the view's durations all end there), so that our shards need not wait
+        for another read of the whole table (one that grows with the table). None when that read is older
+        than a scan interval or does not show every lease of ours as ours: read the table first, as ever.
+        The plan keeps only our leases' part; the rest of the fleet's waits for the next read."""
+        if not self.active or not self._scanned or now - self._read_at > self._cfg.scan_interval:
+            return None
+        held = {x.key for x in self.fleet.snapshot.leases if x.owner == self.me}
+        if not owned <= held:
+            return None
+        p = self._plan(now, self._read_at, leaving=True)
+        ours = FleetPlan(
+            request=tuple((x, to) for x, to in p.request if x.owner == self.me),
+            stranded=tuple(x for x in p.stranded if x.owner == self.me),
+            truncated=p.truncated,
+        )
+        self._tokens += p.cost - ours.cost  # what the fleet's part would have spent is not spent
+        return ours
+
+    def _plan(self, now: float, seen_at: float, leaving: bool) -> FleetPlan:
+        """The fleet plan from the table read at ``seen_at``, within the budget of moves saved up by ``now``."""
         rate = self._cfg.max_moves_per_second
         self._tokens = min(float(rate), self._tokens + max(0.0, now - self._filled_at) * rate)
         self._filled_at = now
-        p = self.fleet.plan(now, leaving, int(self._tokens))
+        p = self.fleet.plan(seen_at, leaving, int(self._tokens))
         self._tokens -= p.cost
         if p.truncated:  # more to do: read and plan again once a fifth of a second's worth has come in
             self.scan_soon(now, max(0.0, (rate / 5 - self._tokens) / rate))

@@ -244,6 +244,55 @@ def test_the_last_worker_releases_at_once_and_resigns_before_deregistering() -> 
     assert acts[-2:] == [ResignLeadership(Leader("a", 1)), Deregister()]
 
 
+def test_a_leader_leaving_plans_its_hand_offs_at_once_from_a_table_read_within_a_scan_interval() -> None:
+    c = leading()
+    mine = owning(c, now=T0 + 1.2)
+    c.step(T0 + 1.5, [table((mine,), "a", "b")])  # the read that shows it ours
+    acts = c.step(T0 + 1.9, [ShutdownRequested()])
+    assert [(w.lease.key, w.to) for w in writes(acts, WriteKind.REQUEST)] == [(mine.key, "b")]
+    assert not of(acts, ReadTable)  # no second read of the whole table before the shards move
+
+
+def test_the_last_worker_leaving_stops_its_shards_at_once_from_a_recent_read() -> None:
+    c = leading()
+    mine = owning(c, now=T0 + 1.2)
+    c.step(T0 + 1.5, [table((mine,), "a")])
+    acts = c.step(T0 + 2.0, [ShutdownRequested()])
+    assert Stop(mine.key, ShutdownReason.REQUESTED, last_poll=False) in acts and not of(acts, ReadTable)
+
+
+def test_a_leader_leaving_reads_the_table_first_when_its_read_is_old_or_misses_a_lease_of_its_own() -> None:
+    stale = leading()
+    mine = owning(stale, now=T0 + 1.2)
+    stale.step(T0 + 1.5, [table((mine,), "a", "b")])
+    stale.step(T0 + 2.6, [HeartbeatResult(T0 + 2.6, Result.OK)])
+    acts = stale.step(T0 + 2.6, [ShutdownRequested()])  # 1.1 s after the read: more than a scan interval
+    assert of(acts, ReadTable) and not writes(acts, WriteKind.REQUEST)
+    assert not [a for a in acts if isinstance(a, Stop)]
+    # The read shows one lease of ours, the other came to us after it.
+    missing = leading()
+    first = owning(missing, now=T0 + 1.2)
+    missing.step(T0 + 1.5, [table((first,), "a", "b")])
+    owning(missing, "sh1", now=T0 + 1.6)
+    acts = missing.step(T0 + 1.7, [ShutdownRequested()])
+    assert of(acts, ReadTable) and not writes(acts, WriteKind.REQUEST)
+    # Its reply plans both.
+    acts = missing.step(T0 + 1.8, [table((first, Lease("s", "sh1", owner="a", epoch=1)), "a", "b")])
+    assert sorted(w.to for w in writes(acts, WriteKind.REQUEST)) == ["b", "b"]
+
+
+def test_the_step_that_ends_a_leaders_shutdown_reads_no_table() -> None:
+    c = leading()
+    mine = owning(c, now=T0 + 1.2)
+    c.step(T0 + 1.5, [table((mine,), "a")])
+    c.step(T0 + 1.6, [ShutdownRequested()])
+    [release] = writes(
+        c.step(T0 + 1.7, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
+    )
+    acts = c.step(T0 + 2.6, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])  # a read was due
+    assert acts[-2:] == [ResignLeadership(Leader("a", 1)), Deregister()] and not of(acts, ReadTable)
+
+
 def test_the_leaders_moves_are_paced_and_it_plans_again_as_the_budget_allows() -> None:
     from consumer.config import LeaseConfig
 
