@@ -303,7 +303,8 @@ class Coordinator:
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
         leader = self.leadership.leader_id
         if self.duties.active:
-            if (p := self.duties.plan_leaving(self._now, frozenset(self.owned))) is not None:
+            valid = self.membership.valid(self._now)  # else the plan would be dropped: read and plan later
+            if valid and (p := self.duties.plan_leaving(self._now, frozenset(self.owned))) is not None:
                 return self._planned(p, self.duties.fleet.snapshot)
             self.duties.scan_soon(self._now)
         elif leader is not None and leader != self.id:
