@@ -281,6 +281,14 @@ def test_a_leader_leaving_reads_the_table_first_when_its_read_is_old_or_misses_a
     assert sorted(w.to for w in writes(acts, WriteKind.REQUEST)) == ["b", "b"]
 
 
+def test_a_leader_leaving_whose_heartbeat_is_not_current_reads_the_table_rather_than_plan() -> None:
+    c = leading()
+    mine = owning(c, now=T0 + 1.2)
+    c.step(T0 + 8.4, [table((mine,), "a", "b")])  # a recent read, but our heartbeat's window closed at T0 + 8
+    acts = c.step(T0 + 8.5, [ShutdownRequested()])
+    assert of(acts, ReadTable) and not writes(acts, WriteKind.REQUEST)
+
+
 def test_the_step_that_ends_a_leaders_shutdown_reads_no_table() -> None:
     c = leading()
     mine = owning(c, now=T0 + 1.2)
