@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 from subprocess import DEVNULL
 from typing import Any
 
-from bench.datapath_trial import local_backlog, payload
+from bench.datapath_trial import Window, local_backlog, memory_backlog, payload, run_worker
 from bench.pipeline import process_cpu
 from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
@@ -239,6 +240,38 @@ def shard_counts(bench: Bench, args: argparse.Namespace, settings: dict[str, Any
     _write(out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
 
 
+def exits_in_memory(args: argparse.Namespace, settings: dict[str, Any], out: Path) -> None:
+    """``--exit-in-memory``: per shard count, a worker on the in-memory seams that has read its backlog and
+    rested half a lease, from its shutdown request to the end of its ``run`` (in this process): the worker's
+    own part of SIGTERM to exit, without an emulator's answers or the interpreter's exit."""
+    exits: dict[int, list[float]] = {n: [] for n in args.shard_counts}
+    settings.update(records_per_shard=args.records_per_shard, rest_s=REST_AFTER, scan_interval_s=0.1)
+    for n in args.shard_counts:
+        for _ in range(args.repeats):
+            window, stop, asked = Window(n * args.records_per_shard), threading.Event(), [0.0]
+
+            def rested(
+                window: Window = window, stop: threading.Event = stop, asked: list[float] = asked
+            ) -> None:
+                window.done.wait(args.timeout)
+                time.sleep(REST_AFTER)  # past the leader's fast polls after its first plan
+                asked[0] = time.perf_counter()
+                stop.set()
+
+            threading.Thread(target=rested, daemon=True).start()
+            run_worker(memory_backlog(n, args.records_per_shard), window, stop, RetrievalConfig())
+            exits[n].append(time.perf_counter() - asked[0])
+            print(f"  {n} shards: {exits[n][-1]:.3f} s", flush=True)
+    summary = {
+        n: {"median_s": statistics.median(x), "max_s": max(x), "samples": len(x)} for n, x in exits.items()
+    }
+    md = "| shards | shutdown request to end of run, median / max (s) | samples |\n|---|---|---|"
+    md += "".join(
+        f"\n| {n} | {m['median_s']:.3f} / {m['max_s']:.3f} | {m['samples']} |" for n, m in summary.items()
+    )
+    _write(out, {"settings": settings, "summary": summary, "trials": exits}, md)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the options and run the benchmark."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -252,14 +285,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard-counts", type=int, nargs="+", help="only the cost per shard count")
     p.add_argument("--records-per-shard", type=int, default=1000, help="--shard-counts: backlog per shard")
     p.add_argument("--rest", type=float, default=5.0, help="--shard-counts: seconds measured at rest")
+    p.add_argument("--exit-in-memory", action="store_true", help="--shard-counts: the worker's own exit")
     args = p.parse_args(argv)
     args.repeats = args.repeats or (5 if args.cpu_per_record else 3)
     args.idle_after = (5.0 if args.cpu_per_record else 0.0) if args.idle_after is None else args.idle_after
     name = "datapath-shards" if args.shard_counts else "datapath-cpu" if args.cpu_per_record else "datapath"
+    name = "datapath-exit-memory" if args.exit_in_memory and args.shard_counts else name
     out = REPORTS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"idle_time_s": IDLE, "limit": LIMIT, "repeats": args.repeats, "cpus": os.cpu_count()}
     settings["load_avg_before"] = _load()
+    if args.exit_in_memory and args.shard_counts:
+        exits_in_memory(args, settings, out)
+        return 0
     with Emulators() as emulators, tempfile.TemporaryDirectory(prefix="datapath-") as tmp:
         bench = Bench(args, Path(tmp), emulators)
         if args.shard_counts:
