@@ -105,6 +105,7 @@ class LeaderDuties:
         p = self._plan(now, self._read_at, leaving=True)
         ours = FleetPlan(
             request=tuple((x, to) for x, to in p.request if x.owner == self.me),
+            stalled=p.stalled,  # what was reported stays reported (``write`` forgets what is not listed)
             stranded=tuple(x for x in p.stranded if x.owner == self.me),
             truncated=p.truncated,
         )

@@ -14,6 +14,7 @@ from consumer.lifecycle.messages import (
     LeaderRead,
     LeadershipResult,
     LeaderWatched,
+    Metric,
     Outcome,
     ReadInbox,
     ReadLeader,
@@ -287,6 +288,20 @@ def test_a_leader_leaving_whose_heartbeat_is_not_current_reads_the_table_rather_
     c.step(T0 + 8.4, [table((mine,), "a", "b")])  # a recent read, but our heartbeat's window closed at T0 + 8
     acts = c.step(T0 + 8.5, [ShutdownRequested()])
     assert of(acts, ReadTable) and not writes(acts, WriteKind.REQUEST)
+
+
+def test_a_stalled_hand_off_is_reported_once_though_the_leader_starts_leaving_meanwhile() -> None:
+    c = leading()
+    mine = owning(c, now=T0 + 1.2)  # so that the shutdown lasts: it waits for this one to be taken
+    asked = Lease("s", "x", owner="b", epoch=1, handoff_to="c")  # a request that stands, between others
+    stalled: list[Metric] = []
+    for t in (x / 2 for x in range(4, 52)):
+        c.step(T0 + t, [HeartbeatResult(T0 + t, Result.OK)])
+        if t == 24.5:
+            stalled += of(c.step(T0 + t, [ShutdownRequested()]), Metric)
+        acts = c.step(T0 + t, [table((asked, mine), "a", "b", "c", hb=int(t * 2))])
+        stalled += [m for m in of(acts, Metric) if m.name == "HandoffsStalled"]
+    assert len(stalled) == 1  # after handoff_timeout (20 s) of watching, and not again
 
 
 def test_the_step_that_ends_a_leaders_shutdown_reads_no_table() -> None:
