@@ -287,15 +287,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rest", type=float, default=5.0, help="--shard-counts: seconds measured at rest")
     p.add_argument("--exit-in-memory", action="store_true", help="--shard-counts: the worker's own exit")
     args = p.parse_args(argv)
+    if args.exit_in_memory and not args.shard_counts:
+        p.error("--exit-in-memory needs --shard-counts")
     args.repeats = args.repeats or (5 if args.cpu_per_record else 3)
     args.idle_after = (5.0 if args.cpu_per_record else 0.0) if args.idle_after is None else args.idle_after
     name = "datapath-shards" if args.shard_counts else "datapath-cpu" if args.cpu_per_record else "datapath"
-    name = "datapath-exit-memory" if args.exit_in_memory and args.shard_counts else name
+    name = "datapath-exit-memory" if args.exit_in_memory else name
     out = REPORTS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"idle_time_s": IDLE, "limit": LIMIT, "repeats": args.repeats, "cpus": os.cpu_count()}
     settings["load_avg_before"] = _load()
-    if args.exit_in_memory and args.shard_counts:
+    if args.exit_in_memory:
         exits_in_memory(args, settings, out)
         return 0
     with Emulators() as emulators, tempfile.TemporaryDirectory(prefix="datapath-") as tmp:

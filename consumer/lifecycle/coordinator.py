@@ -229,12 +229,14 @@ class Coordinator:
             return []
         if not self.duties.active:
             return []
-        return self._planned(self.duties.on_table(ev.snapshot, self._now, self.shutting_down), ev.snapshot)
-
-    def _planned(self, p: FleetPlan, snapshot: TableSnapshot) -> list[Action]:
-        """The writes of the leader's plan ``p`` (made from ``snapshot``) and the release of our stranded leases."""
+        p = self.duties.on_table(ev.snapshot, self._now, self.shutting_down)
         if not self.membership.valid(self._now):  # our heartbeat is not current: plan nothing
             return []
+        return self._planned(p, ev.snapshot)
+
+    def _planned(self, p: FleetPlan, snapshot: TableSnapshot) -> list[Action]:
+        """The writes of the leader's plan ``p`` (made from ``snapshot``; our heartbeat is current) and the
+        release of our stranded leases."""
         if p.moves or p.truncated or any(x.handoff_to for x in snapshot.leases):
             self.membership.expect(self._now)  # leases on the move (maybe to us): poll fast for a while
         actions = self.duties.write(p, self._now)
@@ -303,7 +305,7 @@ class Coordinator:
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
         leader = self.leadership.leader_id
         if self.duties.active:
-            valid = self.membership.valid(self._now)  # else the plan would be dropped: read and plan later
+            valid = self.membership.valid(self._now)  # else plan nothing now: read and plan later
             if valid and (p := self.duties.plan_leaving(self._now, frozenset(self.owned))) is not None:
                 return self._planned(p, self.duties.fleet.snapshot)
             self.duties.scan_soon(self._now)

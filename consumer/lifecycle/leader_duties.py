@@ -43,8 +43,7 @@ class LeaderDuties:
         self._next_scan = float("inf")
         self._next_discovery = float("inf")
         self._discovering = False  # a discovery is under way (on the background lane)
-        self._scanned = False
-        self._read_at = float("-inf")  # when the table we hold was read
+        self._read_at: float | None = None  # when the table we hold was read, since we lead (None: not yet)
         self._stall_reported: set[str] = set()
         # A token bucket of moves: ``max_moves_per_second``, up to one second's worth saved up.
         self._tokens = float(config.max_moves_per_second)
@@ -52,7 +51,7 @@ class LeaderDuties:
 
     def begin(self, now: float, replaced: OwnerObservation | None) -> None:
         """We lead from now on: read the table and run discovery at once."""
-        self.active, self._scanned = True, False
+        self.active, self._read_at = True, None
         self._next_scan = self._next_discovery = now
         if replaced is not None:
             self.fleet.known_dead(replaced)
@@ -68,7 +67,7 @@ class LeaderDuties:
     def next_due(self) -> float:
         if not self.active:
             return float("inf")
-        return min(self._next_scan, self._next_discovery if self._scanned else float("inf"))
+        return min(self._next_scan, self._next_discovery if self._read_at is not None else float("inf"))
 
     def due(self, now: float) -> list[Action]:
         if not self.active:
@@ -77,7 +76,7 @@ class LeaderDuties:
         if now >= self._next_scan:
             self._next_scan = now + self._cfg.scan_interval
             actions.append(ReadTable())
-        if self._scanned and not self._discovering and now >= self._next_discovery:
+        if self._read_at is not None and not self._discovering and now >= self._next_discovery:
             # The next one is counted from when this one ends (on_discovered): a slow ListShards is never
             # followed by another at once.
             self._discovering, self._next_discovery = True, float("inf")
@@ -88,7 +87,7 @@ class LeaderDuties:
 
     def on_table(self, snap: TableSnapshot, now: float, leaving: bool) -> FleetPlan:
         self.fleet.observe(snap, now)
-        self._scanned, self._read_at = True, now
+        self._read_at = now
         return self._plan(now, now, leaving)
 
     def plan_leaving(self, now: float, owned: frozenset[str]) -> FleetPlan | None:
@@ -97,12 +96,13 @@ class LeaderDuties:
         for another read of the whole table (one that grows with the table). None when that read is older
         than a scan interval or does not show every lease of ours as ours: read the table first, as ever.
         The plan keeps only our leases' part; the rest of the fleet's waits for the next read."""
-        if not self.active or not self._scanned or now - self._read_at > self._cfg.scan_interval:
+        read_at = self._read_at
+        if not self.active or read_at is None or now - read_at > self._cfg.scan_interval:
             return None
         held = {x.key for x in self.fleet.snapshot.leases if x.owner == self.me}
         if not owned <= held:
             return None
-        p = self._plan(now, self._read_at, leaving=True)
+        p = self._plan(now, read_at, leaving=True)
         ours = FleetPlan(
             request=tuple((x, to) for x, to in p.request if x.owner == self.me),
             stalled=p.stalled,  # what was reported stays reported (``write`` forgets what is not listed)
