@@ -4,8 +4,10 @@ Leadership is a lease like any other: the item ``leader`` names an owner and an 
 heartbeat keeps it. A worker that is not leading watches the leader's worker item (eventually consistent,
 every ``leader_check_interval``) and claims the item once that heartbeat has not moved for a whole lease
 duration on its own monotonic clock (or the item is unowned, or the leader's worker item has been gone that
-long). The claim is conditional on the item as read and fences the dead leader's worker item, so two claims
-never both win and the new leader may reassign the dead leader's leases at once.
+long). Once the heartbeat has stood still for a check, the next check is due the moment that lease runs out,
+so a dead leader is replaced about a lease plus one check interval after its last heartbeat. The claim is
+conditional on the item as read and fences the dead leader's worker item, so two claims never both win and the
+new leader may reassign the dead leader's leases at once.
 
 A second leader, for a while, costs moves but never safety: every write a leader makes is conditional on the
 lease as it read it, exactly like the owner's own writes.
@@ -116,7 +118,11 @@ class Leadership:
             # Moved (a stale, lower read of the same incarnation never counts as a move; a new incarnation
             # does: the leader registered again).
             self._heartbeat, self._incarnation, self._since = beat, incarnation, now
-        if now - self._since < self._cfg.lease_duration:
+        expires = self._since + self._cfg.lease_duration
+        if now < expires:
+            # Check again the moment the lease runs out rather than at the next periodic check: otherwise a
+            # dead leader is replaced up to a whole check interval late.
+            self._next = min(self._next, expires)
             return []
         return self._claim(self.item, OwnerObservation(ev.worker_id, self._heartbeat, self._incarnation))
 

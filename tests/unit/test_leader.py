@@ -81,6 +81,21 @@ def test_a_follower_claims_only_after_the_leaders_heartbeat_stood_still_a_whole_
     assert claim == ClaimLeadership(Leader("z", 1), OwnerObservation("z", 6))
 
 
+def test_a_follower_checks_again_the_moment_the_leaders_lease_runs_out_not_at_the_next_periodic_check() -> (
+    None
+):
+    c = coordinator()
+    alive(c)
+    follow(c, "z")  # a check every second
+    c.step(T0 + 2, [])
+    c.step(T0 + 2.3, [LeaderWatched("z", worker("z", 5))])  # answered late: the move is timed from T0 + 2.3
+    for k in range(3, 13):  # still; the answers come at once, so after T0 + 12 the lease has 0.3 s to run
+        assert not of(watch(c, T0 + k, 5), ClaimLeadership)
+    assert c.leadership.next_due() == T0 + 2.3 + 10  # its lease duration; not T0 + 13, the periodic check
+    [claim] = of(watch(c, T0 + 12.3, 5), ClaimLeadership)
+    assert claim == ClaimLeadership(Leader("z", 1), OwnerObservation("z", 5))
+
+
 def test_a_leader_whose_item_is_gone_for_a_whole_lease_is_replaced() -> None:
     c = coordinator()
     alive(c)
