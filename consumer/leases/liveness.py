@@ -97,6 +97,15 @@ class LivenessTracker:
     def is_alive(self, worker_id: str, now: float) -> bool:
         return worker_id in self._seen and self.silent_for(worker_id, now) < self._duration
 
+    def silence_ends(self, worker_id: str) -> float:
+        """When this worker becomes dead to us if nothing moves before: a lease duration after we saw its
+        heartbeat (or its absence) begin; infinity for a worker we have no view of."""
+        seen = self._seen.get(worker_id)
+        if seen is not None:
+            return seen.since + self._duration
+        since = self._absent_since.get(worker_id)
+        return float("inf") if since is None else since + self._duration
+
     def dead_owner(self, worker_id: str, now: float) -> OwnerObservation | None:
         """An observation to fence a dead owner with, or ``None`` while it may still be alive."""
         seen = self._seen.get(worker_id)

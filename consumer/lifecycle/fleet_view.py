@@ -66,6 +66,14 @@ class FleetView:
         }
         return self.snapshot
 
+    def next_owner_death(self, now: float) -> float:
+        """The first moment after ``now`` at which an owner of a lease, other than us, turns dead unless its
+        heartbeat moves first (infinity if none will): the time to read the table again, so that its leases
+        are taken a lease duration after its silence began rather than up to a scan interval later."""
+        owners = {x.owner for x in self.snapshot.leases if x.owner not in (None, self.me) and not x.ended}
+        ends = (self._liveness.silence_ends(o) for o in owners if o is not None)
+        return min((t for t in ends if t > now), default=float("inf"))
+
     def stalled_requests(self, now: float) -> frozenset[str]:
         """Lease keys whose hand-off request we have watched stand for the stall time (a new leader starts
         every request it finds at "just seen")."""

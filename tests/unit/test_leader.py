@@ -239,6 +239,29 @@ def test_a_dead_owner_is_replaced_only_after_a_whole_lease_of_silence_then_its_i
     assert [f.worker.worker_id for f in of(acts, Forget)] == ["d"]  # once, after 3 lease durations
 
 
+def test_the_leader_reads_the_table_again_the_moment_an_owner_would_turn_dead_not_at_its_next_scan() -> None:
+    c = leading()
+    ls = (Lease("s", "x", owner="d", epoch=2),)
+    c.step(T0 + 1.4, [table(ls, "a", "d", hb=5)])  # d's heartbeat first seen at T0 + 1.4: dead from T0 + 11.4
+    for t in range(2, 12):  # scans every second; the answers come at once
+        assert of(c.step(T0 + t, [HeartbeatResult(T0 + t, Result.OK)]), ReadTable)
+        assert not writes(c.step(T0 + t, [table(ls, "a", "d", hb=5)]), WriteKind.ASSIGN)
+    assert c.duties.next_due() == T0 + 11.4  # not T0 + 12, the next scan
+    assert of(c.step(T0 + 11.4, [HeartbeatResult(T0 + 11.4, Result.OK)]), ReadTable)
+    [w] = writes(c.step(T0 + 11.4, [table(ls, "a", "d", hb=5)]), WriteKind.ASSIGN)
+    assert w.dead_owner is not None and w.dead_owner.worker_id == "d"
+
+
+def test_an_owner_whose_heartbeat_moves_costs_the_leader_no_extra_read() -> None:
+    c = leading()
+    ls = (Lease("s", "x", owner="d", epoch=2),)
+    for t in range(2, 30):
+        c.step(T0 + t, [HeartbeatResult(T0 + t, Result.OK)])
+        c.step(T0 + t, [])
+        c.step(T0 + t, [table(ls, "a", "d", hb=t // 4)])  # a beat every 4 s, as a worker's heartbeat lane
+        assert c.duties.next_due() == T0 + t + 1  # the next scan: nobody is about to turn dead
+
+
 def test_a_leader_shutting_down_asks_others_to_take_its_leases_then_resigns() -> None:
     c = leading()
     mine = owning(c, now=T0 + 1.2)
