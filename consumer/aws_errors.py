@@ -38,6 +38,9 @@ from botocore.exceptions import (
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from consumer.errors import (
+    EXIT_INVALID,
+    EXIT_NOT_CONFIRMED,
+    EXIT_UNREACHABLE,
     ConfigError,
     ConsumerError,
     MissingResourceError,
@@ -60,10 +63,6 @@ __all__ = [
     "classify",
     "endpoint_variables",
 ]
-
-EXIT_INVALID = 2
-EXIT_NOT_CONFIRMED = 3
-EXIT_UNREACHABLE = 4
 
 THROTTLE_CODES = frozenset(
     {

@@ -12,29 +12,24 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from consumer._version import __version__
 from consumer.admin.commands import add_admin_commands
-from consumer.aws import command_client
-from consumer.aws_errors import (
-    EXIT_INVALID,
-    EXIT_UNREACHABLE,
-    PROVIDER_FAILURES,
-    UnreachableError,
-    aws_call,
-    classify,
-)
-from consumer.config import WorkerConfig, default_text, worker_config_from_env
-from consumer.dynamo import create_tables
-from consumer.embed import create_worker
+from consumer.config import default_text, worker_config_from_env
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
-from consumer.errors import ConfigError, ConsumerError
+from consumer.errors import EXIT_INVALID, EXIT_UNREACHABLE, ConfigError, ConsumerError, UnreachableError
 from consumer.health import add_health_command, attach_heartbeat
 from consumer.kcl.command import add_import_kcl_command
 from consumer.loader import load_processor
 from consumer.logs import configure_logging, log_event
 from consumer.multilang.daemon import add_multilang_command
-from consumer.preflight import check_credentials, check_table_schema
+
+if TYPE_CHECKING:
+    from consumer.config import WorkerConfig
+
+# The commands import boto3 and the worker when they run, not here: ``health`` (a container's health check,
+# every few seconds), ``--help`` and a refused setting then start in a fraction of the time.
 
 __all__ = ["main", "parser"]
 
@@ -71,6 +66,8 @@ def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str]]:
 
 def _run(args: argparse.Namespace) -> int:
     config, env = _config(args)
+    from consumer.embed import create_worker
+
     worker = create_worker(config, env=env)
     attach_heartbeat(worker, config.health)  # the liveness file `health` checks (CONSUMER_HEALTH_FILE)
     worker.run(handle_signals=True)
@@ -81,6 +78,11 @@ def _create_tables(args: argparse.Namespace) -> int:
     for flag in ("lease_table", "checkpoint_table"):
         if not getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
+    from consumer.aws import command_client
+    from consumer.aws_errors import aws_call
+    from consumer.dynamo import create_tables
+    from consumer.preflight import check_credentials, check_table_schema
+
     check_credentials()
     ddb = command_client("dynamodb")
     settings = {
@@ -182,5 +184,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except ConsumerError as exc:
         return _fail(exc)
-    except PROVIDER_FAILURES as exc:  # one no command named: said in the same words
+    except _provider_failures() as exc:  # one no command named: said in the same words
+        from consumer.aws_errors import classify
+
         return _fail(classify(exc))
+
+
+def _provider_failures() -> tuple[type[Exception], ...]:
+    """botocore's and urllib3's errors; imported when an error reaches ``main`` (a command that met one has
+    imported them already)."""
+    from consumer.aws_errors import PROVIDER_FAILURES
+
+    return PROVIDER_FAILURES

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 __all__ = [
+    "EXIT_INVALID",
+    "EXIT_NOT_CONFIRMED",
+    "EXIT_UNREACHABLE",
     "CheckpointRejectedError",
     "ConfigError",
     "ConsumerError",
@@ -17,6 +20,12 @@ __all__ = [
     "WorkerFencedError",
     "is_retriable",
 ]
+
+#: The CLI's exit codes: a setting, a missing or wrong resource, or refused input; a replay that was not
+#: confirmed; an AWS endpoint that cannot be reached.
+EXIT_INVALID = 2
+EXIT_NOT_CONFIRMED = 3
+EXIT_UNREACHABLE = 4
 
 
 class ConsumerError(Exception):

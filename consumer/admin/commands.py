@@ -8,18 +8,19 @@ import os
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from consumer.admin.ops import drain, plan_replay, replay
-from consumer.admin.status import FleetStatus, fleet_status, scanned_checkpoints
-from consumer.aws import command_client
-from consumer.aws_errors import EXIT_NOT_CONFIRMED, aws_call
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import env_float, field_default, parse_timestamp
-from consumer.errors import ConfigError
-from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from consumer.preflight import check_credentials, check_table_schema
+from consumer.errors import EXIT_NOT_CONFIRMED, ConfigError
 from consumer.records import Position
+
+if TYPE_CHECKING:
+    from consumer.admin.status import FleetStatus
+    from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+    from consumer.leases.dynamodb import DynamoDBLeaseRepository
+
+# boto3 and the repositories are imported by the handlers, when a command runs: registering the commands
+# (every ``python -m consumer``) stays cheap.
 
 __all__ = ["add_admin_commands", "checked_dynamodb"]
 
@@ -30,6 +31,9 @@ def checked_dynamodb(args: argparse.Namespace) -> Any:
     for flag in ("lease_table", "checkpoint_table"):
         if not getattr(args, flag):
             raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
+    from consumer.aws import command_client
+    from consumer.preflight import check_credentials, check_table_schema
+
     check_credentials()
     ddb = command_client("dynamodb")
     check_table_schema(ddb, args.lease_table, "--lease-table / CONSUMER_LEASE_TABLE")
@@ -45,6 +49,9 @@ def _tables(args: argparse.Namespace) -> tuple[DynamoDBLeaseRepository, DynamoDB
 def _repositories(
     ddb: Any, args: argparse.Namespace
 ) -> tuple[DynamoDBLeaseRepository, DynamoDBCheckpointStore]:
+    from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+    from consumer.leases.dynamodb import DynamoDBLeaseRepository
+
     return (
         DynamoDBLeaseRepository(ddb, args.lease_table, args.checkpoint_table),
         DynamoDBCheckpointStore(ddb, args.checkpoint_table),
@@ -105,6 +112,9 @@ def _status(args: argparse.Namespace) -> int:
     )
     if args.count is not None and args.count < 1:
         raise ConfigError("--count", f"must be >= 1, got {args.count}")
+    from consumer.admin.status import fleet_status, scanned_checkpoints
+    from consumer.aws_errors import aws_call
+
     ddb = checked_dynamodb(args)
     repo, _ = _repositories(ddb, args)
     checkpoints = scanned_checkpoints(ddb, args.checkpoint_table)
@@ -129,6 +139,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _drain(args: argparse.Namespace) -> int:
+    from consumer.admin.ops import drain
+
     repo, _ = _tables(args)
     drain(repo, args.worker)
     print(f"drain requested: {args.worker} hands its leases over and exits")
@@ -171,6 +183,10 @@ def _replay(args: argparse.Namespace) -> int:
     if args.sequence and not args.sequence.isdigit():
         raise ConfigError("--sequence", f"must be a sequence number (digits), got {args.sequence!r}")
     checkpoint = _parse_position(args.checkpoint) if args.checkpoint else None
+    from consumer.admin.ops import plan_replay, replay
+    from consumer.aws import command_client
+    from consumer.aws_errors import aws_call
+
     repo, store = _tables(args)
     with aws_call("kinesis", f"read stream {args.stream!r}", "--stream"):
         plans = plan_replay(

@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from consumer.admin.commands import checked_dynamodb
-from consumer.aws import command_client
-from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
 from consumer.config import parse_timestamp
 from consumer.errors import ConfigError
-from consumer.kcl.cutover import apply_plans, plan_import
-from consumer.kcl.lease_table import KclLease, check_not_alive, read_kcl_leases
-from consumer.leases.dynamodb import DynamoDBLeaseRepository
+
+if TYPE_CHECKING:
+    from consumer.kcl.lease_table import KclLease
 
 __all__ = ["add_import_kcl_command"]
 
@@ -31,6 +30,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.failover_millis <= 0:
         raise ConfigError("--failover-millis", f"must be > 0, got {args.failover_millis}")
     timestamp = parse_timestamp(args.timestamp, "--timestamp") if args.timestamp else None
+    # Imported here, not with the CLI: registering the command stays cheap for every ``python -m consumer``.
+    from consumer.aws import command_client
+    from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
+    from consumer.kcl.cutover import apply_plans, plan_import
+    from consumer.kcl.lease_table import check_not_alive, read_kcl_leases
+    from consumer.leases.dynamodb import DynamoDBLeaseRepository
+
     ddb = checked_dynamodb(args)
     repo = DynamoDBLeaseRepository(ddb, args.lease_table, args.checkpoint_table)
     store = DynamoDBCheckpointStore(ddb, args.checkpoint_table)

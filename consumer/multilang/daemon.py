@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from consumer.config import WorkerConfig, worker_config_from_env
-from consumer.embed import create_worker
 from consumer.errors import ConfigError
 from consumer.health import attach_heartbeat
 from consumer.loader import load_processor
@@ -111,6 +110,9 @@ def _run(args: argparse.Namespace) -> int:
     for key, why in settings.ignored:
         log_event(logger, "multilang_setting_ignored", logging.WARNING, key=key, why=why)
     config, env = multilang_config(settings, os.environ, args.lease_table, args.checkpoint_table)
+    # With boto3 and the worker: imported when the command runs, not for every ``python -m consumer``.
+    from consumer.embed import create_worker
+
     worker = create_worker(config, env=env, region=settings.region)
     attach_heartbeat(worker, config.health)
     log_event(
