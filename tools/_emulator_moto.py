@@ -166,21 +166,64 @@ def one_backup_per_table() -> None:
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
 
+_SCALAR = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
+_MEMBERS = frozenset(
+    {*_SCALAR, "B", "SS", "NS", "BS", "M", "L"}
+)  # DynamoDB's (and DynamoDB Streams') AttributeValue
+
+
+def plain_attribute(value: Any) -> bool:
+    """A DynamoDB AttributeValue that moto's response serializer copies unchanged: one member of the expected
+    type, with no binary anywhere in it (moto base64-encodes ``B`` and ``BS`` as it serializes them)."""
+    if type(value) is not dict or len(value) != 1:
+        return False
+    [(kind, inner)] = value.items()
+    if kind in _SCALAR:
+        return type(inner) is _SCALAR[kind]
+    if kind in ("SS", "NS"):
+        return type(inner) is list and all(type(x) is str for x in inner)
+    if kind == "M":
+        # moto writes a member under an empty name into the map itself: left to it, to answer as it does
+        return type(inner) is dict and all(
+            type(k) is str and k and plain_attribute(v) for k, v in inner.items()
+        )
+    return kind == "L" and type(inner) is list and all(plain_attribute(v) for v in inner)
+
+
+def copy_plain_attributes(original: Callable[..., None]) -> Callable[..., None]:
+    """moto's JSON serializer of structures, but an AttributeValue that it would copy unchanged is copied at
+    once: moto otherwise looks each of its ten possible members up through six alias rules, which was over
+    half of its CPU for a Scan (``tests/unit/test_emulator_moto.py`` holds the two to the same output)."""
+
+    def serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if (
+            key
+            and shape.name == "AttributeValue"
+            and shape.members.keys() == _MEMBERS
+            and plain_attribute(value)
+        ):
+            self._default_serialize(serialized, value, shape, key)
+        else:
+            original(self, serialized, value, shape, key)
+
+    return serialize
+
+
 def lean_server() -> type:
-    """Two costs of moto's server that every request paid and no answer needs, removed (a fifth of its CPU per
-    request): its lookup of the service behind a request lists moto's package directory each time (the list
-    is fixed once moto is installed), and werkzeug sends a response's headers and its body in two writes to
-    the socket (the handler returned buffers them until werkzeug flushes, after the body)."""
+    """moto's server without two costs that no answer needs: its lookup of the service behind a request
+    listed moto's package directory each time (the list is fixed once moto is installed), and DynamoDB's
+    items go through :func:`copy_plain_attributes`. (Buffering the handler's writes, to send headers and
+    body in one, held back the interim ``100 Continue`` that botocore waits up to a second for before an S3
+    upload's body.)"""
     from moto import backends
+    from moto.core.serialize import BaseJSONSerializer
     from moto.moto_server.werkzeug_app import MotoRequestHandler
 
     modules = tuple(backends.list_of_moto_modules())
-    backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
-
-    class Handler(MotoRequestHandler):
-        wbufsize = -1  # a buffered writer: werkzeug flushes it once the body is written, and at the end
-
-    return Handler
+    backends.list_of_moto_modules = lambda: modules
+    structure = copy_plain_attributes(BaseJSONSerializer._serialize_type_structure)
+    BaseJSONSerializer._serialize_type_structure = structure  # type: ignore[method-assign]
+    return MotoRequestHandler
 
 
 def main(argv: list[str] | None = None) -> None:
