@@ -167,9 +167,8 @@ def one_backup_per_table() -> None:
 
 
 _SCALAR = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
-_MEMBERS = frozenset(
-    {*_SCALAR, "B", "SS", "NS", "BS", "M", "L"}
-)  # DynamoDB's (and DynamoDB Streams') AttributeValue
+# The members of DynamoDB's (and DynamoDB Streams') AttributeValue.
+_MEMBERS = frozenset({*_SCALAR, "B", "SS", "NS", "BS", "M", "L"})
 
 
 def plain_attribute(value: Any) -> bool:
