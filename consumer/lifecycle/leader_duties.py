@@ -88,7 +88,7 @@ class LeaderDuties:
     def on_table(self, snap: TableSnapshot, now: float, leaving: bool) -> FleetPlan:
         self.fleet.observe(snap, now)
         self._read_at = now
-        self._next_scan = min(self._next_scan, self.fleet.next_owner_death(now))
+        self.scan_soon(now, self.fleet.next_owner_death(now) - now)
         return self._plan(now, now, leaving)
 
     def plan_leaving(self, now: float, owned: frozenset[str]) -> FleetPlan | None:
