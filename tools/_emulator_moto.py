@@ -208,21 +208,19 @@ def copy_plain_attributes(original: Callable[..., None]) -> Callable[..., None]:
     return serialize
 
 
-def lean_server() -> type:
-    """moto's server without two costs that no answer needs: its lookup of the service behind a request
+def lean_server() -> None:
+    """Take two costs that no answer needs out of moto's server: its lookup of the service behind a request
     listed moto's package directory each time (the list is fixed once moto is installed), and DynamoDB's
-    items go through :func:`copy_plain_attributes`. (Buffering the handler's writes, to send headers and
-    body in one, held back the interim ``100 Continue`` that botocore waits up to a second for before an S3
-    upload's body.)"""
+    items go through :func:`copy_plain_attributes`. (Buffering the request handler's writes, to send headers
+    and body in one, held back the interim ``100 Continue`` that botocore waits up to a second for before an
+    S3 upload's body.)"""
     from moto import backends
     from moto.core.serialize import BaseJSONSerializer
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
 
     modules = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: modules
     structure = copy_plain_attributes(BaseJSONSerializer._serialize_type_structure)
     BaseJSONSerializer._serialize_type_structure = structure  # type: ignore[method-assign]
-    return MotoRequestHandler
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -230,7 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     args = child_main(argv, __doc__, serialize=str)  # services whose requests run one at a time, or none
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
 
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
     from werkzeug.serving import run_simple
 
     os.environ.setdefault("MOTO_PORT", str(args.port))  # the port in the URLs moto answers with
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     logger.info(
         "moto server on http://%s:%d; serialized: %s", LOOPBACK, args.port, ", ".join(services) or "none"
     )
-    run_simple(LOOPBACK, args.port, app, threaded=True, request_handler=lean_server())
+    lean_server()
+    run_simple(LOOPBACK, args.port, app, threaded=True, request_handler=MotoRequestHandler)
 
 
 if __name__ == "__main__":
