@@ -26,7 +26,7 @@ setup:
 # running side by side could otherwise race to create .venv (checkov's lives inside it).
 # The install comes in two steps: first what the stacks' type check needs (the CDK's packages and mypy, at their
 # pins; with the consumer's, whose botocore caps python-dateutil, which jsii uses too), so that `make test` starts
-# that minute of one core while pip (one core) installs the rest. The second step finds those already there and
+# that check while pip (one core) installs the rest. The second step finds those already there and
 # replaces none of them (checked with `pip install --dry-run --report` on 2026-11-27), so the type check never
 # reads a package being replaced.
 $(STAMPS)/python-stacks: requirements/consumer.txt requirements/infra.txt requirements/dev.txt
@@ -57,8 +57,8 @@ $(STAMPS)/node: package.json package-lock.json
 	@touch $@
 
 ## test: lint, type-check and run every test tier (unit, integration on local emulators, infra, spark)
-# One make, everything side by side where nothing waits on the other: the stacks' type check (a minute in
-# aws_cdk's types, one core) starts once the CDK's packages are in, beside the rest of the installs (pip, npm:
+# One make, everything side by side where nothing waits on the other: the stacks' type check (about 10 s of
+# one core since it follows only the aws_cdk modules the stacks import: pyproject.toml) starts once the CDK's packages are in, beside the rest of the installs (pip, npm:
 # about a core between them); lint, the app's type check and the tests once .venv is complete. Any failing fails
 # the target.
 test:
@@ -85,7 +85,7 @@ lint: $(STAMPS)/python
 	$(VENV)/bin/ruff format --check .
 
 # Two halves with caches of their own, so that they can run side by side: the stacks' half spends most of
-# its minute in aws_cdk's types. Together they are pyproject.toml's [tool.mypy] files, which plain `mypy` checks.
+# its time in the aws_cdk modules the stacks import. Together they are pyproject.toml's [tool.mypy] files, which plain `mypy` checks.
 MYPY_APP := consumer spark_jobs bench tools
 MYPY_STACKS := stacks app.py
 typecheck: typecheck-app typecheck-stacks
