@@ -223,6 +223,57 @@ def lean_server() -> None:
     BaseJSONSerializer._serialize_type_structure = structure  # type: ignore[method-assign]
 
 
+def keep_alive(handler: type[Any]) -> type[Any]:
+    """werkzeug's request ``handler`` (or moto's subclass) answering on kept-alive connections, where werkzeug
+    closes each after one answer (docs/emulators.md): a request with a ``Content-Length`` is read whole and
+    answered with one; any other goes to werkzeug and closes its connection."""
+
+    class KeepAlive(handler):  # type: ignore[misc]
+        protocol_version = "HTTP/1.1"
+        timeout = 30
+        disable_nagle_algorithm = True  # headers and body are two writes: no wait for the client's ACK
+
+        def run_wsgi(self) -> None:
+            length = self.headers.get("Content-Length", "0")
+            if "Transfer-Encoding" in self.headers or not length.isdigit():
+                self.close_connection = True
+                return super().run_wsgi()  # type: ignore[no-any-return]
+            if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            environ = self.make_environ()
+            environ["wsgi.input"] = io.BytesIO(self.rfile.read(int(length)))
+            answer: list[Any] = []
+
+            def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+                answer[:] = [status, headers]
+                return answer.append
+
+            try:
+                drained = _drain(self.server.app(environ, start_response))
+                status, headers, *written = answer
+                body = b"".join([*written, drained])
+            except Exception:
+                logger.exception("moto failed on %s %s", self.command, self.path)
+                self.close_connection = True
+                status, headers, body = "500 Internal Server Error", [], b""
+            code, _, reason = status.partition(" ")
+            self.send_response(int(code), reason)
+            for name, value in headers:
+                self.send_header(name, value)
+            bodiless = self.command == "HEAD" or int(code) in (204, 304) or int(code) < 200
+            if not bodiless and not any(name.lower() == "content-length" for name, _ in headers):
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not bodiless:
+                self.wfile.write(body)
+
+        def log_error(self, format: str, *args: Any) -> None:
+            if not format.startswith("Request timed out"):  # an idle connection closed: nothing went wrong
+                super().log_error(format, *args)
+
+    return KeepAlive
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve moto on 127.0.0.1 until SIGTERM or the parent's death."""
     args = child_main(argv, __doc__, serialize=str)  # services whose requests run one at a time, or none
@@ -247,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         "moto server on http://%s:%d; serialized: %s", LOOPBACK, args.port, ", ".join(services) or "none"
     )
     lean_server()
-    run_simple(LOOPBACK, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+    run_simple(LOOPBACK, args.port, app, threaded=True, request_handler=keep_alive(MotoRequestHandler))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ If one of these fails, the emulators are broken or misconfigured, not the consum
 
 from __future__ import annotations
 
+import http.client
 import io
 import os
 import re
@@ -309,6 +310,52 @@ def test_s3_put_get(s3_client, unique_name):
     s3_client.create_bucket(Bucket=bucket)
     s3_client.put_object(Bucket=bucket, Key="a/b.json", Body=b'{"ok": true}')
     assert s3_client.get_object(Bucket=bucket, Key="a/b.json")["Body"].read() == b'{"ok": true}'
+
+
+def _signed(service: str) -> dict[str, str]:
+    """Headers that route a request to ``service`` (moto reads the scope; it checks no signature)."""
+    scope = f"testing/20261127/us-east-1/{service}/aws4_request"
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host, Signature=0"}
+
+
+def test_moto_answers_many_requests_on_one_kept_alive_connection(emulators, unique_name):
+    """werkzeug closed the connection after each answer; moto's server now keeps it for the next request, with
+    bodiless answers (HEAD, an S3 upload after ``100 Continue``) framed right, and a chunked upload still
+    answered (on a connection closed after it)."""
+    url = urllib.parse.urlsplit(emulators.aws_endpoint)
+    conn = http.client.HTTPConnection(url.hostname or "", url.port)
+    bucket = f"/{unique_name('keep')}"
+
+    def call(method: str, path: str, service: str, body: bytes | None = None, **headers: str) -> bytes:
+        conn.request(method, path, body=body, headers={**_signed(service), **headers})
+        response = conn.getresponse()
+        data = response.read()
+        assert response.status == 200, (method, path, response.status, data[:300])
+        assert response.getheader("Connection") is None and not response.will_close
+        return data
+
+    target = {"X-Amz-Target": "DynamoDB_20120810.ListTables", "Content-Type": "application/x-amz-json-1.0"}
+    assert b"TableNames" in call("POST", "/", "dynamodb", b"{}", **target)
+    sock = conn.sock
+    call("PUT", bucket, "s3")
+    call("PUT", f"{bucket}/a", "s3", b"hello world", Expect="100-continue")
+    assert call("HEAD", f"{bucket}/a", "s3") == b""
+    assert call("GET", f"{bucket}/a", "s3") == b"hello world"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert b"ListQueuesResponse" in call("POST", "/", "sqs", b"Action=ListQueues&Version=2012-11-05", **form)
+    assert conn.sock is sock  # one connection all along
+
+    conn.putrequest("PUT", f"{bucket}/chunked")
+    for name, value in {**_signed("s3"), "Transfer-Encoding": "chunked"}.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    conn.send(b"5\r\nhello\r\n0\r\n\r\n")
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 200 and response.will_close
+    conn.close()
+    assert call("GET", f"{bucket}/chunked", "s3") == b"hello"
+    conn.close()
 
 
 def test_unique_names_are_unique_and_valid(unique_name):
