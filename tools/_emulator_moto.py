@@ -37,13 +37,6 @@ def signing_service(environ: dict[str, Any]) -> str | None:
     return scope[3].lower() if scope else None
 
 
-def _buffer_body(environ: dict[str, Any]) -> None:
-    """Read the request body before taking a lock, so a slow client cannot hold the service."""
-    stream, length = environ.get("wsgi.input"), environ.get("CONTENT_LENGTH") or ""
-    if stream is not None and (length.isdigit() or environ.get("wsgi.input_terminated")):
-        environ["wsgi.input"] = io.BytesIO(stream.read(int(length)) if length.isdigit() else stream.read())
-
-
 def _drain(result: Iterable[bytes]) -> bytes:
     """The whole body of a WSGI result, closing it."""
     try:
@@ -64,8 +57,7 @@ class SerializedApp:
         lock = self._locks.get(signing_service(environ) or "")
         if lock is None:
             return self._app(environ, start_response)
-        _buffer_body(environ)
-        with lock:
+        with lock:  # the body is read already (keep_alive): a slow client cannot hold the service
             # werkzeug sends nothing before the first body chunk: the whole response is built under the lock
             # and written to the socket after it is released.
             return [_drain(self._app(environ, start_response))]
@@ -83,7 +75,6 @@ class LimitedApp:
         target = environ.get("HTTP_X_AMZ_TARGET") or ""
         if not target.startswith("DynamoDB_20120810."):
             return self._app(environ, start_response)
-        _buffer_body(environ)
         try:
             request = json.loads(environ["wsgi.input"].getvalue() or b"{}")
         except (ValueError, AttributeError):
@@ -225,8 +216,9 @@ def lean_server() -> None:
 
 def keep_alive(handler: type[Any]) -> type[Any]:
     """werkzeug's request ``handler`` (or moto's subclass) answering on kept-alive connections, where werkzeug
-    closes each after one answer (docs/emulators.md): a request with a ``Content-Length`` is read whole and
-    answered with one; any other goes to werkzeug and closes its connection."""
+    closes each after one answer (docs/emulators.md). Every request body is read whole before the app sees it
+    (as a ``BytesIO``), and every answer goes out with a ``Content-Length``; a chunked request closes its
+    connection after the answer."""
 
     class KeepAlive(handler):  # type: ignore[misc]
         protocol_version = "HTTP/1.1"
@@ -234,14 +226,22 @@ def keep_alive(handler: type[Any]) -> type[Any]:
         disable_nagle_algorithm = True  # headers and body are two writes: no wait for the client's ACK
 
         def run_wsgi(self) -> None:
+            from werkzeug.serving import DechunkedInput
+
             length = self.headers.get("Content-Length", "0")
-            if "Transfer-Encoding" in self.headers or not length.isdigit():
+            chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+            if chunked or not length.isdigit():  # where its body ends is not known
                 self.close_connection = True
-                return super().run_wsgi()  # type: ignore[no-any-return]
             if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
                 self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             environ = self.make_environ()
-            environ["wsgi.input"] = io.BytesIO(self.rfile.read(int(length)))
+            if chunked:
+                body = DechunkedInput(self.rfile).read()
+            else:
+                body = self.rfile.read(int(length)) if length.isdigit() else b""
+            environ.update({"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))})
+            environ.pop("HTTP_TRANSFER_ENCODING", None)
+            environ.pop("wsgi.input_terminated", None)
             answer: list[Any] = []
 
             def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -263,6 +263,8 @@ def keep_alive(handler: type[Any]) -> type[Any]:
             bodiless = self.command == "HEAD" or int(code) in (204, 304) or int(code) < 200
             if not bodiless and not any(name.lower() == "content-length" for name, _ in headers):
                 self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             if not bodiless:
                 self.wfile.write(body)
