@@ -66,12 +66,10 @@ test:
 
 # Three processes by default: most of the suite waits (on emulators, leases, subprocesses) rather than computes
 # (serially it kept ~0.6 of a core busy), but past three the processes mostly add contention: the tests' workers
-# and JVMs keep polling while they wait for a core. On fresh clones of this 2-core machine on 2026-11-27 (a slow
-# day: a serial run took 18 min), the tests took 578 s in three processes and 746-773 s in four, and the whole
-# `make test` spent 1,143 CPU-seconds against 1,391-1,450; five more runs later that day took 767-867 s in all
-# (pytest 660-744 s, 1,238-1,396 CPU-seconds), and two with bytecode compiled on import and a cheaper moto
-# took 730 and 646 s (pytest 672 and 594 s, 1,171 and 1,010 CPU-seconds; the same day's run before those
-# changes: 810 s). Spark tests stay in two processes (two JVMs), infra
+# and JVMs keep polling while they wait for a core (on a slow day the tests took 578 s in three processes and
+# 746-773 s in four). Fresh clones of this 2-core machine, 2026-11-27: `make test` took 646-810 s (1,010-1,295
+# CPU-seconds) in the morning, and 557-635 s (811-965) once the stacks' type check followed only the aws_cdk
+# modules they import and moto kept its connections alive. Spark tests stay in two processes (two JVMs), infra
 # tests in another, and a module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0`
 # runs them in this process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
 PYTEST_JOBS ?= 3
