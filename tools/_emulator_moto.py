@@ -3,7 +3,7 @@
 moto's threaded server takes no locks, so concurrent requests interleave (a failing TransactWriteItems restores
 the tables as they were when it began, over other requests' writes): :class:`SerializedApp` runs each request
 to a serialized service alone. :class:`LimitedApp` answers DynamoDB requests past AWS's throughput with AWS's
-throttling errors.
+throttling errors. :func:`keep_alive` keeps connections open between requests, which werkzeug does not.
 """
 
 from __future__ import annotations
@@ -58,8 +58,7 @@ class SerializedApp:
         if lock is None:
             return self._app(environ, start_response)
         with lock:  # the body is read already (keep_alive): a slow client cannot hold the service
-            # werkzeug sends nothing before the first body chunk: the whole response is built under the lock
-            # and written to the socket after it is released.
+            # the whole response is built under the lock and written to the socket after it is released
             return [_drain(self._app(environ, start_response))]
 
 
