@@ -58,9 +58,9 @@ $(STAMPS)/node: package.json package-lock.json
 
 ## test: lint, type-check and run every test tier (unit, integration on local emulators, infra, spark)
 # One make, everything side by side where nothing waits on the other: the stacks' type check (about 10 s of
-# one core since it follows only the aws_cdk modules the stacks import: pyproject.toml) starts once the CDK's packages are in, beside the rest of the installs (pip, npm:
-# about a core between them); lint, the app's type check and the tests once .venv is complete. Any failing fails
-# the target.
+# one core: it follows only the aws_cdk modules the stacks import, pyproject.toml) starts once the CDK's
+# packages are in, beside the rest of the installs (pip, npm: about a core between them); lint, the app's type
+# check and the tests once .venv is complete. Any failing fails the target.
 test:
 	@$(MAKE) --no-print-directory -j6 $(STAMPS)/node $(STAMPS)/checkov typecheck-stacks lint typecheck-app pytest
 
@@ -68,8 +68,8 @@ test:
 # (serially it kept ~0.6 of a core busy), but past three the processes mostly add contention: the tests' workers
 # and JVMs keep polling while they wait for a core (on a slow day the tests took 578 s in three processes and
 # 746-773 s in four). Fresh clones of this 2-core machine, 2026-11-27: `make test` took 646-810 s (1,010-1,295
-# CPU-seconds) in the morning, and 557-635 s (811-965) once the stacks' type check followed only the aws_cdk
-# modules they import and moto kept its connections alive. Spark tests stay in two processes (two JVMs), infra
+# CPU-seconds) in the morning, and 484-557 s (708-811) once the stacks' type check followed only the aws_cdk
+# modules they import and moto kept its connections alive (three runs of the same code). Spark tests stay in two processes (two JVMs), infra
 # tests in another, and a module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0`
 # runs them in this process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
 PYTEST_JOBS ?= 3
@@ -83,7 +83,8 @@ lint: $(STAMPS)/python
 	$(VENV)/bin/ruff format --check .
 
 # Two halves with caches of their own, so that they can run side by side: the stacks' half spends most of
-# its time in the aws_cdk modules the stacks import. Together they are pyproject.toml's [tool.mypy] files, which plain `mypy` checks.
+# its time in the aws_cdk modules the stacks import. Together they are pyproject.toml's [tool.mypy] files,
+# which plain `mypy` checks.
 MYPY_APP := consumer spark_jobs bench tools
 MYPY_STACKS := stacks app.py
 typecheck: typecheck-app typecheck-stacks
