@@ -67,7 +67,7 @@ def test_the_stacks_type_check_follows_exactly_the_aws_cdk_modules_they_import()
     for override in overrides:
         if "follow_imports" in override:
             by_mode.setdefault(override["follow_imports"], []).extend(override["module"])
-    assert by_mode["skip"] == ["aws_cdk.*"]
-    followed = by_mode["normal"]
+    assert "aws_cdk.*" in by_mode["skip"]
+    followed = [m for m in by_mode["normal"] if m.split(".")[0] == "aws_cdk"]
     assert len(followed) == len(set(followed))
     assert set(followed) == _cdk_modules_imported() | {"aws_cdk"}
