@@ -68,8 +68,8 @@ test:
 # (serially it kept ~0.6 of a core busy), but past three the processes mostly add contention: the tests' workers
 # and JVMs keep polling while they wait for a core (on a slow day the tests took 578 s in three processes and
 # 746-773 s in four). Fresh clones of this 2-core machine, 2026-11-27: `make test` took 646-810 s (1,010-1,295
-# CPU-seconds) in the morning, and 484-557 s (708-811) once the stacks' type check followed only the aws_cdk
-# modules they import and moto kept its connections alive (three runs of the same code). Spark tests stay in two processes (two JVMs), infra
+# CPU-seconds) in the morning, and 484-600 s (708-909) once the stacks' type check followed only the aws_cdk
+# modules they import and moto kept its connections alive (four runs of the same code). Spark tests stay in two processes (two JVMs), infra
 # tests in another, and a module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0`
 # runs them in this process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
 PYTEST_JOBS ?= 3
