@@ -218,6 +218,7 @@ def keep_alive(handler: type[Any]) -> type[Any]:
     closes each after one answer (docs/emulators.md). Every request body is read whole before the app sees it
     (as a ``BytesIO``), and every answer goes out with a ``Content-Length``; a chunked request closes its
     connection after the answer."""
+    from werkzeug.serving import DechunkedInput
 
     class KeepAlive(handler):  # type: ignore[misc]
         protocol_version = "HTTP/1.1"
@@ -225,8 +226,6 @@ def keep_alive(handler: type[Any]) -> type[Any]:
         disable_nagle_algorithm = True  # headers and body are two writes: no wait for the client's ACK
 
         def run_wsgi(self) -> None:
-            from werkzeug.serving import DechunkedInput
-
             length = self.headers.get("Content-Length", "0")
             chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
             if chunked or not length.isdigit():  # where its body ends is not known

@@ -116,6 +116,12 @@ def test_stop_leaves_no_processes(tmp_path):
     assert list(tmp_path.iterdir()) == [], "the run directory was not removed"
 
 
+def _signed(service: str) -> dict[str, str]:
+    """Headers that route a request to ``service`` (moto reads the scope; it checks no signature)."""
+    scope = f"testing/20261127/us-east-1/{service}/aws4_request"
+    return {"Authorization": f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host, Signature=0"}
+
+
 def test_moto_serializes_each_service_but_not_across_services():
     """The lock of tools/_emulator_moto.py: DynamoDB requests one at a time, SQS ones side by side, bodies read
     before the lock (the isolation itself, on the running emulator: tests/integration/test_emulator_isolation.py)."""
@@ -148,8 +154,7 @@ def test_moto_serializes_each_service_but_not_across_services():
     def call(service: str) -> bytes:
         body = f"body-{service}".encode()
         environ = {
-            "HTTP_AUTHORIZATION": f"AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, "
-            "SignedHeaders=host, Signature=0",
+            "HTTP_AUTHORIZATION": _signed(service)["Authorization"],
             "CONTENT_LENGTH": str(len(body)),
             "wsgi.input": io.BytesIO(body),
         }
@@ -310,12 +315,6 @@ def test_s3_put_get(s3_client, unique_name):
     s3_client.create_bucket(Bucket=bucket)
     s3_client.put_object(Bucket=bucket, Key="a/b.json", Body=b'{"ok": true}')
     assert s3_client.get_object(Bucket=bucket, Key="a/b.json")["Body"].read() == b'{"ok": true}'
-
-
-def _signed(service: str) -> dict[str, str]:
-    """Headers that route a request to ``service`` (moto reads the scope; it checks no signature)."""
-    scope = f"testing/20261127/us-east-1/{service}/aws4_request"
-    return {"Authorization": f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host, Signature=0"}
 
 
 def test_moto_answers_many_requests_on_one_kept_alive_connection(emulators, unique_name):
