@@ -13,23 +13,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import REPORTS, write_report
 from consumer.config import LeaseConfig
 from tools.emulators import Emulators
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
 from tools.fleet.runner import Fleet, FleetSettings
+from tools.tcp_proxy import address
 
 __all__ = ["main"]
 
-OUT = Path(__file__).resolve().parents[1] / "reports" / "bench" / "at_rest.json"
+OUT = REPORTS / "at_rest.json"
 PROCESSOR = "consumer.examples.logging_processor:LoggingProcessor"
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the emulators, the proxy and the workers; trickle records for ``--seconds``; count the refusals."""
     with Emulators() as emulators, tempfile.TemporaryDirectory() as tmp:
-        host, _, port = emulators.endpoints.kinesis_endpoint.removeprefix("http://").rpartition(":")
-        proxy = KinesisLimitsProxy((host, int(port)), Limits()).start()
+        proxy = KinesisLimitsProxy(address(emulators.endpoints.kinesis_endpoint), Limits())
         # The fleet runner's lease, scan, inbox and idle settings are the worker's defaults; metrics too here.
         settings = FleetSettings(shards=args.shards, rate=args.rate, metrics_interval=10.0)
         fleet = Fleet(emulators.endpoints, Path(tmp) / "fleet", settings, "at-rest")  # set-up: no proxy
@@ -40,15 +41,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         extra["CONSUMER_DISCOVERY_INTERVAL_SECONDS"] = str(LeaseConfig().discovery_interval)  # the default
         started = time.monotonic()
-        fleet.start_producer()
-        try:
+        with proxy, fleet:
             for i in range(args.workers):
                 fleet.start_worker(f"rest-{i}", extra)
             time.sleep(args.seconds)
-        finally:
-            fleet.stop_producer()
-            fleet.stop_all()
-            proxy.stop()
         seconds = time.monotonic() - started
         refused = dict(proxy.limiter.refusals)
         worker_throttles = sum(log.read_text().count('"throttled"') for log in fleet.workdir.glob("*.log"))
@@ -74,10 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=20, help="records per second on the stream")
     args = parser.parse_args(argv)
     report = run(args)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(report, indent=2)
-    OUT.write_text(text)
-    print(text)
+    write_report(OUT, report)
+    print(json.dumps(report, indent=2))
     return 0
 
 

@@ -19,17 +19,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench import REPORTS, table_head, write_report
 from consumer.config import LeaseConfig
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from tools.coordination.billing import Ledger, difference, dollars_per_month
 from tools.coordination.metering import DynamoDBMeter
-from tools.coordination.scenarios import ShapeRun, peaks, run_shape, summarize
+from tools.coordination.scenarios import ShapeRun, run_shape, summarize
 from tools.coordination.sim import SimSettings
 from tools.emulators import AwsEndpoints, Emulators
 from tools.fleet.runner import Fleet, FleetSettings
-from tools.tcp_proxy import FaultProxy
+from tools.tcp_proxy import FaultProxy, address
 
-OUT = Path(__file__).resolve().parents[1] / "reports" / "bench"
 SHAPES = ((8, 2), (32, 8), (64, 16), (1000, 250), (4000, 1000), (10000, 2500))
 TOLERANCE = 0.10  # the simulated steady coordination bill within 10% of the metered one
 RATE = 10.0  # records a second the real run's producer writes
@@ -82,12 +82,11 @@ def _peaks(shape: dict[str, Any], kind: str) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     """One row per shape, next to the KCL 3.x model."""
-    lines = [
-        "| shards / workers | how | read units/h | write units/h | $/month (coordination) | checkpoints $/month "
+    lines = table_head(
+        "shards / workers | how | read units/h | write units/h | $/month (coordination) | checkpoints $/month "
         "| peak read u/s (start / steady / 2x scale-out) | peak write u/s (start / steady / 2x scale-out) "
-        "| KCL 3.x $/month (model) | KCL 3.x steady read / write u/s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        "| KCL 3.x $/month (model) | KCL 3.x steady read / write u/s"
+    )
     for shape in results["shapes"]:
         s, w = shape["shards"], shape["workers"]
         st = shape.get("steady")
@@ -123,22 +122,20 @@ def real_run(shards: int, workers: int, added: int, steady_seconds: float, workd
         ledger = Ledger(time.monotonic)
         raw = emu.endpoints.client("dynamodb")  # straight to moto: not metered
         meter = DynamoDBMeter(ledger, raw)
-        host, _, port = emu.endpoints.aws_endpoint.rsplit("/", 1)[-1].partition(":")
-        with FaultProxy((host, int(port)), meter=meter) as proxy:
+        with FaultProxy(address(emu.endpoints.aws_endpoint), meter=meter) as proxy:
             endpoints = AwsEndpoints(emu.endpoints.kinesis_endpoint, proxy.url())
             fleet = Fleet(endpoints, workdir, FleetSettings(shards=shards, rate=RATE), "coordination")
             table = DynamoDBLeaseRepository(raw, fleet.lease_table, fleet.checkpoint_table)
             roles = {fleet.lease_table: "lease_table", fleet.checkpoint_table: "checkpoint_table"}
             t_start = time.monotonic()
-            fleet.start_producer()
-            try:
+            with fleet:
                 ids = [f"w{i:03d}" for i in range(workers + added)]
                 for wid in ids[:workers]:
                     fleet.start_worker(wid)
                 fair = _wait_fair(table, shards, ids[:workers])
                 out["start"] = {
                     "fair_share_after_s": fair,
-                    "peak": peaks(ledger, fleet.lease_table, t_start, time.monotonic() + 1),
+                    "peak": ledger.peak(fleet.lease_table, t_start, time.monotonic() + 1),
                 }
                 time.sleep(12)  # settle: a heartbeat period and more
                 t0, before = time.monotonic(), ledger.totals()
@@ -151,11 +148,8 @@ def real_run(shards: int, workers: int, added: int, steady_seconds: float, workd
                 out["scale_out"] = {
                     "workers_after": workers + added,
                     "fair_share_after_s": _wait_fair(table, shards, ids),
-                    "peak": peaks(ledger, fleet.lease_table, t1, time.monotonic() + 1),
+                    "peak": ledger.peak(fleet.lease_table, t1, time.monotonic() + 1),
                 }
-            finally:
-                fleet.stop_producer()
-                fleet.stop_all()
             out["proxy_errors"] = meter.errors[:5]
     return out
 
@@ -193,7 +187,7 @@ def _real(args: argparse.Namespace) -> dict[str, Any]:
     """(a) and (b): the real run and its simulation, compared."""
     s, w = args.real_shards, args.real_workers
     print(f"(a) real workers: {s}/{w} (+{args.real_added}), {args.real_steady:.0f} s steady", flush=True)
-    real = real_run(s, w, args.real_added, args.real_steady, OUT / "coordination-real")
+    real = real_run(s, w, args.real_added, args.real_steady, REPORTS / "coordination-real")
     print(f"(b) simulator at {s}/{w}", flush=True)
     settings = SimSettings(lease=LeaseConfig(discovery_interval=2.0))
     sim = run_shape(ShapeRun(s, w, steady_seconds=args.real_steady, added=0), settings)
@@ -228,11 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         run = ShapeRun(64, 8, steady_seconds=0, added=4, added_spread=0, after_added=15, wall_budget=600)
         results["rebalance_64_8_plus_4"] = run_shape(run)
         print(f"  64/8 then +4: {results['rebalance_64_8_plus_4'].get('scale_out')}", flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "coordination.json").write_text(json.dumps(results, indent=2, default=str))
-    table = markdown(results)
-    (OUT / "coordination.md").write_text(table)
-    print(table)
+    write_report(REPORTS / "coordination.json", results, markdown(results))
     agree = results.get("real_vs_sim", {}).get("comparison", {}).get("agree", True)
     violations = sum(s.get("violation_count", 0) for s in results["shapes"])
     if violations or not agree:

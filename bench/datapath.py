@@ -25,6 +25,7 @@ from pathlib import Path
 from subprocess import DEVNULL
 from typing import Any
 
+from bench import REPORTS, table_head, write_report
 from bench.datapath_trial import Window, local_backlog, memory_backlog, payload, run_worker
 from bench.pipeline import process_cpu
 from consumer.config import LeaseConfig, RetrievalConfig
@@ -35,7 +36,6 @@ from tools.emulators import Emulators
 __all__ = ["Scenario", "main"]
 
 REPO = Path(__file__).resolve().parents[1]
-REPORTS = REPO / "reports" / "bench"
 IDLE = RetrievalConfig().idle_time_between_reads  # the production cadence (0.25 s)
 LIMIT = RetrievalConfig().max_records
 REST_AFTER = LeaseConfig().lease_duration / 2 + 0.5  # a leader polls fast for half a lease after a plan
@@ -196,11 +196,10 @@ LABELS = {"bare": "bare loop", "worker": "worker", "lean": "data path alone"}
 
 def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     """The main run's markdown table and its settings."""
-    lines = [
-        "| scenario | loop | records/s | CPU-s per 100k records | peak RSS (MB) | records/s vs bare | CPU vs bare "
-        "| RSS vs bare |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    lines = table_head(
+        "scenario | loop | records/s | CPU-s per 100k records | peak RSS (MB) | records/s vs bare | CPU vs bare "
+        "| RSS vs bare"
+    )
     for r in results:
         for kind, m in r["loops"].items():
             ratio = r["ratios"][kind]
@@ -219,12 +218,6 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _write(out: Path, report: dict[str, Any], md: str) -> None:
-    out.write_text(json.dumps(report, indent=2))
-    out.with_suffix(".md").write_text(md + "\n")
-    print(md)
-
-
 def shard_counts(bench: Bench, args: argparse.Namespace, settings: dict[str, Any], out: Path) -> None:
     """``--shard-counts``: the trials, their summary (``tools.datapath_cpu.shard_summary``), JSON and markdown."""
     trials: dict[int, dict[str, list[dict[str, Any]]]] = {}
@@ -237,7 +230,7 @@ def shard_counts(bench: Bench, args: argparse.Namespace, settings: dict[str, Any
     summary = shard_summary(trials)
     md = shard_table(summary) + f"\n\n{args.repeats} trials per loop and shard count; settings in the JSON."
     trials_json = {str(n): rows for n, rows in trials.items()}
-    _write(out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
+    write_report(out, {"settings": settings, "summary": summary, "trials": trials_json}, md)
 
 
 def exits_in_memory(args: argparse.Namespace, settings: dict[str, Any], out: Path) -> None:
@@ -265,11 +258,9 @@ def exits_in_memory(args: argparse.Namespace, settings: dict[str, Any], out: Pat
     summary = {
         n: {"median_s": statistics.median(x), "max_s": max(x), "samples": len(x)} for n, x in exits.items()
     }
-    md = "| shards | shutdown request to end of run, median / max (s) | samples |\n|---|---|---|"
-    md += "".join(
-        f"\n| {n} | {m['median_s']:.3f} / {m['max_s']:.3f} | {m['samples']} |" for n, m in summary.items()
-    )
-    _write(out, {"settings": settings, "summary": summary, "trials": exits}, md)
+    rows = [f"| {n} | {m['median_s']:.3f} / {m['max_s']:.3f} | {m['samples']} |" for n, m in summary.items()]
+    md = "\n".join(table_head("shards | shutdown request to end of run, median / max (s) | samples") + rows)
+    write_report(out, {"settings": settings, "summary": summary, "trials": exits}, md)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,7 +285,6 @@ def main(argv: list[str] | None = None) -> int:
     name = "datapath-shards" if args.shard_counts else "datapath-cpu" if args.cpu_per_record else "datapath"
     name = "datapath-exit-memory" if args.exit_in_memory else name
     out = REPORTS / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"idle_time_s": IDLE, "limit": LIMIT, "repeats": args.repeats, "cpus": os.cpu_count()}
     settings["load_avg_before"] = _load()
     if args.exit_in_memory:
@@ -322,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     md = table(results, settings)
     if cpu:
         md += "\n\nCPU per user record, worker vs bare boto3 loop (target <= 0.3x):\n\n" + cpu_table(cpu)
-    _write(out, {"settings": settings, "cpu_per_record": cpu, "results": results}, md)
+    write_report(out, {"settings": settings, "cpu_per_record": cpu, "results": results}, md)
     return 0
 
 

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import boto3
@@ -279,14 +278,10 @@ def _memory(spec: dict[str, Any], worker: bool) -> None:
     read_shards(kinesis, STREAM, read, 0.0, WINDOW, _STOP)
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    _STOP.set()
-
-
 def main(argv: list[str]) -> int:
     """Run the trial ``argv[0]`` describes until SIGTERM; 1 if it did not read the whole backlog."""
     spec = json.loads(argv[0])
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, lambda *_: _STOP.set())
     if spec["backend"] == "local":
         _local(spec, lean=spec["kind"] == "lean")
     else:

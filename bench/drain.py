@@ -7,15 +7,14 @@ on real time; kinesis-local takes seconds per 10,000-record GetRecords and would
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from bench import REPORTS, write_report
 from bench.datapath_trial import STREAM, Window, memory_backlog, read_shards, run_worker
 from consumer.config import RetrievalConfig
 from consumer.errors import ThrottledError
@@ -26,7 +25,7 @@ from tools.emulators.limits import Limits
 
 __all__ = ["main"]
 
-OUT = Path(__file__).resolve().parents[1] / "reports" / "bench" / "drain.json"
+OUT = REPORTS / "drain.json"
 MIB = 1024 * 1024
 # The retrieval settings before catch-up pacing: 1,000 records a call, at most 4 calls a second.
 BEFORE = RetrievalConfig(max_records=1000, reads_per_second=4.0)
@@ -45,7 +44,7 @@ class LimitedKinesis:
 
     def get_shard_iterator(self, stream: str, shard_id: str, iterator_type: str, **kwargs: Any) -> str:
         now = time.monotonic()
-        if (refusal := self.limiter.check_get_shard_iterator(stream, shard_id, now)) is not None:
+        if (refusal := self.limiter.check_call("GetShardIterator", stream, shard_id, now)) is not None:
             raise _refused(refusal, "GetShardIterator")
         iterator = self._k.get_shard_iterator(stream, shard_id, iterator_type, **kwargs)
         self.limiter.iterator_issued(iterator, stream, shard_id, now)
@@ -135,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = ((100, args.small_records), (1024, args.kb_records))
     scenarios = [scenario(size, args.shards, n, args.repeats) for size, n in sizes]
     report = {"backend": "memory", "limits": "AWS's read quotas (tools.emulators.limits)"}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report | {"scenarios": scenarios}, indent=2))
+    write_report(OUT, report | {"scenarios": scenarios})
     for s in scenarios:
         print(
             f"{s['record_bytes']:>5} B x {s['shards']} shards: worker {s['worker_records_per_s']}/s, fastest legal "

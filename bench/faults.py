@@ -4,11 +4,10 @@ local emulators; writes reports/bench/faults.json and the markdown table of docs
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import asdict
-from pathlib import Path
 
+from bench import REPORTS, table_head, write_report
 from consumer.config import RetrievalConfig
 from tools.emulators import Emulators
 from tools.faults import LEASE, LIMIT_SCENARIOS, PUT_EVERY, SCENARIOS, FaultResult, run_scenario
@@ -17,11 +16,10 @@ __all__ = ["main"]
 
 
 def _table(results: dict[str, list[FaultResult]]) -> str:
-    lines = [
-        "| fault (one worker) | runs | lost | delivered twice (total) | two owners at once | "
-        "fault end → progress p50 / max (s) |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines = table_head(
+        "fault (one worker) | runs | lost | delivered twice (total) | two owners at once | "
+        "fault end → progress p50 / max (s)"
+    )
     for name, runs in results.items():
         rec = [r.recovery_s for r in runs if r.recovery_s is not None]
         p50 = f"{statistics.median(rec):.2f}" if rec else "never"
@@ -36,7 +34,6 @@ def _table(results: dict[str, list[FaultResult]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
-    parser.add_argument("--out", default="reports/bench", help="where faults.json and faults.md go")
     args = parser.parse_args()
     results: dict[str, list[FaultResult]] = {}
     with Emulators() as emulators:
@@ -45,17 +42,12 @@ def main() -> None:
                 r = run_scenario(emulators.endpoints, s)
                 print(f"{s.name} run {i + 1}: {r}", flush=True)
                 results.setdefault(s.name, []).append(r)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     settings = {"lease": asdict(LEASE), "retrieval": asdict(RetrievalConfig()), "put_every_s": PUT_EVERY}
     data = {
         "settings": {**settings, "runs": args.runs},
         "results": {k: [asdict(r) for r in v] for k, v in results.items()},
     }
-    (out / "faults.json").write_text(json.dumps(data, indent=2, default=str))
-    table = _table(results)
-    (out / "faults.md").write_text(table + "\n")
-    print(table)
+    write_report(REPORTS / "faults.json", data, _table(results))
 
 
 if __name__ == "__main__":

@@ -5,22 +5,19 @@ on its own stream and tables, at the consumer's defaults; writes ``reports/bench
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
+from bench import REPORTS, write_report
 from bench.fleet_report import markdown
 from tools.fleet.runner import FleetSettings
 from tools.fleet.scenarios import SCENARIOS, Timing, run_scenario
 
 __all__ = ["main"]
-
-OUT = Path("reports/bench")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.time()
     with Emulators() as emu:
         for name in args.scenarios.split(","):
-            r = results[name] = run_scenario(name, emu.endpoints, OUT / "fleet", settings, timing)
+            r = results[name] = run_scenario(name, emu.endpoints, REPORTS / "fleet", settings, timing)
             gaps = r.get("handoff_gap_by_kind_s") or {"all moves": r["handoff_gap_s"]}
             print(
                 f"  -> lost {r['lost']}, twice {r['delivered_more_than_once']}, overlaps "
@@ -59,11 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         "wall_time_s": round(time.time() - began, 1),
         "scenarios": results,
     }
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "fleet.json").write_text(json.dumps(summary, indent=2))
-    (OUT / "fleet.md").write_text(markdown(summary))
-    print(markdown(summary))
-    print(f"wrote {OUT / 'fleet.json'} and {OUT / 'fleet.md'} in {summary['wall_time_s']}s")
+    write_report(REPORTS / "fleet.json", summary, markdown(summary))
+    print(f"wrote {REPORTS / 'fleet.json'} and {REPORTS / 'fleet.md'} in {summary['wall_time_s']}s")
     return 0
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench import table_head
 from tools.fleet.analysis import PHASES
 
 __all__ = ["markdown"]
@@ -32,17 +33,12 @@ def _s(stats: dict[str, Any], *keys: str) -> str:
     return " / ".join("—" if stats.get(k) is None else f"{stats[k]:.2f}" for k in keys)
 
 
-def _head(columns: str) -> list[str]:
-    """A table's header row and its rule."""
-    return [f"| {columns} |", "|" + "---|" * (columns.count(" | ") + 1)]
-
-
 def _counts(r: dict[str, Any]) -> str:
     return f"{r['produced']:,} | {r['lost']} | {r['delivered_more_than_once']} | {r['concurrent_owner_overlaps']}"
 
 
 def _planned(scenarios: dict[str, Any]) -> list[str]:
-    lines = _head(
+    lines = table_head(
         "transition | runs | hand-offs | gap p50 / p95 / p99 / max (s) | zero-cost floor p50 / p99 (s) | "
         "SIGTERM → new owner's first record p50 / max (s) | producer: records/s, per-shard interval mean / "
         "p95 (s) | produced | lost | delivered twice | concurrent owners"
@@ -62,7 +58,7 @@ def _planned(scenarios: dict[str, Any]) -> list[str]:
 
 def _phases(scenarios: dict[str, Any]) -> list[str]:
     """Where each kind's gap goes: every phase's p50 / p99 (they do not add up at the p99)."""
-    lines = _head("transition | hand-offs timed | " + " | ".join(f"{p} p50 / p99 (s)" for p in PHASES))
+    lines = table_head("transition | hand-offs timed | " + " | ".join(f"{p} p50 / p99 (s)" for p in PHASES))
     for scenario, kind, label in _PLANNED_ROWS:
         if parts := (scenarios.get(scenario) or {}).get("handoff_phases_by_kind_s", {}).get(kind):
             cells = " | ".join(_s(parts[p], "p50", "p99") for p in PHASES)
@@ -71,7 +67,7 @@ def _phases(scenarios: dict[str, Any]) -> list[str]:
 
 
 def _others(scenarios: dict[str, Any]) -> list[str]:
-    lines = _head(
+    lines = table_head(
         "scenario | produced | lost | delivered twice | concurrent owners | moved shards | "
         "gap p50 / p99 / max (s) | signal → new owner's first record p50 / max (s)"
     )

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench import REPORTS, write_report
 from bench.datapath import worker_env
 from bench.datapath_trial import local_backlog
 from bench.pipeline import process_cpu
@@ -173,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "trials": trials,
         "median": median,
     }
-    out = REPO / "reports" / "bench" / "multilang.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_report(REPORTS / "multilang.json", result)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import REPORTS, write_report
 from tools.pipeline_data import RawSpec, generate_raw
 from tools.pipeline_duckdb import compare, duckdb_pipeline
 
@@ -41,19 +42,8 @@ SPARK_SETTINGS = {
 }
 _RANGE = ("2026-11-21T00", "2026-11-21T03")  # the 4 hours the records are spread over
 _DUPLICATE_RATE = 0.02
-_OUTPUT = Path("reports/bench/pipeline.json")
+_OUTPUT = REPORTS / "pipeline.json"
 RATIOS = {"": "total_s", "_compact": "compact_s", "_cpu": "cpu_s"}  # Spark over DuckDB, by key suffix
-
-
-def _spark(local_dir: Path) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.config(
-        map={**SPARK_SETTINGS, "spark.local.dir": str(local_dir)}
-    ).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def process_cpu(pid: int) -> float:
@@ -137,7 +127,13 @@ def run_benchmark(sizes: Sequence[int], repeats: int, workdir: Path) -> dict[str
     import duckdb
 
     logging.getLogger("spark_jobs").setLevel(logging.ERROR)  # the counts are in the report
-    spark = _spark(workdir / "spark-local")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.config(
+        map={**SPARK_SETTINGS, "spark.local.dir": str(workdir / "spark-local")}
+    ).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'; SET enable_progress_bar = false; SET threads = 2")
     load_before = os.getloadavg()
@@ -178,8 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as workdir:
         report = run_benchmark(ns.sizes, ns.repeats, Path(workdir))
-    _OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    _OUTPUT.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(_OUTPUT, report)
     print(json.dumps(report["summary"], indent=2))
     print(f"written to {_OUTPUT}")
     return 0 if report["summary"]["all_checks_passed"] else 1

@@ -22,7 +22,7 @@ from typing import Any
 from tools.emulators.children import child_main
 from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan
 from tools.emulators.limits import Limits
-from tools.emulators.settings import LOOPBACK, REGION, credential_scope
+from tools.emulators.settings import LOOPBACK, REGION, credential_scope, region_of
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +102,7 @@ def _table_lookup(environ: dict[str, Any]) -> Callable[[str], TableInfo | None]:
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    scope = credential_scope(environ.get("HTTP_AUTHORIZATION") or "")
-    region = scope[2] if scope else REGION
+    region = region_of(environ.get("HTTP_AUTHORIZATION") or "") or REGION
 
     def lookup(name: str) -> TableInfo | None:
         try:

@@ -100,8 +100,7 @@ class Demo:
         self.work.mkdir(parents=True)
         self.processor.check_importable()
         self.step("start the local emulators (kinesis-local, moto server)")
-        self.emulators = Emulators()
-        self.emulators.start()
+        self.emulators = Emulators().start()
         aws = self.emulators.endpoints
         self.say(f"kinesis {aws.kinesis_endpoint}, everything else {aws.aws_endpoint}")
         self.step(f"create what the {self.env.name} environment has (cdk.json)")

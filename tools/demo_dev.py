@@ -4,12 +4,11 @@ CloudFormation names the tables, queue and buckets in AWS; locally they derive f
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,7 +125,7 @@ class DemoProcessor:
             "table": self.table,
             "rows": len(items),
             "check": _table_check(items, fleet.produced_records(), self.partition_key),
-            "refused": _count_refusals(sorted(fleet.workdir.glob("*.log")), crash.at, crash.shards),
+            "refused": _count_refusals(fleet, crash),
             "probe": self._probe(ddb, items),
         }
 
@@ -203,21 +202,16 @@ def _table_check(
     }
 
 
-def _count_refusals(logs: Iterable[Path], crash_at: float, crash_shards: Collection[str]) -> dict[str, int]:
-    """Refused writes in the workers' logs: ``latest_refused`` (older than the record stored; those on
-    ``crash_shards`` from ``crash_at`` on too) and ``StaleEpochError`` (``demo_processor_lease_lost``)."""
+def _count_refusals(fleet: Fleet, crash: Crash) -> dict[str, int]:
+    """Refused writes in the workers' logs: ``latest_refused`` (older than the record stored; those on the
+    ``crash`` victim's shards from the crash on too) and ``StaleEpochError`` (``demo_processor_lease_lost``)."""
     older = stale = after_crash = 0
-    for path in logs:
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if '"latest_refused"' not in line and '"demo_processor_lease_lost"' not in line:
-                continue
-            with contextlib.suppress(ValueError):  # a line cut short by SIGKILL
-                e = json.loads(line)
-                if e["event"] == "latest_refused":
-                    older += e["refused"]
-                    at = datetime.fromisoformat(e["ts"]).timestamp()
-                    if at >= crash_at and e["shard"] in crash_shards:
-                        after_crash += e["refused"]
-                elif e["event"] == "demo_processor_lease_lost" and e["error_type"] == "StaleEpochError":
-                    stale += 1
+    for e in fleet.lines("*.log", '"latest_refused"', '"demo_processor_lease_lost"'):
+        if e.get("event") == "latest_refused":
+            older += e["refused"]
+            at = datetime.fromisoformat(e["ts"]).timestamp()
+            if at >= crash.at and e["shard"] in crash.shards:
+                after_crash += e["refused"]
+        elif e.get("event") == "demo_processor_lease_lost" and e["error_type"] == "StaleEpochError":
+            stale += 1
     return {"older_than_stored": older, "older_after_crash": after_crash, "stale_epoch": stale}

@@ -52,15 +52,13 @@ class LagPoint:
     millis_behind: float
 
 
-def lag_points(stdout_files: Iterable[Path]) -> list[LagPoint]:
-    """Every per-shard ``MillisBehindLatest`` in the workers' EMF lines."""
+def lag_points(docs: Iterable[Mapping[str, Any]]) -> list[LagPoint]:
+    """Every per-shard ``MillisBehindLatest`` in the workers' EMF lines (``docs``)."""
     out: list[LagPoint] = []
-    for path in stdout_files:
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            with contextlib.suppress(ValueError, KeyError):  # a line cut short by SIGKILL; another metric
-                doc = json.loads(line)
-                t, lag = doc["_aws"]["Timestamp"] / 1000, float(doc["MillisBehindLatest"])
-                out.append(LagPoint(t, doc["Shard"], doc.get("WorkerId", "?"), lag))
+    for doc in docs:
+        with contextlib.suppress(ValueError, KeyError):  # another metric
+            t, lag = doc["_aws"]["Timestamp"] / 1000, float(doc["MillisBehindLatest"])
+            out.append(LagPoint(t, doc["Shard"], doc.get("WorkerId", "?"), lag))
     return sorted(out, key=lambda p: p.t)
 
 
@@ -290,7 +288,7 @@ def write_report(
     runs = ownership_runs(deliveries)
     save(ownership_figure(runs, fleet.events, began, "demo: shard ownership"), out / "ownership.png")
     lag = lag_figure(
-        lag_points(sorted(fleet.workdir.glob("*.stdout.jsonl"))),
+        lag_points(fleet.lines("*.stdout.jsonl")),
         delivery_latency(fleet.produced, deliveries),
         fleet.events,
         began,

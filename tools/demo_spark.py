@@ -60,17 +60,15 @@ def _run(spark: Any, work: Path) -> dict[str, Any]:
     raw, curated, quarantine, metrics = (str(lake / d) for d in ("raw", "curated", "quarantine", "metrics"))
     found = sorted({f"{p.parent.name[5:]}T{p.name[5:]}" for p in lake.glob("raw/stream=*/date=*/hour=*")})
     print(f"  spark: hours {found[0]} .. {found[-1]} (UTC)")
-    hours = ["--start", found[0], "--end", found[-1]]
     began = time.monotonic()
-    args = ["--input", raw, "--output", curated, "--quarantine", quarantine, *hours]
-    counts = compact.run(spark, compact.parse_args(args))
+    counts = compact.run(spark, compact.CompactOptions(raw, curated, quarantine, found[0], found[-1]))
     compact_s = time.monotonic() - began
     print(
         f"  spark: compaction: {counts['lines']} raw lines -> {counts['curated']} curated rows "
         f"({counts['duplicates']} duplicates dropped, {counts['malformed']} malformed) in {compact_s:.1f}s"
     )
     began = time.monotonic()
-    aggregated = aggregate.run(spark, aggregate.parse_args(["--input", curated, "--output", metrics, *hours]))
+    aggregated = aggregate.run(spark, aggregate.AggregateOptions(curated, metrics, found[0], found[-1]))
     aggregate_s = time.monotonic() - began
     print(
         f"  spark: aggregation: {aggregated['hours']} hour(s) -> per_minute/, per_hour/ ({aggregate_s:.1f}s)"

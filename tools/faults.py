@@ -27,6 +27,7 @@ from consumer.retrieval.kinesis import BotoKinesis
 from tools.emulators import ACCESS_KEY_ID, SECRET_ACCESS_KEY, AwsEndpoints
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
+from tools.fleet.runner import poll
 from tools.tcp_proxy import FaultProxy, address
 
 __all__ = ["LEASE", "LIMIT_SCENARIOS", "PUT_EVERY", "SCENARIOS", "FaultResult", "Scenario", "run_scenario"]
@@ -146,11 +147,8 @@ def _worker(
 
 
 def _wait(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    if not poll(cond, timeout, 0.02):
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _delivered_after(

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import binascii
-import socket
+import io
 import struct
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Final
 
@@ -152,15 +152,9 @@ class Framer:
 
 def http_message(raw: bytes) -> tuple[str, dict[str, str], bytes]:
     """(start line, headers by lower-case name, body) of one complete HTTP/1.1 message (body de-chunked)."""
-    head_raw, _, body = raw.partition(b"\r\n\r\n")
-    head = Head.parse(head_raw)
-    if head.chunked():
-        plain = bytearray()
-        size_line, _, body = body.partition(b"\r\n")
-        while size := chunk_size(size_line):
-            plain += body[:size]
-            size_line, _, body = body[size + 2 :].partition(b"\r\n")
-        body = bytes(plain)
+    reader = Reader(io.BytesIO(raw).read)
+    head = Head.parse(reader.head() or b"")
+    body = reader.chunked_body() if head.chunked() else raw[len(head.raw) :]
     return head.first.decode("latin-1"), head.headers, body
 
 
@@ -169,16 +163,17 @@ class Closed(Exception):
 
 
 class Reader:
-    """Reads a socket through one buffer: heads up to the blank line, exact lengths, chunked bodies."""
+    """Reads a socket (its ``recv``, or a file's ``read``) through one buffer: heads up to the blank line, exact
+    lengths, chunked bodies."""
 
-    __slots__ = ("_buf", "sock")
+    __slots__ = ("_buf", "_recv")
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+    def __init__(self, recv: Callable[[int], bytes]) -> None:
+        self._recv = recv
         self._buf = bytearray()
 
     def _fill(self) -> None:
-        data = self.sock.recv(262_144)
+        data = self._recv(262_144)
         if not data:
             raise Closed("connection closed")
         self._buf += data

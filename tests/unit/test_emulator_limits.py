@@ -7,17 +7,12 @@ from functools import partial
 
 import pytest
 
-from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan, read_units, write_units
+from tools.coordination.billing import read_units
+from tools.emulators.dynamodb_limiter import DynamoDBLimiter, TableInfo, plan, write_units
 from tools.emulators.kinesis_limiter import EXPIRED, LIMIT, THROUGHPUT, KinesisLimiter
-from tools.emulators.kinesis_proxy import (
-    ShardMap,
-    data_size,
-    drop_whole_events,
-    hash_key,
-    region_of,
-    stream_name,
-)
+from tools.emulators.kinesis_proxy import ShardMap, data_size, drop_whole_events, hash_key, stream_name
 from tools.emulators.limits import MIB, Keyed, Limits, LimitsError, SlidingWindow, TokenBucket
+from tools.emulators.settings import region_of
 from tools.http_framing import Head, initial_response_message
 
 # ------------------------------------------------------------------------------------------ rate primitives
@@ -144,9 +139,9 @@ def test_iterators_expire_and_unknown_ones_pass() -> None:
 
 def test_get_shard_iterator_and_control_plane_limits() -> None:
     limiter = KinesisLimiter(Limits())
-    assert [limiter.check_get_shard_iterator("s", "shard-0", 0.0) is None for _ in range(6)] == [True] * 5 + [
-        False
-    ]
+    assert [limiter.check_call("GetShardIterator", "s", "shard-0", 0.0) is None for _ in range(6)] == [
+        True
+    ] * 5 + [False]
     summaries = [limiter.check_call("DescribeStreamSummary", f"s{i}", "", 0.0) for i in range(21)]
     assert summaries[:20] == [None] * 20  # per account: the stream does not matter
     assert summaries[20] is not None and summaries[20].code == LIMIT

@@ -65,10 +65,11 @@ def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
     return sum(len(name.encode()) + value_size(v) for name, v in (item or {}).items())
 
 
-def read_units(size: int, consistent: bool) -> float:
-    """Units of reading one item (or one Query/Scan page) of ``size`` bytes; the minimum when it is 0."""
+def read_units(size: int, consistent: bool, transactional: bool = False) -> float:
+    """Units of reading one item (or one Query/Scan page) of ``size`` bytes; the minimum when it is 0 (1 per
+    4 KB; half when eventually consistent; 2x in a transaction)."""
     units = max(1, math.ceil(size / 4096))
-    return float(units) if consistent else units / 2
+    return 2.0 * units if transactional else float(units) if consistent else units / 2
 
 
 def page_read_units(sizes: list[int], consistent: bool) -> float:
@@ -127,11 +128,15 @@ class Ledger:
         with self._lock:
             return {k: Tally(t.requests, t.read_units, t.write_units) for k, t in self._totals.items()}
 
-    def peak(self, table: str, start: float, end: float) -> tuple[float, float]:
-        """The largest read and write units charged to ``table`` in any whole second of [start, end)."""
+    def peak(self, table: str, start: float, end: float) -> dict[str, float]:
+        """The largest read and write units charged to ``table`` (the lease table) in any whole second of
+        [start, end)."""
         with self._lock:
             rows = [t for (name, s), t in self._seconds.items() if name == table and start <= s < end]
-        return max((t.read_units for t in rows), default=0.0), max((t.write_units for t in rows), default=0.0)
+        return {
+            "lease_table_read_units_per_s": max((t.read_units for t in rows), default=0.0),
+            "lease_table_write_units_per_s": max((t.write_units for t in rows), default=0.0),
+        }
 
 
 def difference(after: Totals, before: Totals) -> Totals:

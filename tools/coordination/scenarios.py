@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tools.coordination.billing import Ledger, Totals, difference, dollars_per_month
+from tools.coordination.billing import Totals, difference, dollars_per_month
 from tools.coordination.sim import CHECKPOINT_TABLE, LEASE_TABLE, FleetSim, SimSettings
 
 __all__ = ["ShapeRun", "run_shape", "summarize"]
@@ -55,12 +55,6 @@ def summarize(totals: Totals, seconds: float, roles: dict[str, str] = SIM_ROLES)
     }
 
 
-def peaks(ledger: Ledger, table: str, start: float, end: float) -> dict[str, float]:
-    """The lease table's peak read and write units in any second of [start, end)."""
-    r, w = ledger.peak(table, start, end)
-    return {"lease_table_read_units_per_s": r, "lease_table_write_units_per_s": w}
-
-
 def _join(
     sim: FleetSim, ids: list[str], count: int, spread: float, wall_deadline: float
 ) -> tuple[float | None, int]:
@@ -72,10 +66,6 @@ def _join(
         sim.add_worker(ids[-1], t1 + sim.rng.uniform(0, spread))
     ok = sim.run_until(t1 + 300.0, stop=lambda: sim.fair(ids) or time.monotonic() > wall_deadline)
     return (sim.clock.now if ok and sim.fair(ids) else None), starts
-
-
-def _moves(sim: FleetSim, since: int) -> Counter[str]:
-    return Counter(key for _t, key, _w in sim.log.starts[since:])
 
 
 def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, Any]:
@@ -93,7 +83,7 @@ def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, A
         return out | _ran(sim, began)
     out["start"] = {
         "fair_share_after_s": round(fair_at, 2),
-        "peak": peaks(sim.ledger, LEASE_TABLE, 0, fair_at + 2),
+        "peak": sim.ledger.peak(LEASE_TABLE, 0, fair_at + 2),
     }
     sim.run_until(fair_at + run.settle_seconds)
     t0, before = sim.clock.now, sim.ledger.totals()
@@ -104,18 +94,18 @@ def run_shape(run: ShapeRun, settings: SimSettings | None = None) -> dict[str, A
         out["steady"] = {
             "window_s": run.steady_seconds,
             **steady,
-            "peak": peaks(sim.ledger, LEASE_TABLE, t0, t1),
+            "peak": sim.ledger.peak(LEASE_TABLE, t0, t1),
         }
     if added := run.workers if run.added is None else run.added:
         fair2, starts = _join(sim, ids, added, run.added_spread, deadline)
         out["scale_out"] = {"status": "did not reach fair share within the wall budget or 300 s"}
         if fair2 is not None:
             sim.run_until(fair2 + run.after_added)  # any later churn counts as a move too
-            moves = _moves(sim, starts)
+            moves = Counter(key for _t, key, _w in sim.log.starts[starts:])
             out["scale_out"] = {
                 "workers_after": len(ids),
                 "fair_share_after_s": round(fair2 - t1, 2),
-                "peak": peaks(sim.ledger, LEASE_TABLE, t1, fair2 + 2),
+                "peak": sim.ledger.peak(LEASE_TABLE, t1, fair2 + 2),
                 "moved_shards": len(moves),
                 "max_moves_per_moved_shard": max(moves.values(), default=0),
                 "moves_per_moved_shard": dict(sorted(Counter(moves.values()).items())),

@@ -6,13 +6,14 @@ request and taken up front; reads are let in while their buckets hold no debt an
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
+from tools.coordination import billing
+from tools.coordination.billing import read_units
 from tools.emulators.limits import Keyed, Limits, TokenBucket
 
 PROVISIONED_MESSAGE: Final = (
@@ -72,13 +73,7 @@ class Throttle:
 
 def write_units(item_json_size: int, transactional: bool = False) -> float:
     """WCUs of a write of an item whose JSON is ``item_json_size`` bytes (1 per KB, at least 1; 2x in a transaction)."""
-    return max(1, math.ceil(item_json_size / 1024)) * (2.0 if transactional else 1.0)
-
-
-def read_units(size: int, consistent: bool, transactional: bool = False) -> float:
-    """RCUs of reading ``size`` bytes (1 per 4 KB; half when eventually consistent; 2x in a transaction)."""
-    units = max(1, math.ceil(size / 4096))
-    return 2.0 * units if transactional else units * (1.0 if consistent else 0.5)
+    return billing.write_units(item_json_size) * (2.0 if transactional else 1.0)
 
 
 def json_size(value: Any) -> int:

@@ -111,13 +111,16 @@ class Emulators:
                 "kinesis-local", lambda: self._kinesis_spec(node, main_js), workdir / "kinesis-local.log"
             )
             kinesis.term_grace = KINESIS_TERM_GRACE
-            moto = Child("moto", self._moto_spec, workdir / "moto.log")
+            moto_args = [str(MOTO_ENTRY)], ["--serialize", self.moto_serialize], "/moto-api/"
+            moto = Child("moto", lambda: self._python_spec(*moto_args), workdir / "moto.log")
             self._children = [kinesis, moto]
             self._spawn_and_wait(began, [kinesis, moto])
             front = kinesis
             if self.limits.enabled:  # the proxy needs kinesis-local's final port
+                upstream = ["--upstream-port", kinesis.endpoint.rsplit(":", 1)[1]]
+                proxy_args = ["-m", "tools.emulators.kinesis_proxy"], upstream, "/healthcheck"
                 front = Child(
-                    "kinesis-limits", lambda: self._proxy_spec(kinesis), workdir / "kinesis-limits.log"
+                    "kinesis-limits", lambda: self._python_spec(*proxy_args), workdir / "kinesis-limits.log"
                 )
                 self._children.append(front)
                 self._spawn_and_wait(began, [front])
@@ -188,13 +191,6 @@ class Emulators:
         argv = [sys.executable, "-P", *entry, "--port", str(port), "--parent-pid", str(os.getpid())]
         argv += ["--limits", self.limits.to_json(), *extra]
         return LaunchSpec(argv, env, ready_path, (port,))
-
-    def _moto_spec(self) -> LaunchSpec:
-        return self._python_spec([str(MOTO_ENTRY)], ["--serialize", self.moto_serialize], "/moto-api/")
-
-    def _proxy_spec(self, kinesis: Child) -> LaunchSpec:
-        upstream = ["--upstream-port", kinesis.endpoint.rsplit(":", 1)[1]]
-        return self._python_spec(["-m", "tools.emulators.kinesis_proxy"], upstream, "/healthcheck")
 
     def _spawn_and_wait(self, began: float, pending: list[Child]) -> None:
         for child in pending:

@@ -117,10 +117,6 @@ class KinesisLimiter:
         with self._lock:
             return self._refuse(refusal, operation) if self._window_full(name, key, now) else None
 
-    def check_get_shard_iterator(self, stream: str, shard: str, now: float) -> Refusal | None:
-        """:meth:`check_call` of a GetShardIterator."""
-        return self.check_call("GetShardIterator", stream, shard, now)
-
     def iterator_issued(self, iterator: str, stream: str, shard: str, now: float) -> None:
         """Remember when ``iterator`` (from GetShardIterator or a NextShardIterator) was issued, for which shard."""
         # Expired iterators are kept another TTL (a late caller still gets ExpiredIteratorException), and

@@ -23,7 +23,7 @@ from typing import Any, Final
 from tools.emulators.children import child_main
 from tools.emulators.kinesis_limiter import THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
 from tools.emulators.limits import Limits
-from tools.emulators.settings import LOOPBACK, credential_scope
+from tools.emulators.settings import LOOPBACK, region_of
 from tools.http_framing import Closed, Head, Reader, chunk_size, json_response
 
 logger = logging.getLogger(__name__)
@@ -42,12 +42,6 @@ def stream_name(request: dict[str, Any]) -> str:
         return str(name)
     arn = str(request.get("StreamARN") or request.get("ConsumerARN") or "")
     return arn.split(":stream/", 1)[1].split("/", 1)[0] if ":stream/" in arn else arn
-
-
-def region_of(auth: str) -> str:
-    """The region of a SigV4 ``Authorization`` header ("" if unsigned)."""
-    scope = credential_scope(auth)
-    return scope[2] if scope else ""
 
 
 def data_size(b64: str | bytes) -> int:
@@ -180,7 +174,7 @@ class _Conn(socketserver.BaseRequestHandler):
         self.proxy, self.client = self.server, self.request
         self.client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.proxy.sockets.add(self.client)
-        self.creader = Reader(self.client)
+        self.creader = Reader(self.client.recv)
         self.upstream: socket.socket | None = None
         self.ureader: Reader | None = None
 
@@ -199,23 +193,20 @@ class _Conn(socketserver.BaseRequestHandler):
             self.upstream = socket.create_connection(self.proxy.upstream, timeout=None)
             self.upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.proxy.sockets.add(self.upstream)
-            self.ureader = Reader(self.upstream)
+            self.ureader = Reader(self.upstream.recv)
         return self.upstream, self.ureader
 
     def handle(self) -> None:
-        with contextlib.suppress(Closed, OSError):  # the client or kinesis-local went away
-            self.serve()
-
-    def serve(self) -> None:
         """Answer the client's requests until it closes the connection."""
-        while (raw := self.creader.head()) is not None:
-            head = Head.parse(raw)
-            if head.chunked():
-                body = self.creader.chunked_body()
-                raw = head.with_length(len(body))
-            else:
-                body = self.creader.exact(head.content_length() or 0)
-            self.dispatch(head, raw, body)
+        with contextlib.suppress(Closed, OSError):  # the client or kinesis-local went away
+            while (raw := self.creader.head()) is not None:
+                head = Head.parse(raw)
+                if head.chunked():
+                    body = self.creader.chunked_body()
+                    raw = head.with_length(len(body))
+                else:
+                    body = self.creader.exact(head.content_length() or 0)
+                self.dispatch(head, raw, body)
 
     def reply(self, refusal: Refusal) -> None:
         body = json.dumps({"__type": refusal.code, "message": refusal.message}).encode()

@@ -57,3 +57,9 @@ def credential_scope(auth: str) -> list[str]:
     start = auth.find("Credential=")
     scope = auth[start + 11 :].split(",", 1)[0].strip().split("/") if start >= 0 else []
     return scope if len(scope) == 5 else []
+
+
+def region_of(auth: str) -> str:
+    """The region of a SigV4 ``Authorization`` header ("" if unsigned)."""
+    scope = credential_scope(auth)
+    return scope[2] if scope else ""

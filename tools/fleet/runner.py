@@ -188,6 +188,15 @@ class Fleet:
         self._producer = threading.Thread(target=self._produce, daemon=True, name="producer")
         self._producer.start()
 
+    def __enter__(self) -> Fleet:
+        """``with fleet:`` the producer runs inside the block; the producer and every worker stop on exit."""
+        self.start_producer()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_producer()
+        self.stop_all()
+
     def partition_key(self, n: int, batch: int) -> str:
         """Record ``n``'s key (``batch`` records a call): a key keeps its slot in a call, hence its shard."""
         return f"k{n}" if self.keys is None else f"k{n % (math.ceil(self.keys / batch) * batch)}"
@@ -231,16 +240,16 @@ class Fleet:
             self._producer.join(10)
             self.mark(f"producer stopped after {len(self.produced)} records")
 
-    def _lines(self, pattern: str, *needles: str) -> Iterator[dict[str, Any]]:
+    def lines(self, pattern: str, *needles: str) -> Iterator[dict[str, Any]]:
         """The JSON lines of the files matching ``pattern`` that hold any of ``needles`` (by default all)."""
         for path in sorted(self.workdir.glob(pattern)):
-            for line in path.read_text(errors="replace").splitlines():
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
                 if not needles or any(n in line for n in needles):
                     with contextlib.suppress(ValueError):  # a line cut by SIGKILL, or a worker's traceback
                         yield json.loads(line)
 
     def journal(self) -> list[dict[str, Any]]:
-        return list(self._lines("*.journal.jsonl"))
+        return list(self.lines("*.journal.jsonl"))
 
     def deliveries(self) -> list[Delivery]:
         return [
@@ -275,7 +284,7 @@ class Fleet:
         """When each step of every hand-off happened (``analysis.Milestones``), from the logs and journals."""
         out = {("init", e["s"], int(e["e"])): float(e["t"]) for e in self.journal() if e["k"] == "init"}
         names = {"shard_drained": "drained", "lease_handed_over": "handed_over", "lease_received": "received"}
-        for e in self._lines("*.log", *(f'"{event}"' for event in names)):
+        for e in self.lines("*.log", *(f'"{event}"' for event in names)):
             if e.get("event") in names:
                 shard = e.get("shard") or e["lease"].rsplit("#", 1)[-1]
                 out[(names[e["event"]], shard, int(e["epoch"]))] = datetime.fromisoformat(e["ts"]).timestamp()
@@ -284,6 +293,6 @@ class Fleet:
     def worker_stats(self) -> dict[str, list[dict[str, Any]]]:
         """Every ``worker_stats`` log event, per worker, in order."""
         out: dict[str, list[dict[str, Any]]] = {}
-        for e in self._lines("*.log", '"worker_stats"'):
+        for e in self.lines("*.log", '"worker_stats"'):
             out.setdefault(e["worker"], []).append(e)
         return out

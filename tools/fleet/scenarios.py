@@ -275,14 +275,10 @@ def run_scenario(
     settings = replace(settings, **overrides)
     fleet = Fleet(endpoints, workdir / name, settings, name.split("_", maxsplit=1)[0])
     print(f"scenario {name}: {settings.shards} shards, lease {settings.lease_duration}s", flush=True)
-    fleet.start_producer()
-    try:
+    with fleet:
         extra = fn(fleet, timing)
         fleet.stop_producer()
         drained = fleet.wait_drained()
-    finally:
-        fleet.stop_producer()
-        fleet.stop_all()
     deliveries = fleet.deliveries()
     produced = [(s, q) for s, q, _ in fleet.produced]
     result = analysis.analyze(produced, deliveries, extra.pop("signals", None), extra.pop("owners", None))
