@@ -36,10 +36,11 @@ $(STAMPS)/python-stacks: requirements/consumer.txt requirements/infra.txt requir
 	$(PY) $(PIP_INSTALL) -r requirements/consumer.txt -r requirements/infra.txt $$(grep '^mypy==' requirements/dev.txt)
 	@touch $@
 
+# The two editable installs build with the setuptools pinned in requirements/dev.txt, already in .venv: one pip
+# run, no isolated build environment to fill first.
 $(STAMPS)/python: $(REQS) $(STAMPS)/python-stacks
 	$(PY) $(PIP_INSTALL) $(foreach f,$(sort $(wildcard requirements/*.txt)),-r $(f))
-	$(PY) $(PIP_INSTALL) --no-deps -e .
-	$(PY) $(PIP_INSTALL) --no-deps --no-build-isolation -e examples/latest-per-key
+	$(PY) $(PIP_INSTALL) --no-deps --no-build-isolation -e . -e examples/latest-per-key
 	@touch $@
 
 # checkov pins its own boto3 (and more), which cannot share .venv with the consumer's: it gets a venv of its own.
