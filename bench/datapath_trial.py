@@ -30,9 +30,11 @@ from aws_kinesis_agg.aggregator import AggRecord
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.client import BaseClient
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from consumer.aws import make_client
 from consumer.config import LeaseConfig, RetrievalConfig, StreamSpec, WorkerConfig
+from consumer.errors import ThrottledError
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.lifecycle.processor import BaseProcessor, InitializationInput, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
@@ -40,6 +42,7 @@ from consumer.metrics.sink import InMemoryMetrics
 from consumer.records import Record
 from consumer.retrieval.kinesis import BotoKinesis, to_records
 from consumer.retrieval.memory import InMemoryKinesis
+from tools.emulators.kinesis_limiter import THROUGHPUT
 
 __all__ = ["STREAM", "WINDOW", "CountingProcessor", "Window", "count_calls", "local_backlog", "main"]
 __all__ += ["memory_backlog", "payload", "read_shards", "run_worker"]
@@ -56,6 +59,7 @@ class Window:
 
     def __init__(self, target: int, result_path: str = "") -> None:
         self.target, self.result_path, self.count = target, result_path, 0
+        self.throttles = 0  # reads refused for the shard's rate (read_shards), noted in the result
         self._lock = threading.Lock()
         self._wall0 = self._cpu0 = 0.0
         self.done = threading.Event()
@@ -84,6 +88,7 @@ class Window:
                 "records_per_s": self.count / wall,
                 "cpu_s_per_100k": cpu / self.count * 100_000,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "throttles": self.throttles,
             }
             self.done.set()
         if self.result_path:
@@ -201,7 +206,16 @@ def read_shards(
             if (wait := next_call - time.monotonic()) > 0:
                 time.sleep(wait)
             started = time.monotonic()
-            count, size, iterator = read(iterator)
+            try:
+                count, size, iterator = read(iterator)
+            except (
+                ThrottledError,
+                ClientError,
+            ) as exc:  # the same iterator again at the next turn, as AWS asks
+                if isinstance(exc, ClientError) and exc.response["Error"]["Code"] != THROUGHPUT:
+                    raise
+                count, size = 0, 0
+                window.throttles += 1
             next_call = max(started + interval, time.monotonic() + size / byte_rate)
             window.add(count)
 
