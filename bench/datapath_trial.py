@@ -43,6 +43,7 @@ from consumer.records import Record
 from consumer.retrieval.kinesis import BotoKinesis, to_records
 from consumer.retrieval.memory import InMemoryKinesis
 from tools.emulators.kinesis_limiter import THROUGHPUT
+from tools.emulators.limits import Limits
 
 __all__ = ["STREAM", "WINDOW", "CountingProcessor", "Window", "count_calls", "local_backlog", "main"]
 __all__ += ["memory_backlog", "payload", "read_shards", "run_worker"]
@@ -257,16 +258,21 @@ def _local(spec: dict[str, Any], lean: bool) -> None:
 
     def bare(iterator: str) -> tuple[int, int, str | None]:
         out = client.get_records(ShardIterator=iterator, Limit=spec["limit"])
+        size = sum(len(r["Data"]) for r in out["Records"])
         if spec["kpl"]:  # users split aggregates with aws-kinesis-agg and decode its base64 sub-records
             users = iter_deaggregate_records(out["Records"], data_format="Boto3")
-            return len([b64decode(u["kinesis"]["data"]) for u in users]), 0, out.get("NextShardIterator")
-        return len(out["Records"]), 0, out.get("NextShardIterator")
+            return len([b64decode(u["kinesis"]["data"]) for u in users]), size, out.get("NextShardIterator")
+        return len(out["Records"]), size, out.get("NextShardIterator")
 
     def lean_read(iterator: str) -> tuple[int, int, str | None]:
         out = api.get_records(iterator, spec["limit"])
-        return len(to_records(spec["stream"], "shard", out.records)), 0, out.next_iterator
+        size = sum(len(r["Data"]) for r in out.records)
+        return len(to_records(spec["stream"], "shard", out.records)), size, out.next_iterator
 
-    read_shards(api, spec["stream"], lean_read if lean else bare, spec["idle"], WINDOW, _STOP)
+    # Both within AWS's 2 MiB read a second per shard, as the worker paces itself (else a read of up to
+    # 10,000 records four times a second is refused, and botocore's retries would count as the loop's CPU).
+    byte_rate = Limits().get_records_bytes_per_shard or math.inf
+    read_shards(api, spec["stream"], lean_read if lean else bare, spec["idle"], WINDOW, _STOP, byte_rate)
 
 
 def _memory(spec: dict[str, Any], worker: bool) -> None:
