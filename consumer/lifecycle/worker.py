@@ -101,7 +101,10 @@ class Worker(BackgroundControl):
         self._clock = clock or SystemClock()
         self.metrics = metrics or InMemoryMetrics()
         self.validity = OwnValidity(self._clock, config.lease.owner_validity)
-        self._events: queue.Queue[Event] = queue.Queue()
+        # A SimpleQueue: its put() is safe from a signal handler. queue.Queue's is not: SIGTERM's handler
+        # (request_shutdown) can interrupt this thread inside get() while it holds the queue's lock, and
+        # waiting for that lock there never ends (tests/unit/test_signals.py).
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self.stopped = threading.Event()
         if fanout is None and hasattr(kinesis, "subscribe"):  # the adapters implement both
             fanout = cast(FanOutApi, kinesis)
