@@ -60,7 +60,7 @@ class Window:
 
     def __init__(self, target: int, result_path: str = "") -> None:
         self.target, self.result_path, self.count = target, result_path, 0
-        self.throttles = 0  # reads refused for the shard's rate (read_shards), noted in the result
+        self.throttles = 0  # reads refused for the shard's rate (read_shards)
         self._lock = threading.Lock()
         self._wall0 = self._cpu0 = 0.0
         self.done = threading.Event()
@@ -71,6 +71,11 @@ class Window:
         with self._lock:
             if not self._wall0:
                 self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
+
+    def throttled(self) -> None:
+        """A read was refused for the shard's rate (``throttles`` in the result)."""
+        with self._lock:
+            self.throttles += 1
 
     def add(self, n: int) -> None:
         """``n`` more records were read."""
@@ -209,14 +214,11 @@ def read_shards(
             started = time.monotonic()
             try:
                 count, size, iterator = read(iterator)
-            except (
-                ThrottledError,
-                ClientError,
-            ) as exc:  # the same iterator again at the next turn, as AWS asks
+            except (ThrottledError, ClientError) as exc:
                 if isinstance(exc, ClientError) and exc.response["Error"]["Code"] != THROUGHPUT:
                     raise
+                window.throttled()  # the same iterator again at the next turn, as AWS asks
                 count, size = 0, 0
-                window.throttles += 1
             next_call = max(started + interval, time.monotonic() + size / byte_rate)
             window.add(count)
 
