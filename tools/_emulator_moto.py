@@ -254,10 +254,10 @@ def keep_alive(handler: type[Any]) -> type[Any]:
                 self.close_connection = True
                 status, headers, body = "500 Internal Server Error", [], b""
             code, _, reason = status.partition(" ")
-            self.send_response(int(code), reason)
+            self.send_response(number := int(code), reason)
             for name, value in headers:
                 self.send_header(name, value)
-            bodiless = self.command == "HEAD" or int(code) in (204, 304) or int(code) < 200
+            bodiless = self.command == "HEAD" or number in (204, 304) or number < 200
             if not bodiless and not any(name.lower() == "content-length" for name, _ in headers):
                 self.send_header("Content-Length", str(len(body)))
             if self.close_connection:
