@@ -133,7 +133,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_CHECKPOINT_INTERVAL_SECONDS",
         "checkpoint.auto_interval",
-        "auto mode: at most one checkpoint write per interval (0: every batch)",
+        "auto mode: at most one checkpoint write per interval (0: one per batch)",
     ),
     EnvVar("CONSUMER_MAX_ATTEMPTS", "processing.max_attempts", "processor attempts per batch and record"),
     EnvVar("CONSUMER_ON_FAILURE", "processing.on_failure", "halt or dlq (needs CONSUMER_DLQ_URL)"),

@@ -162,6 +162,10 @@ def _reading(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: C901, PLR09
         case Stage.FLUSH:
             if s.deferred is not None:
                 return _write(s, s.deferred)
+            if s.failures and s.mode is Mode.AUTO and s.processed not in (None, s.written):
+                # failing rounds never reach SAVE: what was delivered is saved before the next try, not
+                # after the interval (past the give-up bound the next owner starts here)
+                return _write(replace(s, saved_at=now), s.processed)
             return replace(s, stage=Stage.FETCH), []
         case Stage.FETCH:
             if s.held or s.shard_end:
@@ -216,12 +220,13 @@ def _deliver(s: ShardState, now: float, r: Rules) -> _Next:
 
 
 def _save(s: ShardState, now: float, r: Rules, *, idle: bool) -> _Next:
-    """The checkpoint, if due: auto after ``auto_interval`` over what was delivered; manual over what is
-    done, when idle or after ``flush_interval``; explicit never (the processor writes its own)."""
+    """The checkpoint, if due: auto after ``auto_interval`` (or before a halt) over what was delivered; manual
+    over what is done, when idle or after ``flush_interval``; explicit never (the processor writes its own)."""
     position: Position | None
     match s.mode:
         case Mode.AUTO:
-            due = now - s.saved_at >= r.auto_interval and s.processed not in (None, s.written)
+            # a halt ends the shard after this round: its checkpoint is written whatever the interval
+            due = (s.halting or now - s.saved_at >= r.auto_interval) and s.processed not in (None, s.written)
             position = s.processed
         case Mode.MANUAL:
             due = (idle or now - s.saved_at >= r.flush_interval) and s.watermark is not None

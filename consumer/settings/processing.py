@@ -14,13 +14,14 @@ __all__ = ["CheckpointConfig", "HealthConfig", "ProcessingConfig", "ShutdownConf
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    """``auto`` checkpoints after each successful batch; ``manual`` advances over records marked done."""
+    """``auto`` checkpoints over each successful batch, writing at most once per ``auto_interval`` seconds
+    (and at once at shutdown and at a hand-off); ``manual`` advances over records marked done."""
 
     mode: Literal["auto", "manual"] = "auto"
     flush_interval: float = 1.0
-    auto_interval: float = (
-        0.0  # auto mode: at most one checkpoint write per this many seconds (0: every batch)
-    )
+    # Auto mode: at most one checkpoint write per this many seconds (0: one per batch). A crash replays at
+    # most this much more; a planned stop or hand-off writes the exact position whatever the interval.
+    auto_interval: float = 1.0
     # Manual mode: records delivered and not yet done, per shard, past which fetching pauses (the memory
     # a processor that never marks a record done can hold). Keep it above a buffering sink's batch size.
     max_pending_records: int = 100_000

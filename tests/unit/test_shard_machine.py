@@ -298,6 +298,28 @@ def test_a_halted_delivery_saves_what_came_before_and_halts_at_the_record() -> N
     assert shell(CheckpointFailed(p(1), Decided.RETRY)) == [Finish(Outcome.HALTED, p(2))]
 
 
+def test_an_auto_checkpoint_waiting_for_its_interval_is_written_before_a_halt() -> None:
+    shell = Shell(auto_interval=60.0)
+    shell(Fetched(1, p(1)))
+    assert shell(Delivered()) == [Fetch()]  # not due for a minute
+    shell(Fetched(3, p(4)))
+    assert shell(DeliveryHalted(at=p(3), before=p(2))) == [Checkpoint(p(2))]  # due: the shard ends here
+    assert shell(CheckpointWritten(p(2))) == [Finish(Outcome.HALTED, p(3))]
+
+
+def test_failing_rounds_write_the_auto_checkpoint_waiting_for_its_interval_before_the_next_try() -> None:
+    shell = Shell(auto_interval=60.0, give_up_after=1.0)
+    shell(Fetched(2, p(2)))
+    assert shell(Delivered()) == [Fetch()]  # not due for a minute
+    (wait,) = shell(FetchFailed(Decided.RETRY, "boom"))
+    assert isinstance(wait, WaitUntil)
+    assert shell(Tick(), after=wait.at - shell.now) == [Checkpoint(p(2))]  # before the next fetch
+    assert shell(CheckpointWritten(p(2))) == [Fetch()]
+    # past the bound the shard is given up, and its next owner starts after what was delivered
+    assert shell(FetchFailed(Decided.RETRY, "boom"), after=1.0) == [Finish(Outcome.GAVE_UP)]
+    assert shell.m.state.written == p(2)
+
+
 def test_the_shard_end_is_checkpointed_by_shard_ended_after_the_last_batch() -> None:
     shell = Shell()
     assert shell(Fetched(1, p(1), shard_end=True)) == [Deliver()]
