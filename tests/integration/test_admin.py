@@ -40,7 +40,14 @@ def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_cli
     t = run_in_thread(worker)
     try:
         wait_until(lambda: len(journal.deliveries) == 20)
-        wait_until(lambda: len(stored_checkpoints(dynamodb_client, names.checkpoint_table)) == 2)
+        last = {r["ShardId"]: r["SequenceNumber"] for r in put}
+        wait_until(  # auto checkpoints land within their interval (1 s)
+            lambda: (
+                {s: c[0] for s, c in stored_checkpoints(dynamodb_client, names.checkpoint_table).items()}
+                == last
+            ),
+            what="both checkpoints at the last record",
+        )
         # The lag status shows is what the owner published with its heartbeat: caught up, on both shards.
         repo = DynamoDBLeaseRepository(dynamodb_client, names.lease_table, names.checkpoint_table)
 
@@ -58,7 +65,6 @@ def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_cli
         worker.request_shutdown()
         t.join(15)
     leases = {x["shard_id"]: x for x in status["leases"]}
-    last = {r["ShardId"]: r["SequenceNumber"] for r in put}
     assert set(leases) == set(last)
     for shard, x in leases.items():
         assert x["owner"] == "ops-w1" and x["epoch"] >= 1 and x["state"] == "running"
