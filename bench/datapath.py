@@ -165,8 +165,7 @@ class Bench:
         env = {**self.env, "DATAPATH_TARGET": str(sc.records)}
         env.update(DATAPATH_RESULT=str(result), DATAPATH_CALLS=str(calls))
         if sc.backend == "local" and kind == "worker":
-            scan = LeaseConfig().scan_interval if shard_mode else 0.5  # --shard-counts: production's
-            settings = {"idle_time_seconds": IDLE, "max_records": LIMIT, "scan_interval_seconds": scan}
+            settings = {"idle_time_seconds": IDLE, "max_records": LIMIT}  # else production's settings
             processor = "bench.datapath_trial:CountingProcessor"
             env.update(
                 worker_env(self.ddb, stream, "datapath", log_level="WARNING", processor=processor, **settings)
