@@ -35,6 +35,7 @@ _SHARDS = 4
 SETTINGS = {  # of both applications (CONSUMER_*; multilang ignores the processor)
     "idle_time_seconds": 0.2,  # between GetRecords per shard: AWS allows 5 a second
     "max_records": 1000,
+    "checkpoint_interval_seconds": 0,  # native: a checkpoint per batch, as the kclpy app's checkpoint() calls
     "initial_position": "TRIM_HORIZON",
     "processor": "bench.multilang:Counter",
     "log_level": "WARNING",
