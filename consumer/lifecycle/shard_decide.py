@@ -162,9 +162,9 @@ def _reading(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: C901, PLR09
         case Stage.FLUSH:
             if s.deferred is not None:
                 return _write(s, s.deferred)
-            if s.failures and s.mode is Mode.AUTO and s.processed not in (None, s.written):
-                # failing rounds never reach SAVE: what was delivered is saved before the next try, not
-                # after the interval (past the give-up bound the next owner starts here)
+            if s.failing_since is not None and s.mode is Mode.AUTO and s.processed not in (None, s.written):
+                # failing rounds never reach SAVE: what was delivered is saved before the next try, not after
+                # the interval, as the shard may be given up (a throttle never is: it waits for the interval)
                 return _write(replace(s, saved_at=now), s.processed)
             return replace(s, stage=Stage.FETCH), []
         case Stage.FETCH:

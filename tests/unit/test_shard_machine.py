@@ -320,6 +320,16 @@ def test_failing_rounds_write_the_auto_checkpoint_waiting_for_its_interval_befor
     assert shell.m.state.written == p(2)
 
 
+def test_throttled_rounds_leave_the_auto_checkpoint_to_its_interval() -> None:
+    shell = Shell(auto_interval=60.0)
+    shell(Fetched(2, p(2)))
+    shell(Delivered())
+    (wait,) = shell(FetchFailed(Decided.BACK_OFF, "slow down"))
+    assert isinstance(wait, WaitUntil)
+    assert shell(Tick(), after=wait.at - shell.now) == [Fetch()]  # never given up for it: no early write
+    assert shell(Fetched(0), after=60.0) == [Checkpoint(p(2))]  # the interval's
+
+
 def test_the_shard_end_is_checkpointed_by_shard_ended_after_the_last_batch() -> None:
     shell = Shell()
     assert shell(Fetched(1, p(1), shard_end=True)) == [Deliver()]
