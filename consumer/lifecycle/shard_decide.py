@@ -162,10 +162,10 @@ def _reading(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: C901, PLR09
         case Stage.FLUSH:
             if s.deferred is not None:
                 return _write(s, s.deferred)
-            if s.failing_since is not None and s.mode is Mode.AUTO and s.processed not in (None, s.written):
-                # failing rounds never reach SAVE: what was delivered is saved before the next try, not after
-                # the interval, as the shard may be given up (a throttle never is: it waits for the interval)
-                return _write(replace(s, saved_at=now), s.processed)
+            if s.failing_since is not None and (position := final_position(s)) not in (None, s.written):
+                # failing rounds never reach SAVE: what was delivered (auto) or done (manual) is saved before
+                # the next try, not after the interval, as the shard may be given up (a throttle never is)
+                return _write(replace(s, saved_at=now), position)
             return replace(s, stage=Stage.FETCH), []
         case Stage.FETCH:
             if s.held or s.shard_end:

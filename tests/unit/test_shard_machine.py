@@ -320,6 +320,15 @@ def test_failing_rounds_write_the_auto_checkpoint_waiting_for_its_interval_befor
     assert shell.m.state.written == p(2)
 
 
+def test_failing_rounds_in_manual_mode_write_what_is_done_before_the_next_try() -> None:
+    shell = Shell(Mode.MANUAL, flush_interval=60.0)
+    shell(Fetched(3, p(3)))
+    assert shell(WatermarkAdvanced(None, 3), Delivered()) == [Fetch()]  # delivered, none done yet
+    (wait,) = shell(WatermarkAdvanced(p(2), 1), FetchFailed(Decided.RETRY, "boom"))  # two done meanwhile
+    assert isinstance(wait, WaitUntil)
+    assert shell(Tick(), after=wait.at - shell.now) == [Checkpoint(p(2))]  # what is done, before the next try
+
+
 def test_throttled_rounds_leave_the_auto_checkpoint_to_its_interval() -> None:
     shell = Shell(auto_interval=60.0)
     shell(Fetched(2, p(2)))
