@@ -114,10 +114,11 @@ def shared_client(service: str) -> Any:
 class ThrottleRetries:
     """A botocore ``needs-retry`` handler for one-shot calls (operator commands, a worker's start-up checks),
     which have no retry policy of ours above them: a throttled call is tried again after a jittered exponential
-    backoff (``base`` doubling up to ``cap`` seconds), up to ``attempts`` tries in all; any other failure is
-    not retried here, so that an endpoint that cannot be reached is reported at once."""
+    backoff (``base`` doubling up to ``cap`` seconds), up to ``attempts`` tries in all (18-36 s at the defaults:
+    a table that a running fleet keeps at its limit still lets an operator's command through); any other
+    failure is not retried here, so that an endpoint that cannot be reached is reported at once."""
 
-    def __init__(self, attempts: int = 8, base: float = 0.2, cap: float = 5.0) -> None:
+    def __init__(self, attempts: int = 12, base: float = 0.2, cap: float = 5.0) -> None:
         self.attempts, self.base, self.cap = attempts, base, cap
 
     def __call__(
