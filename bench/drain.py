@@ -82,9 +82,7 @@ def trial(
         metrics = run_worker(kinesis, window, window.done, retrieval or RetrievalConfig())
         return {**window.result, "throttles": int(metrics.total("Throttles.GetRecords"))}
 
-    def read(
-        iterator: str,
-    ) -> tuple[int, int, str | None]:  # a throttle is counted and retried by read_shards
+    def read(iterator: str) -> tuple[int, int, str | None]:  # read_shards counts and retries a throttle
         out = kinesis.get_records(iterator, 10_000)
         return len(out.records), sum(len(r["Data"]) for r in out.records), out.next_iterator
 
