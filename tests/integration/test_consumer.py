@@ -7,6 +7,7 @@ import json
 import random
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from consumer.records import Position
 from consumer.sinks.dlq import SqsDeadLetterQueue
 from tests.unit.helpers import PROCESSOR_KINDS, AsyncRecordingProcessor, Journal, RecordingProcessor
+from tools.tcp_proxy import FaultProxy, address
 
 from .support import (
     create_stream,
@@ -300,6 +302,42 @@ def test_processor_failure_halts_the_shard_when_configured(
     finally:
         worker.request_shutdown()
         t.join(15)
+
+
+def test_a_kinesis_outage_writes_the_checkpoint_waiting_for_its_interval(
+    emulators, kinesis_client, dynamodb_client, unique_name
+) -> None:
+    """Reads refused over the network: the shard writes what it delivered before its next try, not a minute
+    later (its interval), so that a give-up hands the next owner the exact position."""
+    names = make_names(unique_name, dynamodb_client)
+    (shard,) = create_stream(kinesis_client, names.stream, 1)
+    put = [
+        r["SequenceNumber"]
+        for r in put_records(kinesis_client, names.stream, [f"o{i}".encode() for i in range(10)])
+    ]
+    journal = Journal()
+    with FaultProxy(address(emulators.kinesis_endpoint)) as proxy:
+        via = replace(emulators, kinesis_endpoint=proxy.url())
+        worker = dynamo_worker(
+            "w1",
+            via,
+            names,
+            lambda: RecordingProcessor(journal, "w1"),
+            checkpoint=CheckpointConfig(auto_interval=60),
+        )
+        t = run_in_thread(worker)
+        try:
+            wait_until(lambda: len(journal.deliveries) == 10, what="10 deliveries")
+            assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] is None  # not due
+            proxy.fault("refuse")
+            wait_until(
+                lambda: stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == put[-1],
+                what="the checkpoint at the last record delivered, written during the outage",
+            )
+        finally:
+            proxy.heal()
+            worker.request_shutdown()
+            t.join(15)
 
 
 def test_late_checkpoint_with_an_old_epoch_is_rejected(
