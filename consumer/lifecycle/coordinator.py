@@ -38,6 +38,7 @@ from consumer.lifecycle.messages import (
     OwnRead,
     ReadOwn,
     Reconciled,
+    Result,
     ShardFinished,
     ShutdownRequested,
     TableRead,
@@ -237,12 +238,23 @@ class Coordinator:
     def _planned(self, p: FleetPlan, snapshot: TableSnapshot) -> list[Action]:
         """The writes of the leader's plan ``p`` (made from ``snapshot``; our heartbeat is current) and the
         release of our stranded leases."""
-        if p.moves or p.truncated or any(x.handoff_to for x in snapshot.leases):
-            self.membership.expect(self._now)  # leases on the move (maybe to us): poll fast for a while
+        if p.truncated or self._moving_here(p, snapshot):
+            self.membership.expect(self._now)  # poll fast for a while: we hear of it through our item
         actions = self.duties.write(p, self._now)
         for lease in p.stranded:  # our own, with nobody to take them: release
             actions += self._apply(lease.key, own.Strand())
         return actions
+
+    def _moving_here(self, p: FleetPlan, snapshot: TableSnapshot) -> bool:
+        """Whether a hand-off asked of us or for us is planned or under way: we learn of its steps through our
+        own item only. (A lease we assign ourselves starts from the write's result, ``_written``; one that
+        moves between other workers needs nothing of us.)"""
+        me = self.id
+        return (
+            any(me in (lease.owner, to) for lease, to in p.request)
+            or any(me in (lease.owner, lease.handoff_to) for lease in p.withdraw)
+            or any(x.handoff_to is not None and me in (x.owner, x.handoff_to) for x in snapshot.leases)
+        )
 
     # -- our leases -------------------------------------------------------------------------------
     def _successor(self, key: str) -> str | None:
@@ -290,6 +302,8 @@ class Coordinator:
             mine = ev.kind is WriteKind.ASSIGN and ev.to == self.id and ev.lease.key not in self.owned
             if mine and ev.new is not None:  # we planned it for ourselves
                 actions += self._receive(ev.new)
+            elif mine and ev.result is Result.FAILED:  # it may have landed: our item will say so
+                self.membership.expect(self._now)
             return actions
         return self._apply(ev.lease.key, ev)
 

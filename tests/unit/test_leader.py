@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from consumer.leases.model import Leader, Lease
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.lifecycle.messages import (
@@ -23,6 +25,7 @@ from consumer.lifecycle.messages import (
     Result,
     ShardFinished,
     ShutdownRequested,
+    Start,
     Stop,
     TableRead,
     WatchLeader,
@@ -404,3 +407,39 @@ def test_a_leader_polls_its_item_at_the_quiet_cadence_while_its_fleet_rests_and_
     assert writes(c.step(T0 + 7.0, [table(ls, "a", "b")]), WriteKind.REQUEST)  # a hand-off to us is asked
     fast = [t for t in range(1, 40) if of(c.step(T0 + 7.0 + t / 10, []), ReadInbox)]
     assert len(fast) >= 30  # every 0.1 s (at most 4 at the quiet cadence): the transfer is heard at once
+
+
+def _inbox_reads(c, start: float, seconds: float) -> int:  # type: ignore[no-untyped-def]
+    """How many times ``c`` reads its own item, stepped every 0.1 s for ``seconds`` after ``start``."""
+    return len([t for t in range(1, round(seconds * 10)) if of(c.step(start + t / 10, []), ReadInbox)])
+
+
+def test_a_leader_taking_free_leases_itself_starts_them_from_its_writes_and_keeps_the_quiet_cadence() -> None:
+    c = leading()
+    free = tuple(Lease("s", f"sh{i}") for i in range(3))
+    assigns = writes(c.step(T0 + 1.5, [table(free, "a")]), WriteKind.ASSIGN)
+    assert sorted(w.to for w in assigns) == ["a", "a", "a"]
+    started = []
+    for w in assigns:
+        new = replace(w.lease, owner="a", epoch=1)
+        started += of(c.step(T0 + 1.5, [ActionResult(WriteKind.ASSIGN, w.lease, Result.OK, new, "a")]), Start)
+    assert sorted(s.lease.shard_id for s in started) == ["sh0", "sh1", "sh2"]  # not waiting for our item
+    assert _inbox_reads(c, T0 + 1.5, 5) <= 6  # once a second: nothing comes to us by another's hand
+
+
+def test_a_leader_moving_leases_between_other_workers_keeps_the_quiet_cadence() -> None:
+    c = leading()
+    ours = (owning(c, "sh0", now=T0 + 1.2), owning(c, "sh1", now=T0 + 1.2))
+    c.step(T0 + 1.5, [table(ours, "a")])
+    held = tuple(Lease("s", f"sh{i}", owner="b", epoch=1) for i in range(2, 6))
+    c.step(T0 + 2.5, [HeartbeatResult(T0 + 2.5, Result.OK)])
+    requests = writes(c.step(T0 + 2.5, [table((*ours, *held), "a", "b", "c")]), WriteKind.REQUEST)
+    assert len(requests) == 2 and {(w.lease.owner, w.to) for w in requests} == {("b", "c")}  # a holds its 2
+    assert _inbox_reads(c, T0 + 2.5, 5) <= 6
+
+
+def test_a_leader_whose_assignment_to_itself_failed_polls_fast_to_hear_if_it_landed() -> None:
+    c = leading()
+    [w] = writes(c.step(T0 + 1.5, [table((Lease("s", "sh0"),), "a")]), WriteKind.ASSIGN)
+    c.step(T0 + 1.5, [ActionResult(WriteKind.ASSIGN, w.lease, Result.FAILED, None, "a", "timed out")])
+    assert _inbox_reads(c, T0 + 1.5, 4) >= 30
