@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.loaders import Loader
 from botocore.utils import parse_timestamp
 
 from consumer.aws_errors import THROTTLE_CODES
@@ -89,13 +90,31 @@ def make_client(
     if service == "s3" and (endpoint_url or os.environ.get("AWS_ENDPOINT_URL")):
         config = config.merge(Config(s3={"addressing_style": "path"}))  # local endpoints have no bucket DNS
     if session is None:
-        session = boto3.session.Session()
+        session = _own_session()
         if (parser := _TIMESTAMP_PARSERS.get(service)) is not None:  # this session makes only this client
             factory = LeanParserFactory()  # GetRecords decoded without botocore's per-field walk
             factory.set_parser_defaults(timestamp_parser=parser)
             session._session.register_component("response_parser_factory", factory)
     name = region or session.region_name or os.environ.get("AWS_REGION") or None
     return session.client(service, endpoint_url=endpoint_url, region_name=name, config=config)
+
+
+_loader: list[Loader] = []  # the process's one, once a session of ours has made it
+_loader_lock = threading.Lock()
+
+
+def _own_session() -> boto3.session.Session:
+    """A session of the consumer's own (the default credential chain), each client's, so that one client's
+    parser settings stay its own. They share the process's one botocore data loader: each session otherwise
+    reads and parses the service models and endpoints.json again, 50-150 ms of CPU per client made
+    (botocore shares the loader between the clients of one session the same way)."""
+    session = boto3.session.Session()
+    with _loader_lock:
+        if not _loader:
+            _loader.append(session._session.get_component("data_loader"))  # the first session's, as it is
+        else:
+            session._session.register_component("data_loader", _loader[0])
+    return session
 
 
 _shared: dict[str, Any] = {}

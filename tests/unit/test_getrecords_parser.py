@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import botocore.session
 import pytest
 from aws_kinesis_agg.aggregator import AggRecord
@@ -282,6 +283,22 @@ def test_make_client_uses_the_lean_parser_end_to_end(monkeypatch: pytest.MonkeyP
         (1, "k2", b"two", "123"),
     ]
     assert got[0].approximate_arrival == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+
+
+def test_clients_of_the_consumers_own_sessions_share_one_data_loader_and_keep_their_own_parsers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    made = [
+        make_client(s, endpoint_url="http://127.0.0.1:9", region="us-east-1") for s in ("dynamodb", "kinesis")
+    ]
+    dynamodb, kinesis, again = (*made, make_client("kinesis", region="us-east-1"))
+    assert dynamodb._loader is kinesis._loader is again._loader  # the service models are read once
+    assert isinstance(kinesis._endpoint._response_parser_factory, LeanParserFactory)
+    assert not isinstance(dynamodb._endpoint._response_parser_factory, LeanParserFactory)
+    given = boto3.session.Session(region_name="us-east-1")  # a caller's session is used as it is
+    assert make_client("dynamodb", session=given)._loader is given._session.get_component("data_loader")
 
 
 def test_make_client_errors_are_client_errors(monkeypatch: pytest.MonkeyPatch) -> None:
