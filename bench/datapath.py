@@ -197,7 +197,7 @@ def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     """The main run's markdown table and its settings."""
     lines = table_head(
         "scenario | loop | records/s | CPU-s per 100k records | peak RSS (MB) | records/s vs bare | CPU vs bare "
-        "| RSS vs bare"
+        "| RSS vs bare | start-up CPU-s"
     )
     for r in results:
         for kind, m in r["loops"].items():
@@ -205,7 +205,7 @@ def table(results: list[dict[str, Any]], settings: dict[str, Any]) -> str:
             lines.append(
                 f"| {r['scenario']} | {LABELS[kind]} | {m['records_per_s']:,.0f} | {m['cpu_s_per_100k']:.3f} | "
                 f"{m['peak_rss_mb']:.0f} | {ratio['records_per_s']:.2f}x | {ratio['cpu_s_per_100k']:.2f}x | "
-                f"{ratio['peak_rss_mb']:.2f}x |"
+                f"{ratio['peak_rss_mb']:.2f}x | {m['start_cpu_s']:.2f} |"
             )
     lines.append(
         f"\nMedians of {settings['repeats']} interleaved repeats, each trial its own process; settings in the JSON."
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.update(prefetch_batches=RetrievalConfig().prefetch_batches, idle_after_s=args.idle_after)
         settings["per_aggregate"] = Scenario.per_aggregate
         kinds = ("bare", "worker", "lean") if args.cpu_per_record else ("bare", "worker")
-        keys, results = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s"), []
+        keys, results = ("records_per_s", "cpu_s_per_100k", "peak_rss_mb", "wall_s", "start_cpu_s"), []
         for sc in scenarios(args):
             print(f"{sc.name}: {sc.records:,} records over {sc.shards} shards", flush=True)
             rows = bench.run(sc, kinds)

@@ -95,6 +95,7 @@ class Window:
                 "cpu_s_per_100k": cpu / self.count * 100_000,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "throttles": self.throttles,
+                "start_cpu_s": self._cpu0,  # the process's CPU before its first read: start-up
             }
             self.done.set()
         if self.result_path:
