@@ -122,8 +122,9 @@ _shared_lock = threading.Lock()
 
 
 def shared_client(service: str) -> Any:
-    """One client per service per process (boto3 clients are thread-safe; creating one costs ~0.1-0.5 s,
-    which a processor created per shard on every hand-off should not pay)."""
+    """One client per service per process (boto3 clients are thread-safe; creating one still costs 10-30 ms
+    of CPU with the shared data loader, and a pool of connections, which a processor created per shard on
+    every hand-off should not pay)."""
     with _shared_lock:
         if service not in _shared:
             _shared[service] = make_client(service)
