@@ -106,7 +106,7 @@ _loader_lock = threading.Lock()
 def _own_session() -> boto3.session.Session:
     """A session of the consumer's own (the default credential chain), each client's, so that one client's
     parser settings stay its own. They share the process's one botocore data loader: each session otherwise
-    reads and parses the service models and endpoints.json again, 50-150 ms of CPU per client made
+    reads and parses the service models and endpoints.json again, 60-140 ms of CPU per client made
     (botocore shares the loader between the clients of one session the same way)."""
     session = boto3.session.Session()
     with _loader_lock:
