@@ -83,6 +83,14 @@ def put_records(
     return out
 
 
+def put_numbered(kinesis: Any, stream: str, prefix: str, count: int) -> list[str]:
+    """Put ``count`` records ``{prefix}0``, ``{prefix}1``, ... (``put_records``); their sequence numbers, in order."""
+    return [
+        r["SequenceNumber"]
+        for r in put_records(kinesis, stream, [f"{prefix}{i}".encode() for i in range(count)])
+    ]
+
+
 @dataclass
 class Names:
     stream: str

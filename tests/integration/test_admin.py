@@ -15,6 +15,7 @@ from .support import (
     create_stream,
     dynamo_worker,
     make_names,
+    put_numbered,
     put_records,
     read_journal,
     run_cli,
@@ -106,10 +107,7 @@ def test_replay_asks_for_confirmation_names_unknowns_and_redelivers(
 ) -> None:
     names = make_names(unique_name, dynamodb_client)
     (shard,) = create_stream(kinesis_client, names.stream, 1)
-    seqs = [
-        r["SequenceNumber"]
-        for r in put_records(kinesis_client, names.stream, [f"r{i}".encode() for i in range(10)])
-    ]
+    seqs = put_numbered(kinesis_client, names.stream, "r", 10)
     journal = Journal()
     worker = dynamo_worker("rp", emulators, names, lambda: RecordingProcessor(journal, "rp"))
     t = run_in_thread(worker)

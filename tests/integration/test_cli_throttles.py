@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.support import Names, create_stream, make_names, put_records, read_journal, run_cli
+from tests.integration.support import Names, create_stream, make_names, put_numbered, read_journal, run_cli
 from tests.integration.support import spawn_worker as spawn_session_worker
 from tests.unit.helpers import wait_until
 
@@ -41,9 +41,7 @@ def test_status_replay_and_drain_are_throttled_and_finish(
     kinesis, ddb = tight.client("kinesis"), tight.client("dynamodb")
     names = make_names(unique_name, ddb)
     (shard,) = create_stream(kinesis, names.stream, 1)
-    seqs = [
-        r["SequenceNumber"] for r in put_records(kinesis, names.stream, [f"r{i}".encode() for i in range(10)])
-    ]
+    seqs = put_numbered(kinesis, names.stream, "r", 10)
     journal = tmp_path / "journal.jsonl"
     # The worker at the defaults' pace, so that the tables' budget is shared and the commands meet throttles.
     worker = spawn_session_worker(

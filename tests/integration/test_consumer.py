@@ -25,6 +25,7 @@ from .support import (
     create_stream,
     dynamo_worker,
     make_names,
+    put_numbered,
     put_records,
     run_in_thread,
     stored_checkpoints,
@@ -240,10 +241,7 @@ def test_processor_failure_goes_to_sqs_dlq_and_never_skips(
     names = make_names(unique_name, dynamodb_client)
     create_stream(kinesis_client, names.stream, 1)
     queue = sqs_client.create_queue(QueueName=unique_name("dlq"))["QueueUrl"]
-    put = [
-        r["SequenceNumber"]
-        for r in put_records(kinesis_client, names.stream, [f"d{i}".encode() for i in range(30)])
-    ]
+    put = put_numbered(kinesis_client, names.stream, "d", 30)
     journal = Journal()
     worker = dynamo_worker(
         "w1",
@@ -279,10 +277,7 @@ def test_processor_failure_halts_the_shard_when_configured(
 ) -> None:
     names = make_names(unique_name, dynamodb_client)
     (shard,) = create_stream(kinesis_client, names.stream, 1)
-    put = [
-        r["SequenceNumber"]
-        for r in put_records(kinesis_client, names.stream, [f"h{i}".encode() for i in range(20)])
-    ]
+    put = put_numbered(kinesis_client, names.stream, "h", 20)
     journal = Journal()
     worker = dynamo_worker(
         "w1",
@@ -311,10 +306,7 @@ def test_a_kinesis_outage_writes_the_checkpoint_waiting_for_its_interval(
     later (its interval), so that a give-up hands the next owner the exact position."""
     names = make_names(unique_name, dynamodb_client)
     (shard,) = create_stream(kinesis_client, names.stream, 1)
-    put = [
-        r["SequenceNumber"]
-        for r in put_records(kinesis_client, names.stream, [f"o{i}".encode() for i in range(10)])
-    ]
+    put = put_numbered(kinesis_client, names.stream, "o", 10)
     journal = Journal()
     with FaultProxy(address(emulators.kinesis_endpoint)) as proxy:
         via = replace(emulators, kinesis_endpoint=proxy.url())
