@@ -1,8 +1,7 @@
 """An HTTP front for kinesis-local that answers as AWS does when a Kinesis quota is exceeded (docs/emulators.md):
 each JSON request is read whole, checked with the :class:`~tools.emulators.kinesis_limiter.KinesisLimiter`, and
 refused or forwarded over a kept-alive connection; event streams are relayed chunk by chunk, and ended at an
-event boundary after ``subscription_seconds``. A GetRecords at a shard's tip that kinesis-local would answer
-empty is answered by the proxy (:mod:`tools.emulators.kinesis_tip`)."""
+event boundary after ``subscription_seconds``."""
 
 from __future__ import annotations
 
@@ -13,20 +12,17 @@ import hashlib
 import http.client
 import json
 import logging
-import os
 import re
 import select
 import socket
 import socketserver
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any, Final
 
 from tools.emulators.children import child_main
 from tools.emulators.kinesis_limiter import THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
-from tools.emulators.kinesis_tip import MAX_AGE, TipCache
-from tools.emulators.limits import Limits, LimitsError
+from tools.emulators.limits import Limits
 from tools.emulators.settings import LOOPBACK, region_of
 from tools.http_framing import Closed, Head, Reader, chunk_size, json_response
 
@@ -38,27 +34,6 @@ _RESHARDING: Final = frozenset(
     {"SplitShard", "MergeShards", "UpdateShardCount", "CreateStream", "DeleteStream", "UpdateStreamMode"}
 )
 _SIGNATURE: Final = ("authorization", "x-amz-date", "x-amz-security-token")
-#: Calls that change neither a stream's records nor its shards (any other call moves the stream's tip version).
-_UNCHANGING: Final = frozenset(
-    {
-        "GetRecords",
-        "GetShardIterator",
-        "ListShards",
-        "ListStreams",
-        "DescribeStream",
-        "DescribeStreamSummary",
-        "DescribeStreamConsumer",
-        "ListStreamConsumers",
-        "RegisterStreamConsumer",
-        "DeregisterStreamConsumer",
-        "SubscribeToShard",
-        "ListTagsForStream",
-        "ListTagsForResource",
-        "DescribeLimits",
-    }
-)
-#: Environment setting: seconds during which an empty answer at a shard's tip is repeated (0: never).
-TIP_SECONDS_ENV: Final = "EMULATORS_KINESIS_TIP_SECONDS"
 
 
 def stream_name(request: dict[str, Any]) -> str:
@@ -120,18 +95,13 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
     daemon_threads = True
     request_queue_size = 128  # many workers may connect at once
 
-    def __init__(
-        self, upstream: tuple[str, int], limits: Limits, port: int = 0, tip_seconds: float = 0.0
-    ) -> None:
+    def __init__(self, upstream: tuple[str, int], limits: Limits, port: int = 0) -> None:
         if upstream[0] not in (LOOPBACK, "localhost"):
             raise ValueError(f"upstream {upstream} is not on {LOOPBACK}")
         super().__init__((LOOPBACK, port), _Conn)
         self.upstream = (LOOPBACK, upstream[1])
         self.port: int = self.server_address[1]
         self.limiter = KinesisLimiter(limits)
-        #: Empty answers at shards' tips, repeated while nothing is put (``tip_seconds`` 0: never). Only for a
-        #: proxy that sees every write to kinesis-local (the harness's): puts that go round it would be missed.
-        self.tips = TipCache(tip_seconds)
         #: open sockets, shut down on stop (set.add/discard/copy are atomic under the GIL: no lock)
         self.sockets: set[socket.socket] = set()
         #: open shards by (region, stream); dropped after a call that reshards, creates or deletes the stream
@@ -146,7 +116,6 @@ class KinesisLimitsProxy(socketserver.ThreadingTCPServer):
         limiter = KinesisLimiter(limits)
         limiter.adopt_iterators(self.limiter)
         self.limiter = limiter
-        self.tips.clear()
 
     def url(self) -> str:
         """``http://127.0.0.1:<port>``."""
@@ -246,50 +215,22 @@ class _Conn(socketserver.BaseRequestHandler):
     def dispatch(self, head: Head, raw: bytes, body: bytes) -> None:
         limiter = self.proxy.limiter  # of this request: set_limits may change it while connections stay open
         content_type, enabled = head.headers.get("content-type", ""), limiter.limits.enabled
-        if not body or not content_type.startswith("application/x-amz-json"):
+        if not enabled or not body or not content_type.startswith("application/x-amz-json"):
             if enabled and body:
                 _warn_unlimited(content_type)
             self.exchange(raw, body)
             return
         operation = head.headers.get("x-amz-target", "").rpartition(".")[2]
         request = json.loads(body)
-        stream, now = stream_name(request), time.monotonic()
+        stream, shard, now = stream_name(request), str(request.get("ShardId", "")), time.monotonic()
+        key: tuple[str, str] | None = None
+        if operation in ("PutRecords", "PutRecord"):
+            self.put(operation, head, raw, body, request, now)
+            return
         if operation == "GetRecords":
-            self.get_records(limiter if enabled else None, head, raw, body, request, now)
-            return
-        with self.changing(operation, stream):
-            if not enabled:
-                self.exchange(raw, body)
-            elif operation in ("PutRecords", "PutRecord"):
-                self.put(operation, head, raw, body, request, now)
-            else:
-                self.call(limiter, operation, head, raw, body, request, now)
-
-    @contextlib.contextmanager
-    def changing(self, operation: str, stream: str) -> Iterator[None]:
-        """Around a call that may change ``stream``: its tip version moves before the call and after it."""
-        if operation in _UNCHANGING or not stream:
-            yield
-            return
-        self.proxy.tips.changed(stream)
-        try:
-            yield
-        finally:
-            self.proxy.tips.changed(stream)
-
-    def call(
-        self,
-        limiter: KinesisLimiter,
-        operation: str,
-        head: Head,
-        raw: bytes,
-        body: bytes,
-        request: dict[str, Any],
-        now: float,
-    ) -> None:
-        """Any call but GetRecords and puts: refused over its rate, else forwarded."""
-        stream, shard = stream_name(request), str(request.get("ShardId", ""))
-        refusal = limiter.check_call(operation, stream, shard, now, str(request.get("ConsumerARN", "")))
+            key, refusal = limiter.check_get_records(str(request.get("ShardIterator", "")), now)
+        else:
+            refusal = limiter.check_call(operation, stream, shard, now, str(request.get("ConsumerARN", "")))
         if refusal is not None:
             self.reply(refusal)
             return
@@ -299,42 +240,12 @@ class _Conn(socketserver.BaseRequestHandler):
         status, answer = self.exchange(raw, body, stream_for=subscription)
         if status != 200:
             return
-        if operation == "GetShardIterator" and (iterator := json.loads(answer).get("ShardIterator")):
+        if operation == "GetRecords" and key is not None:
+            self.after_get_records(limiter, key, answer, time.monotonic())
+        elif operation == "GetShardIterator" and (iterator := json.loads(answer).get("ShardIterator")):
             limiter.iterator_issued(iterator, stream, shard, time.monotonic())
         elif operation in _RESHARDING:
             self.proxy.shard_maps.pop((region_of(head.headers.get("authorization", "")), stream), None)
-
-    def get_records(
-        self,
-        limiter: KinesisLimiter | None,
-        head: Head,
-        raw: bytes,
-        body: bytes,
-        request: dict[str, Any],
-        now: float,
-    ) -> None:
-        """Refused over the shard's rates; else answered from the tip cache, or forwarded (an alias as the
-        iterator it stands for) and the answer noted. ``limiter`` None: limits off, forwarded as it is."""
-        tips, iterator = self.proxy.tips, str(request.get("ShardIterator", ""))
-        key, refusal = limiter.check_get_records(iterator, now) if limiter is not None else (None, None)
-        if refusal is not None:
-            self.reply(refusal)
-            return
-        if limiter is not None and key is not None and (cached := tips.serve(iterator, now)) is not None:
-            limiter.iterator_issued(cached["NextShardIterator"], *key, now)
-            self.client.sendall(json_response(200, json.dumps(cached).encode(), JSON_11))
-            return
-        if (upstream := tips.upstream(iterator)) != iterator:
-            body = json.dumps({**request, "ShardIterator": upstream}).encode()
-            raw = head.with_length(len(body))
-        version = tips.version(key[0]) if key is not None else 0
-        status, answer = self.exchange(raw, body)
-        if status != 200 or limiter is None or key is None:
-            return
-        now = time.monotonic()
-        self.after_get_records(limiter, key, answer, now)
-        if b'"Records":[]' in answer:
-            tips.answered(*key, json.loads(answer), version, now)
 
     def after_get_records(
         self, limiter: KinesisLimiter, key: tuple[str, str], answer: bytes, now: float
@@ -456,22 +367,9 @@ class _Conn(socketserver.BaseRequestHandler):
 def main(argv: list[str] | None = None) -> None:
     """``python -m tools.emulators.kinesis_proxy``: the harness's child, until SIGTERM or the parent's death."""
     args = child_main(argv, __doc__, upstream_port=int)
-    limits = Limits(**json.loads(args.limits))
-    proxy = KinesisLimitsProxy((LOOPBACK, args.upstream_port), limits, args.port, tip_seconds())
+    proxy = KinesisLimitsProxy((LOOPBACK, args.upstream_port), Limits(**json.loads(args.limits)), args.port)
     logger.info("kinesis limits proxy on %s -> %d", proxy.url(), args.upstream_port)
     proxy.serve_forever()
-
-
-def tip_seconds() -> float:
-    """:data:`TIP_SECONDS_ENV` (default :data:`~tools.emulators.kinesis_tip.MAX_AGE`)."""
-    value = os.environ.get(TIP_SECONDS_ENV, "").strip()
-    try:
-        seconds = float(value) if value else MAX_AGE
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < 300:
-        raise LimitsError(f"{TIP_SECONDS_ENV}={value!r}: expected seconds from 0 (never) to under 300")
-    return seconds
 
 
 if __name__ == "__main__":
