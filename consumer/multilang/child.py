@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import queue
+import shutil
 import subprocess
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import IO
 from consumer.logs import log_event
 from consumer.multilang.protocol import CheckpointRequest, ProtocolError, StatusReply, parse_child_line
 
-__all__ = ["Child", "ChildFailed"]
+__all__ = ["Child", "ChildFailed", "resolve_command"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,16 +87,43 @@ def _kill_if_running(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+def resolve_command(command: Sequence[str], workdir: Path, path: str | None) -> list[str]:
+    """``command`` with its program as it will be started: a bare name is a file beside the properties (the
+    KCL's samples name a script there) or else a program on ``path`` (``PATH``); a relative path is taken from
+    ``workdir``. ``ValueError`` says what is missing or not executable, so that a typo fails at start-up rather
+    than once per shard."""
+    argv = list(command)
+    if not argv:
+        raise ValueError("is empty")
+    program = argv[0]
+    if "/" not in program:
+        local = workdir / program
+        if local.is_file():
+            argv[0] = str(local)
+        elif shutil.which(program, path=path) is not None:
+            return argv
+        else:
+            raise ValueError(f"{program!r} is neither a file in {workdir} nor a program on PATH")
+    target = Path(argv[0]) if Path(argv[0]).is_absolute() else workdir / argv[0]
+    if not target.is_file():
+        raise ValueError(f"{program!r}: no such file ({target})")
+    if not os.access(target, os.X_OK):
+        raise ValueError(
+            f"{program!r} is not executable ({target}): chmod +x it, or start it with its interpreter"
+        )
+    return argv
+
+
 class Child:
     """A started child process for one shard."""
 
     def __init__(
         self, command: Sequence[str], workdir: Path, shard: str, env: Mapping[str, str] | None = None
     ) -> None:
-        argv = list(command)
-        local = workdir / argv[0]
-        if "/" not in argv[0] and local.is_file():  # the KCL's samples name a script beside the properties
-            argv[0] = str(local)
+        try:
+            argv = resolve_command(command, workdir, (env if env is not None else os.environ).get("PATH"))
+        except ValueError as exc:
+            raise ChildFailed(str(exc)) from None
         self.shard = shard
         try:
             self._proc = subprocess.Popen(

@@ -20,6 +20,7 @@ from consumer.errors import ConfigError
 from consumer.health import attach_heartbeat
 from consumer.loader import load_processor
 from consumer.logs import log_event
+from consumer.multilang.child import resolve_command
 from consumer.multilang.processor import processor_factory
 from consumer.multilang.properties import KEYS, MultiLangSettings, parse_text, read_properties
 
@@ -105,6 +106,10 @@ def _check(settings: MultiLangSettings, path: Path) -> int:
 def _run(args: argparse.Namespace) -> int:
     path = Path(args.properties)
     settings = read_properties(path)
+    try:  # a typo here would otherwise fail every shard's child, one at a time, for as long as the daemon runs
+        resolve_command(settings.command, settings.workdir, os.environ.get("PATH"))
+    except ValueError as exc:
+        raise ConfigError(f"{settings.source}: executableName", str(exc)) from None
     if args.check:
         return _check(settings, path)
     for key, why in settings.ignored:

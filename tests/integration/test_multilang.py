@@ -3,6 +3,7 @@ hand-offs between two daemons, shard ends, and children that crash, hang or writ
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -354,6 +355,10 @@ _BAD_PROPERTIES = (
         "executableName = x\nstreamName = s\napplicationName = a\nmaxRecords = 0\n",
         "maxRecords: must be",
     ),
+    (  # a typo: refused at start-up, not once per shard (nor every record dead-lettered)
+        "executableName = sample_kclpy_ap.py\nstreamName = s\napplicationName = a\n",
+        "executableName: 'sample_kclpy_ap.py' is neither a file in",
+    ),
 )
 
 
@@ -412,6 +417,7 @@ def test_check_reports_each_key_of_the_sample(kclpy: Path, tmp_path: Path) -> No
         stock.returncode == 2
         and "streamArn: is in region us-east-5 but regionName is us-east-1" in stock.stderr
     )
+    shutil.copy2(kclpy / "samples" / "sample_kclpy_app.py", tmp_path)  # the file names it beside itself
     fixed = _check(sample_properties(kclpy, "orders", "eu-west-1", tmp_path))
     assert fixed.returncode == 0, fixed.stderr
     assert "streamArn = arn:aws:kinesis:eu-west-1:000000000000:stream/orders  -> the stream" in fixed.stdout
@@ -431,3 +437,25 @@ def test_missing_properties_file_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert f"error: {tmp_path / 'nope.properties'}: cannot read the properties file" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_check_refuses_a_child_that_cannot_start(tmp_path: Path) -> None:
+    """``--check`` answers what the daemon would find at start-up: a missing program, a script that is not
+    executable; a program on PATH and an executable script beside the file pass."""
+    script = tmp_path / "app.py"
+    script.write_text("#!/usr/bin/env python3\n")
+    base = "streamName = s\napplicationName = a\nexecutableName = "
+    cases = {
+        "typo.properties": ("apq.py", 2, "executableName: 'apq.py' is neither a file in"),
+        "plain.properties": ("app.py", 2, "executableName: 'app.py' is not executable"),
+        "relative.properties": ("./nope/app.py", 2, "executableName: './nope/app.py': no such file"),
+        "path.properties": (f"{Path(sys.executable).name} app.py", 0, ""),
+    }
+    for name, (command, code, error) in cases.items():
+        (tmp_path / name).write_text(base + command + "\n")
+        out = _check(tmp_path / name)
+        assert out.returncode == code, (name, out.stderr)
+        assert error in out.stderr and "Traceback" not in out.stderr, (name, out.stderr)
+    script.chmod(0o755)
+    out = _check(tmp_path / "plain.properties")
+    assert out.returncode == 0 and "stream s, child app.py" in out.stdout, out.stderr
