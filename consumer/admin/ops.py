@@ -16,7 +16,15 @@ from consumer.leases.repository import LeaseRepository
 from consumer.logs import log_event
 from consumer.records import Position
 
-__all__ = ["ReplayPlan", "check_sequence", "drain", "first_sequence", "plan_replay", "replay"]
+__all__ = [
+    "ReplayPlan",
+    "check_sequence",
+    "drain",
+    "first_sequence",
+    "plan_replay",
+    "position_refused",
+    "replay",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,13 +78,22 @@ def _shard_range(kinesis: Any, stream: str, shard_id: str) -> tuple[int, int | N
 def check_sequence(kinesis: Any, stream: str, shard_id: str, sequence: str) -> None:
     """The position exists in the shard: within its sequence range, and Kinesis gives an iterator at it
     (what the next owner asks for). Raises ``ConfigError`` naming ``--sequence`` otherwise."""
-    start, end = _shard_range(kinesis, stream, shard_id)
     hint = " (sequence numbers belong to one shard: give --shard for the shard that holds it)"
+    if (
+        why := position_refused(kinesis, stream, shard_id, sequence, _shard_range(kinesis, stream, shard_id))
+    ) is not None:
+        raise ConfigError("--sequence", f"{why}{hint}")
+
+
+def position_refused(
+    kinesis: Any, stream: str, shard_id: str, sequence: str, span: tuple[int, int | None]
+) -> str | None:
+    """Why ``sequence`` is not a position in the shard whose sequence range is ``span`` (start, end or None while
+    open): outside the range, or Kinesis refuses an iterator at it; None when it is one."""
+    start, end = span
     if int(sequence) < start or (end is not None and int(sequence) > end):
-        span = f"{start}..{end}" if end is not None else f"{start} onwards"
-        raise ConfigError(
-            "--sequence", f"{sequence} is not in shard {stream}/{shard_id} (range {span}){hint}"
-        )
+        range_ = f"{start}..{end}" if end is not None else f"{start} onwards"
+        return f"{sequence} is not in shard {stream}/{shard_id} (range {range_})"
     try:
         kinesis.get_shard_iterator(
             StreamName=stream,
@@ -87,18 +104,18 @@ def check_sequence(kinesis: Any, stream: str, shard_id: str, sequence: str) -> N
     except ClientError as exc:
         error = exc.response.get("Error", {})
         # Kinesis answers InvalidArgument for a position outside the shard; emulators also answer
-        # ResourceNotFound (the shard itself was listed just above).
+        # ResourceNotFound (the shard itself was listed before).
         if error.get("Code") not in {
             "InvalidArgumentException",
             "ValidationException",
             "ResourceNotFoundException",
         }:
             raise
-        raise ConfigError(
-            "--sequence",
+        return (
             f"{sequence} is not a position in shard {stream}/{shard_id}: Kinesis says "
-            f"{error.get('Message', error.get('Code'))}{hint}",
-        ) from None
+            f"{error.get('Message', error.get('Code'))}"
+        )
+    return None
 
 
 def plan_replay(

@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from consumer.admin.ops import first_sequence
+from consumer.admin.ops import first_sequence, position_refused
 from consumer.aws_errors import aws_call
 from consumer.checkpoint.store import CheckpointStore
 from consumer.dynamo import to_item, translate_errors
-from consumer.errors import ConfigError, ConsumerError, LeaseConflictError
+from consumer.errors import ConfigError, ConsumerError, LeaseConflictError, MissingResourceError
 from consumer.kcl.lease_table import KclLease
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.leases.model import Lease, LeaseState, lease_key
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position
 
-__all__ = ["Action", "ShardPlan", "apply_plans", "plan_import"]
+__all__ = ["Action", "ShardPlan", "apply_plans", "check_streams", "plan_import"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,60 @@ def _target(kcl: KclLease, kinesis: Any, timestamp: datetime | None) -> tuple[Po
     )
 
 
+def _shard_spans(kinesis: Any, stream: str, setting: str) -> dict[str, tuple[int, int | None]]:
+    """Each shard of ``stream`` the stream still lists, with its sequence range; a missing stream names ``setting``."""
+    spans: dict[str, tuple[int, int | None]] = {}
+    kwargs: dict[str, Any] = {"StreamName": stream}
+    while True:
+        try:
+            with aws_call("kinesis", f"list the shards of {stream}"):
+                out = kinesis.list_shards(**kwargs)
+        except MissingResourceError:
+            raise ConfigError(setting, f"Kinesis stream {stream!r} does not exist") from None
+        for shard in out.get("Shards", []):
+            rng = shard.get("SequenceNumberRange", {})
+            end = rng.get("EndingSequenceNumber")
+            spans[shard["ShardId"]] = (int(rng["StartingSequenceNumber"]), int(end) if end else None)
+        if not out.get("NextToken"):
+            return spans
+        kwargs = {"NextToken": out["NextToken"]}
+
+
+def check_streams(kcl_leases: list[KclLease], kinesis: Any) -> list[KclLease]:
+    """The leases worth importing, each held to its stream: the stream exists and lists the lease's shard, and a
+    sequence-number checkpoint is a position in that shard. A wrong ``--stream`` (or a lease table of another
+    application) is refused here, before anything is written, rather than leaving leases the fleet never reads
+    or positions it cannot start from. A finished (``SHARD_END``) lease whose shard has expired past the
+    retention period is left out: nothing is left to read there, and the KCL keeps such leases for a while."""
+    spans: dict[str, dict[str, tuple[int, int | None]]] = {}
+    keep = []
+    for kcl in kcl_leases:
+        setting = "--kcl-table" if ":" in kcl.lease_key else "--stream"  # where the stream's name came from
+        if kcl.stream not in spans:
+            spans[kcl.stream] = _shard_spans(kinesis, kcl.stream, setting)
+        span = spans[kcl.stream].get(kcl.shard_id)
+        if span is None:
+            if kcl.sentinel == "SHARD_END":
+                log_event(
+                    logger, "kcl_lease_skipped", stream=kcl.stream, shard=kcl.shard_id, why="shard expired"
+                )
+                continue
+            raise ConfigError(
+                setting,
+                f"Kinesis stream {kcl.stream!r} has no shard {kcl.shard_id} (KCL lease {kcl.lease_key}): "
+                "is it the KCL application's stream?",
+            )
+        if kcl.sentinel is None:
+            with aws_call("kinesis", f"check {kcl.stream}/{kcl.shard_id}"):
+                why = position_refused(kinesis, kcl.stream, kcl.shard_id, kcl.checkpoint, span)
+            if why is not None:
+                raise ConfigError(
+                    setting, f"KCL lease {kcl.lease_key}: {why}; is it the KCL application's stream?"
+                )
+        keep.append(kcl)
+    return keep
+
+
 def plan_import(
     kcl_leases: list[KclLease],
     repo: DynamoDBLeaseRepository,
@@ -131,7 +185,8 @@ def plan_import(
     timestamp: datetime | None = None,
     force: bool = False,
 ) -> list[ShardPlan]:
-    """What the import would do for each KCL lease, parents first (nothing is written)."""
+    """What the import would do for each KCL lease, parents first (nothing is written; ``check_streams`` first)."""
+    kcl_leases = check_streams(kcl_leases, kinesis)
     ours = {(lease.stream, lease.shard_id): lease for lease in repo.snapshot().leases}
     plans = []
     for kcl in _parents_first(kcl_leases):

@@ -60,6 +60,17 @@ def _scan(ddb: Any, table: str) -> Iterator[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
 
+def _count(item: dict[str, Any], attribute: str, key: str) -> int:
+    """A whole-number attribute of a KCL lease (0 when absent); anything else names the lease and attribute."""
+    text = str(item.get(attribute, 0)).strip()
+    if not text.isdigit():
+        raise ConfigError(
+            "--kcl-table",
+            f"lease {key}: {attribute} {text!r} is not a whole number >= 0 (not a KCL lease table?)",
+        )
+    return int(text)
+
+
 def _shard_id(value: str) -> str:
     return value.rsplit(":", 1)[-1]  # a multi-stream parent may be named by its whole lease key
 
@@ -96,10 +107,10 @@ def read_kcl_leases(ddb: Any, table: str, stream: str | None) -> list[KclLease]:
                 stream=item_stream,
                 shard_id=shard,
                 checkpoint=checkpoint,
-                sub_sequence=int(item.get("checkpointSubSequenceNumber", 0)),
+                sub_sequence=_count(item, "checkpointSubSequenceNumber", key),
                 parents=tuple(sorted(_shard_id(str(p)) for p in item.get("parentShardIds", ()) or ())),
                 owner=str(item["leaseOwner"]) if item.get("leaseOwner") else None,
-                counter=int(item.get("leaseCounter", 0)),
+                counter=_count(item, "leaseCounter", key),
                 pending_checkpoint=str(item["pendingCheckpoint"]) if item.get("pendingCheckpoint") else None,
             )
         )

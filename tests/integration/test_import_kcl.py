@@ -243,3 +243,43 @@ def test_missing_kcl_table_is_one_line(emulators: Any, dynamodb_client: Any, uni
     errors = [line for line in gone.stderr.splitlines() if not line.startswith("{")]
     assert gone.returncode == 2 and len(errors) == 1 and "no-such-kcl-table" in errors[0], gone.stderr
     assert "Traceback" not in out.stderr + gone.stderr
+
+
+def test_leases_that_do_not_belong_to_the_stream_are_refused_before_anything_is_written(
+    emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any
+) -> None:
+    """A typo in --stream, another stream with the same shard ids, a lease of a shard the stream does not have,
+    a number that is not one: one line each, exit 2, nothing written. A finished lease of a shard that is no
+    longer listed (expired) is left out, and the rest is imported."""
+    names = make_names(unique_name, dynamodb_client)
+    other = unique_name("other")
+    (shard,) = create_stream(kinesis_client, names.stream, 1)
+    create_stream(kinesis_client, other, 1)
+    seqs = _put(kinesis_client, names.stream, 0, [b"a", b"b", b"c"])
+    gone = "shardId-000000000042"
+    good, bad_sub, lost = unique_name("kcl"), unique_name("kclsub"), unique_name("kcllost")
+    _kcl_table(dynamodb_client, good, [_lease(shard, seqs[1]), _lease(gone, "SHARD_END")])
+    not_a_number = _lease(shard, seqs[1])
+    not_a_number["checkpointSubSequenceNumber"] = {"S": "abc"}
+    _kcl_table(dynamodb_client, bad_sub, [not_a_number])
+    _kcl_table(dynamodb_client, lost, [_lease(gone, seqs[1])])
+    tables = ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table)
+    cases = [
+        (("--kcl-table", good, "--stream", names.stream + "x"), "error: --stream: Kinesis stream"),
+        (("--kcl-table", good, "--stream", other), f"error: --stream: KCL lease {shard}: {seqs[1]} is not"),
+        (
+            ("--kcl-table", lost, "--stream", names.stream),
+            f"error: --stream: Kinesis stream {names.stream!r} has no shard",
+        ),
+        (("--kcl-table", bad_sub, "--stream", names.stream), "error: --kcl-table: lease"),
+    ]
+    for args, expected in cases:
+        out = _cli(emulators, *args, "--force", *tables)
+        errors = [line for line in out.stderr.splitlines() if not line.startswith("{")]
+        assert out.returncode == 2 and len(errors) == 1 and errors[0].startswith(expected), (args, out.stderr)
+        assert "Traceback" not in out.stderr
+    assert dynamodb_client.scan(TableName=names.lease_table)["Items"] == []
+
+    done = _cli(emulators, "--kcl-table", good, "--stream", names.stream, "--force", *tables)
+    assert done.returncode == 0 and f"imported 1 KCL leases from {good}" in done.stdout, done.stderr
+    assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == seqs[1]
