@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from consumer._version import __version__
 from consumer.admin.commands import add_admin_commands
@@ -120,9 +120,18 @@ def _run_epilog() -> str:
     return "\n".join(lines)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors in the CLI's own form: one line on stderr and exit 2, not the usage block
+    (its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_INVALID)
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line: ``run``, ``create-tables`` and the operator commands (``status``, ``drain`` ...)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="python -m consumer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--version", action="version", version=f"%(prog)s (kinesis-fleet-consumer) {__version__}")

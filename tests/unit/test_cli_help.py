@@ -79,3 +79,29 @@ def test_operations_doc_lists_every_variable_and_exit_code() -> None:
         assert f"| `{var.name}` |" in doc, f"{var.name} missing from docs/operations.md"
     for code in ("| 0 |", "| 2 |", "| 3 |", "| 4 |"):
         assert code in doc
+
+
+def test_a_malformed_command_line_is_one_line_and_exit_2() -> None:
+    """argparse's own errors (a bad value, an unknown flag or command) in the CLI's form: one ``error:`` line
+    naming the command, exit 2, no usage block and no traceback; run as a user runs it."""
+    cases = {
+        (
+            "import-kcl",
+            "--failover-millis",
+            "abc",
+        ): "error: python -m consumer import-kcl: argument --failover-millis: invalid int value: 'abc'",
+        ("nosuch",): "error: python -m consumer: argument COMMAND: invalid choice: 'nosuch'",
+        ("status", "--bogus"): "error: python -m consumer: unrecognized arguments: --bogus",
+        (): "error: python -m consumer: the following arguments are required: COMMAND",
+    }
+    for args, expected in cases.items():
+        out = subprocess.run(
+            [sys.executable, "-m", "consumer", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.splitlines() == [out.stderr.strip()] and out.stderr.startswith(expected), out.stderr
