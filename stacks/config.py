@@ -84,6 +84,15 @@ PROCESSOR_TABLE_ACTIONS = (
     "ConditionCheckItem",
 )
 _FARGATE_CPU = (256, 512, 1024, 2048, 4096)
+# The memory (MiB) Fargate accepts with each CPU size (AWS's task-size table: 0.25 vCPU takes 0.5, 1 or 2 GB;
+# the others whole GBs from twice the vCPUs to eight times them, up to 30 GB at 4 vCPUs).
+_FARGATE_MEMORY = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4097, 1024)),
+    1024: tuple(range(2048, 8193, 1024)),
+    2048: tuple(range(4096, 16385, 1024)),
+    4096: tuple(range(8192, 30721, 1024)),
+}
 
 
 class ConfigError(ValueError):
@@ -520,6 +529,14 @@ def _check_across(path: str, env: EnvironmentSettings) -> None:
         raise ConfigError(
             f"{path}.consumer.cpu", f"Fargate accepts {', '.join(map(str, _FARGATE_CPU))}; got {consumer.cpu}"
         )
+    if capacity.launch_type == "FARGATE" and consumer.memory_mib not in (
+        fits := _FARGATE_MEMORY[consumer.cpu]
+    ):
+        raise ConfigError(
+            f"{path}.consumer.memory_mib",
+            f"Fargate accepts {fits[0]}-{fits[-1]} MiB ({', '.join(map(str, fits[:3]))} ...) with "
+            f"consumer.cpu {consumer.cpu}; got {consumer.memory_mib}",
+        )
     if capacity.launch_type == "EC2":
         _check_ec2_capacity(path, env)
 
@@ -556,10 +573,16 @@ def _check_ec2_capacity(path: str, env: EnvironmentSettings) -> None:
         )
     per_instance = instance.tasks_per_instance(consumer.cpu, consumer.memory_mib)
     if per_instance < 1:
+        # Name the setting that does not fit: the memory, the CPU, else the instance type (its ENIs).
+        too_big = "memory_mib" if instance.tasks_per_instance(1, consumer.memory_mib) < 1 else "cpu"
+        setting = (
+            f"consumer.{too_big}" if instance.tasks_per_instance(1, 1) >= 1 else "capacity.instance_type"
+        )
         raise ConfigError(
-            f"{path}.consumer.cpu",
+            f"{path}.{setting}",
             f"a task of {consumer.cpu} CPU units and {consumer.memory_mib} MiB does not fit on "
-            f"{capacity.instance_type}",
+            f"{capacity.instance_type} ({instance.vcpus * 1024} CPU units, {instance.memory_mib} MiB, "
+            f"{instance.max_enis} network interfaces)",
         )
     during_deploy = -(-scaling.max_tasks * DEPLOYMENT_MAX_PERCENT // 100)
     if capacity.max_instances * per_instance < during_deploy:

@@ -68,6 +68,8 @@ CASES = [
         "exceeds capacity.max_instances",
     ),
     ("consumer.cpu", 300, "environments.dev.consumer.cpu", "Fargate accepts"),
+    ("consumer.memory_mib", 100000, "environments.dev.consumer.memory_mib", "Fargate accepts 1024-4096 MiB"),
+    ("consumer.memory_mib", 512, "environments.dev.consumer.memory_mib", "with consumer.cpu 512; got 512"),
     ("consumer.on_failure", "retry", "environments.dev.consumer.on_failure", "one of dlq, halt"),
     ("consumer.processor", "not a path", "environments.dev.consumer.processor", "does not match"),
     ("streams.0.capacity_mode", "SERVERLESS", "environments.dev.streams[0].capacity_mode", "ON_DEMAND"),
@@ -103,7 +105,8 @@ EC2_CASES = [
         "hold 2 tasks each; a deployment at scaling.max_tasks (5) runs 10 tasks at once, which needs at least 5",
     ),
     ("capacity.instance_type", "x9.huge", "environments.staging.capacity.instance_type", "INSTANCE_TYPES"),
-    ("consumer.memory_mib", 16384, "environments.staging.consumer.cpu", "does not fit on m6i.large"),
+    ("consumer.memory_mib", 16384, "environments.staging.consumer.memory_mib", "does not fit on m6i.large"),
+    ("consumer.cpu", 4096, "environments.staging.consumer.cpu", "does not fit on m6i.large (2048 CPU units"),
 ]
 
 
