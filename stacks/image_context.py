@@ -8,7 +8,8 @@ name of ``consumer.processor``. Then it copies, into one folder that CDK stages 
     consumer/            the package, its Dockerfile and install-image.sh (caches and tests left out)
     pyproject.toml  README.md  LICENSE
     requirements/consumer.lock  requirements/build.lock     hashed pins of the runtime and the build backend
-    processor/           your project (empty without one)
+    processor/           your project (empty without one; its top-level tests/, build/, dist/ and, anywhere,
+                         caches and dot-files left out)
 
 ``consumer/Dockerfile`` runs ``consumer/install-image.sh``, which installs exactly that into a virtualenv.
 Nothing else of the repository reaches the image, and the asset's hash changes only with these files.
@@ -16,15 +17,20 @@ Nothing else of the repository reaches the image, and the asset's hash changes o
 
 from __future__ import annotations
 
+import argparse
 import ast
 import atexit
+import re
 import shutil
+import sys
 import tempfile
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from stacks.config import ConfigError, EnvironmentSettings
 
-__all__ = ["CONTEXT_FILES", "assemble", "check_processor_code", "processor_project"]
+__all__ = ["CONTEXT_FILES", "assemble", "check_processor_code", "check_project", "main", "processor_project"]
 
 # Files of the repository the image needs besides consumer/ (README and LICENSE: the package metadata).
 CONTEXT_FILES = (
@@ -34,7 +40,13 @@ CONTEXT_FILES = (
     "requirements/consumer.lock",
     "requirements/build.lock",
 )
-_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "tests", "*.egg-info", "build", "dist", ".*")
+_SKIP_EVERYWHERE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
+_SKIP_AT_TOP = frozenset(
+    {"tests", "build", "dist"}
+)  # a project's own tests and build output, not a subpackage
+# The build backends the image's builder holds (requirements/build.lock): it fetches nothing while it builds.
+_BACKENDS = frozenset({"setuptools.build_meta", "setuptools.build_meta:__legacy__"})
+_BUILD_REQUIRES = frozenset({"setuptools", "wheel"})
 _PROJECT_FILES = ("pyproject.toml", "requirements.txt")
 
 
@@ -61,18 +73,7 @@ def check_processor_code(settings: EnvironmentSettings, root: Path) -> None:
             )
         return
     project = (root / consumer.processor_project).resolve()
-    if not project.is_dir():
-        raise ConfigError(
-            f"{key}.processor_project",
-            f"{consumer.processor_project!r} does not exist (relative to cdk.json): set it to the folder of "
-            f"your processor's Python project",
-        )
-    if not any((project / f).is_file() for f in _PROJECT_FILES):
-        raise ConfigError(
-            f"{key}.processor_project",
-            f"{consumer.processor_project!r} has no pyproject.toml or requirements.txt: add one (the image "
-            f"build installs the project with it)",
-        )
+    check_project(project, f"{key}.processor_project", consumer.processor_project, " (relative to cdk.json)")
     if module.split(".")[0] == "consumer" or not any(
         _defines(base, module, name) for base in _bases(project)
     ):
@@ -81,6 +82,62 @@ def check_processor_code(settings: EnvironmentSettings, root: Path) -> None:
             f"{consumer.processor!r} is not defined by {consumer.processor_project}: set it to "
             f"'<module>:<Class>' of a class in that project (e.g. a module file <module>.py with class <Class>)",
         )
+
+
+def check_project(project: Path, setting: str, folder: str, relative: str = "") -> None:
+    """Refuse, naming ``setting``, a processor project folder the image build could not install: missing, with
+    neither a ``pyproject.toml`` nor a ``requirements.txt``, or built with a backend the builder lacks."""
+    if not project.is_dir():
+        raise ConfigError(
+            setting,
+            f"{folder!r} does not exist{relative}: set it to the folder of your processor's Python project",
+        )
+    if not any((project / f).is_file() for f in _PROJECT_FILES):
+        raise ConfigError(
+            setting,
+            f"{folder!r} has no pyproject.toml or requirements.txt: add one (the image build installs the "
+            f"project with it)",
+        )
+    _check_build_system(project / "pyproject.toml", setting, folder)
+
+
+def _check_build_system(pyproject: Path, setting: str, folder: str) -> None:
+    """A project with a ``pyproject.toml`` builds with what the image's builder holds: setuptools (the pinned
+    one in requirements/build.lock), the default when ``[build-system]`` names none."""
+    if not pyproject.is_file():
+        return
+    try:
+        system = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(setting, f"{folder}/pyproject.toml is not valid TOML ({exc})") from None
+    backend = system.get("build-backend", "setuptools.build_meta:__legacy__")
+    requires = [str(r) for r in system.get("requires", [])]
+    extra = [
+        r
+        for r in requires
+        if re.split(r"[\s<>=!~;\[(]", r.strip(), maxsplit=1)[0].lower() not in _BUILD_REQUIRES
+    ]
+    if backend not in _BACKENDS or extra:
+        raise ConfigError(
+            setting,
+            f"{folder}/pyproject.toml builds with {backend} (requires {', '.join(requires) or 'nothing'}); the "
+            "image builds processor projects with its pinned setuptools only (requirements/build.lock), offline: "
+            'set [build-system] requires = ["setuptools"], build-backend = "setuptools.build_meta", or ship '
+            "a requirements.txt and the code without a pyproject.toml",
+        )
+
+
+def _skip(top: Path) -> Callable[[str, list[str]], set[str]]:
+    """What a copy into the context leaves out: caches and dot-files anywhere; tests and build output only at
+    the top of the copied folder (a subpackage may well be called ``build``)."""
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = set(_SKIP_EVERYWHERE(folder, names))
+        if Path(folder) == top:
+            skipped.update(n for n in names if n in _SKIP_AT_TOP)
+        return skipped
+
+    return ignore
 
 
 def _bases(project: Path) -> tuple[Path, ...]:
@@ -123,7 +180,7 @@ def assemble(root: Path, project: Path | None, into: Path | None = None) -> Path
     missing = [f for f in CONTEXT_FILES if not (root / f).is_file()]
     if missing:
         raise ConfigError("image", f"the repository lacks {', '.join(missing)} (see docs/infrastructure.md)")
-    shutil.copytree(root / "consumer", into / "consumer", ignore=_SKIP)
+    shutil.copytree(root / "consumer", into / "consumer", ignore=_skip(root / "consumer"))
     for name in CONTEXT_FILES:
         (into / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, into / name)
@@ -134,5 +191,37 @@ def assemble(root: Path, project: Path | None, into: Path | None = None) -> Path
             "no processor project: the processor is shipped in the consumer package\n"
         )
     else:
-        shutil.copytree(project, target, ignore=_SKIP)
+        shutil.copytree(project, target, ignore=_skip(project))
     return into
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m stacks.image_context INTO [--project DIR]``: the same build context, for building the image
+    yourself (``consumer.image``); one line and exit 2 for a folder the build could not use."""
+    parser = argparse.ArgumentParser(
+        prog="python -m stacks.image_context",
+        description="Assemble consumer/Dockerfile's build context (the consumer, its hashed locks and your "
+        "processor project as processor/) into INTO, for `docker build -f INTO/consumer/Dockerfile INTO`.",
+    )
+    parser.add_argument("into", help="an empty or new folder")
+    parser.add_argument(
+        "--project", help="your processor's Python project (pyproject.toml or requirements.txt)"
+    )
+    args = parser.parse_args(argv)
+    into = Path(args.into)
+    try:
+        if into.exists() and (not into.is_dir() or any(into.iterdir())):
+            raise ConfigError("INTO", f"{into} exists and is not an empty folder")
+        project = Path(args.project).resolve() if args.project else None
+        if project is not None:
+            check_project(project, "--project", args.project)
+        assemble(Path(__file__).resolve().parents[1], project, into)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"build context in {into}: docker build -f {into}/consumer/Dockerfile -t <repository>:<tag> {into}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
