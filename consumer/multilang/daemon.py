@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from consumer.config import WorkerConfig, worker_config_from_env
-from consumer.errors import ConfigError
+from consumer.errors import ConfigError, ConsumerError
 from consumer.health import attach_heartbeat
 from consumer.loader import load_processor
 from consumer.logs import log_event
@@ -93,6 +93,36 @@ def multilang_config(
     return config, merged
 
 
+def _in_file_terms(
+    exc: ConsumerError, settings: MultiLangSettings, env: Mapping[str, str], args: argparse.Namespace
+) -> ConsumerError:
+    """A start-up check's error with the variables it names put in the operator's terms: the properties key
+    behind the stream, the flag or ``applicationName`` behind a table name (a variable the operator set stays)."""
+    labels = {"CONSUMER_STREAMS": f"{settings.source}: streamName (or streamArn)"}
+    for variable, flag, given in (
+        ("CONSUMER_LEASE_TABLE", "--lease-table", args.lease_table),
+        ("CONSUMER_CHECKPOINT_TABLE", "--checkpoint-table", args.checkpoint_table),
+    ):
+        if given:
+            labels[variable] = flag
+        elif not env.get(variable):
+            labels[variable] = (
+                f"{settings.source}: applicationName (it names the default {flag[2:]}; or {flag})"
+            )
+    text = str(exc)
+    for variable, label in labels.items():
+        text = text.replace(variable, label)
+    if text == str(exc):
+        return exc
+    if isinstance(exc, ConfigError):
+        field = labels.get(exc.field, exc.field)
+        return ConfigError(field, text[len(field) + 2 :] if text.startswith(f"{field}: ") else text)
+    try:
+        return type(exc)(text)
+    except TypeError:  # an error type with more to it than a message: as it was
+        return exc
+
+
 def _check(settings: MultiLangSettings, path: Path) -> int:
     """``--check``: each key of the file and what becomes of it."""
     for key, value in parse_text(path.read_text(encoding="utf-8"), str(path)).items():
@@ -118,7 +148,10 @@ def _run(args: argparse.Namespace) -> int:
     # With boto3 and the worker: imported when the command runs, not for every ``python -m consumer``.
     from consumer.embed import create_worker
 
-    worker = create_worker(config, env=env, region=settings.region)
+    try:
+        worker = create_worker(config, env=env, region=settings.region)
+    except ConsumerError as exc:
+        raise _in_file_terms(exc, settings, os.environ, args) from None
     attach_heartbeat(worker, config.health)
     log_event(
         logger,

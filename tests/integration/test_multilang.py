@@ -3,6 +3,7 @@ hand-offs between two daemons, shard ends, and children that crash, hang or writ
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -459,3 +460,43 @@ def test_check_refuses_a_child_that_cannot_start(tmp_path: Path) -> None:
     script.chmod(0o755)
     out = _check(tmp_path / "plain.properties")
     assert out.returncode == 0 and "stream s, child app.py" in out.stdout, out.stderr
+
+
+def test_start_up_errors_name_the_properties_key_not_a_variable(
+    emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    """The start-up checks speak in the file's terms: a stream that does not exist names streamName, missing
+    default tables name applicationName (which names them), never a CONSUMER_* variable nobody set."""
+    names = make_names(unique_name, dynamodb_client)
+    create_stream(kinesis_client, names.stream, 1)
+    app = unique_name("app")
+    cases = {
+        "nostream": (
+            f"streamName = {names.stream}-x\napplicationName = {app}\n",
+            ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table),
+            "streamName (or streamArn): Kinesis stream",
+        ),
+        "notables": (
+            f"streamName = {names.stream}\napplicationName = {app}\n",
+            (),
+            f"applicationName (it names the default lease-table; or --lease-table): DynamoDB table '{app}-fleet-leases' does not exist",
+        ),
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
+    env.update(emulators.env(), CONSUMER_LOG_LEVEL="ERROR")
+    for name, (lines, flags, expected) in cases.items():
+        path = tmp_path / f"{name}.properties"
+        path.write_text(f"executableName = {Path(sys.executable).name}\n" + lines)
+        out = subprocess.run(
+            [sys.executable, "-m", "consumer", "multilang", str(path), *flags],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env=env,
+        )
+        errors = [line for line in out.stderr.splitlines() if not line.startswith("{")]
+        assert out.returncode == 2 and len(errors) == 1, (name, out.stderr)
+        assert errors[0].startswith(f"error: {path}: {expected}"), (name, out.stderr)
+        assert "CONSUMER_" not in errors[0] and "Traceback" not in out.stderr, (name, out.stderr)
