@@ -22,7 +22,13 @@ from consumer.loader import load_processor
 from consumer.logs import log_event
 from consumer.multilang.child import resolve_command
 from consumer.multilang.processor import processor_factory
-from consumer.multilang.properties import KEYS, MultiLangSettings, parse_text, read_properties
+from consumer.multilang.properties import (
+    KEYS,
+    MultiLangSettings,
+    parse_text,
+    properties_text,
+    read_properties,
+)
 
 __all__ = ["add_multilang_command", "multilang_config"]
 
@@ -125,7 +131,7 @@ def _in_file_terms(
 
 def _check(settings: MultiLangSettings, path: Path) -> int:
     """``--check``: each key of the file and what becomes of it."""
-    for key, value in parse_text(path.read_text(encoding="utf-8"), str(path)).items():
+    for key, value in parse_text(properties_text(path), str(path)).items():
         fate = KEYS[key]
         what = f"-> {fate.target}" if fate.kind == "mapped" else f"ignored: {fate.why}"
         print(f"{key} = {value}  {what}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from consumer.errors import ConfigError
 
-__all__ = ["KEYS", "Fate", "MultiLangSettings", "parse_properties", "read_properties"]
+__all__ = ["KEYS", "Fate", "MultiLangSettings", "parse_properties", "properties_text", "read_properties"]
 
 
 @dataclass(frozen=True)
@@ -155,11 +155,27 @@ class MultiLangSettings:
 
 def read_properties(path: Path) -> MultiLangSettings:
     """Read and map a properties file; ``ConfigError`` names the file and the key."""
+    return parse_properties(parse_text(properties_text(path), str(path)), str(path), path.resolve().parent)
+
+
+def properties_text(path: Path) -> str:
+    """The file's text: UTF-8, else ISO-8859-1 (what Java's ``Properties.load``, and so the KCL, reads by
+    default); ``ConfigError`` naming the file when it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(str(path), f"cannot read the properties file ({exc.strerror or exc})") from None
-    return parse_properties(parse_text(text, str(path)), str(path), path.resolve().parent)
+    if data.startswith(
+        (b"\xff\xfe", b"\xfe\xff")
+    ):  # saved as UTF-16 by an editor: its byte-order mark says so
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise ConfigError(str(path), "is neither UTF-8, ISO-8859-1 nor valid UTF-16") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("iso-8859-1")
 
 
 def parse_text(text: str, source: str) -> dict[str, str]:

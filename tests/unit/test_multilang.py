@@ -232,3 +232,23 @@ def test_past_the_cap_a_restart_stops_at_the_checkpoint_rather_than_skip(
         p.process_records(_batch(cp, (13, b"die")))
     with pytest.raises(ChildFailed, match=r"cannot restart: records after the checkpoint None up to 10/0"):
         p.process_records(_batch(cp, (13, b"die")))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "bom"), [("utf-8", b""), ("utf-8", b"\xef\xbb\xbf"), ("iso-8859-1", b""), ("utf-16", b"")]
+)
+def test_a_properties_file_in_the_encodings_editors_save_reads_the_same(
+    tmp_path: Path, encoding: str, bom: bytes
+) -> None:
+    """Java reads .properties as ISO-8859-1; editors save UTF-8 (with or without a mark) or UTF-16."""
+    from consumer.multilang.properties import read_properties
+
+    text = "# café\nexecutableName = python3 app.py\nstreamName = orders\napplicationName = café-app\n"
+    path = tmp_path / "app.properties"
+    path.write_bytes(bom + text.encode(encoding))
+    settings = read_properties(path)
+    assert (settings.application, settings.stream, settings.command) == (
+        "café-app",
+        "orders",
+        ("python3", "app.py"),
+    )
