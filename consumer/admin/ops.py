@@ -75,14 +75,15 @@ def _shard_range(kinesis: Any, stream: str, shard_id: str) -> tuple[int, int | N
         kwargs = {"NextToken": out["NextToken"]}
 
 
-def check_sequence(kinesis: Any, stream: str, shard_id: str, sequence: str) -> None:
+def check_sequence(
+    kinesis: Any, stream: str, shard_id: str, sequence: str, setting: str = "--sequence"
+) -> None:
     """The position exists in the shard: within its sequence range, and Kinesis gives an iterator at it
-    (what the next owner asks for). Raises ``ConfigError`` naming ``--sequence`` otherwise."""
+    (what the next owner asks for). Raises ``ConfigError`` naming ``setting`` otherwise."""
     hint = " (sequence numbers belong to one shard: give --shard for the shard that holds it)"
-    if (
-        why := position_refused(kinesis, stream, shard_id, sequence, _shard_range(kinesis, stream, shard_id))
-    ) is not None:
-        raise ConfigError("--sequence", f"{why}{hint}")
+    span = _shard_range(kinesis, stream, shard_id)
+    if (why := position_refused(kinesis, stream, shard_id, sequence, span)) is not None:
+        raise ConfigError(setting, f"{why}{hint}")
 
 
 def position_refused(
@@ -118,6 +119,28 @@ def position_refused(
     return None
 
 
+def _replay_target(
+    kinesis: Any,
+    stream: str,
+    shard_id: str,
+    timestamp: datetime | None,
+    sequence: str | None,
+    checkpoint: Position | None,
+) -> Position | None:
+    """The checkpoint a replay sets in one shard (None: no record after ``timestamp`` yet), checked there."""
+    if checkpoint is not None:  # where the next owner starts from: it must be a position there
+        if checkpoint.sub_sequence < -1:
+            raise ConfigError("--checkpoint", f"the sub-sequence must be -1 or more, got {checkpoint}")
+        check_sequence(kinesis, stream, shard_id, checkpoint.sequence, "--checkpoint")
+        return checkpoint
+    if sequence is not None:
+        check_sequence(kinesis, stream, shard_id, sequence)
+        return Position(sequence, -1)  # just before the sequence: it is delivered again
+    assert timestamp is not None
+    first = first_sequence(kinesis, stream, shard_id, ShardIteratorType="AT_TIMESTAMP", Timestamp=timestamp)
+    return Position(first, -1) if first else None
+
+
 def plan_replay(
     repo: LeaseRepository,
     store: CheckpointStore,
@@ -145,17 +168,7 @@ def plan_replay(
                 raise ConsumerError(f"{stream}/{lease.shard_id} has ended; its children carry on from it")
             continue
         cp = store.get(stream, lease.shard_id)
-        if checkpoint is not None:
-            target: Position | None = checkpoint
-        elif sequence is not None:
-            check_sequence(kinesis, stream, lease.shard_id, sequence)
-            target = Position(sequence, -1)  # just before the sequence: it is delivered again
-        else:
-            assert timestamp is not None
-            first = first_sequence(
-                kinesis, stream, lease.shard_id, ShardIteratorType="AT_TIMESTAMP", Timestamp=timestamp
-            )
-            target = Position(first, -1) if first else None
+        target = _replay_target(kinesis, stream, lease.shard_id, timestamp, sequence, checkpoint)
         if target is None:
             log_event(
                 logger, "replay_skipped", stream=stream, shard=lease.shard_id, reason="no records after time"

@@ -132,6 +132,13 @@ def test_replay_asks_for_confirmation_names_unknowns_and_redelivers(
             "--yes",
         )
         assert bad_shard.returncode == 2 and "unknown shard 'shardId-9'" in bad_shard.stderr
+        # --checkpoint is held to the shard like --sequence: a position the next owner can start from
+        for raw, words in (("123/-1", "is not in shard"), (f"{seqs[4]}/-5", "must be -1 or more")):
+            bad = cli(emulators, names, "replay", "--stream", names.stream, "--checkpoint", raw, "--yes")
+            assert bad.returncode == 2 and "error: --checkpoint: " in bad.stderr and words in bad.stderr, (
+                bad.stderr
+            )
+        assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == seqs[-1]
         done = cli(emulators, names, "replay", "--stream", names.stream, "--sequence", seqs[4], "--yes")
         assert done.returncode == 0, done.stderr
         assert f"--checkpoint {seqs[-1]}/0" in done.stdout  # the undo command, with the old checkpoint
