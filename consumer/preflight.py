@@ -18,6 +18,7 @@ import boto3
 from consumer.aws import region
 from consumer.aws_errors import aws_call
 from consumer.config import WorkerConfig
+from consumer.dynamo import from_item
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
 from consumer.logs import log_event
 from consumer.resources import Resource
@@ -29,6 +30,7 @@ __all__ = [
     "check_credentials",
     "check_resource",
     "check_stream",
+    "check_table_roles",
     "check_table_schema",
     "processor_resources",
     "run_preflight",
@@ -117,6 +119,24 @@ def check_table_schema(ddb: Any, table: str, setting: str) -> None:
         raise MissingResourceError(
             f"{setting}: DynamoDB table {table!r} is {desc.get('TableStatus')}, not ACTIVE"
         )
+
+
+def check_table_roles(ddb: Any, lease_table: str, checkpoint_table: str) -> None:
+    """Neither table holds the other's items (both have the same key, so the schema check cannot tell them
+    apart): a few items of each are read; a lease table holds typed items, a checkpoint table untyped ones."""
+    for table, setting, typed in (
+        (lease_table, "CONSUMER_LEASE_TABLE", True),
+        (checkpoint_table, "CONSUMER_CHECKPOINT_TABLE", False),
+    ):
+        with aws_call("dynamodb", f"read a few items of {table!r}", setting):
+            items = [from_item(i) for i in ddb.scan(TableName=table, Limit=25).get("Items", [])]
+        if (item := next((d for d in items if ("item_type" in d) != typed), None)) is not None:
+            holds = "checkpoints" if typed else "leases and workers"
+            raise ConfigError(
+                setting,
+                f"DynamoDB table {table!r} holds {holds} (item {item.get('lease_key')!r}): are "
+                "CONSUMER_LEASE_TABLE and CONSUMER_CHECKPOINT_TABLE swapped?",
+            )
 
 
 def check_stream(kinesis: Any, stream: str, setting: str) -> None:
@@ -214,6 +234,7 @@ def run_preflight(
     ddb = clients("dynamodb")
     check_table_schema(ddb, config.lease_table, "CONSUMER_LEASE_TABLE")
     check_table_schema(ddb, config.checkpoint_table, "CONSUMER_CHECKPOINT_TABLE")
+    check_table_roles(ddb, config.lease_table, config.checkpoint_table)
     for spec in config.streams:
         check_stream(clients("kinesis"), spec.name, "CONSUMER_STREAMS")
     if config.processing.dlq_url:

@@ -21,6 +21,7 @@ from typing import Any
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.dynamo import from_item, translate_errors
+from consumer.errors import ConfigError
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.progress import ShardLag, decode_progress
 from consumer.leases.repository import LeaseRepository
@@ -132,7 +133,13 @@ def scanned_checkpoints(client: Any, table: str) -> Checkpoints:
                 page = client.scan(**kwargs)
                 for raw in page.get("Items", []):
                     d = from_item(raw)
-                    _, stream, shard_id = str(d["lease_key"]).split("#", 2)
+                    kind, stream, shard_id = [*str(d["lease_key"]).split("#", 2), "", ""][:3]
+                    if kind != "shard" or not stream or not shard_id:  # a worker's or the leader's item
+                        raise ConfigError(
+                            "--checkpoint-table",
+                            f"{table} holds {d['lease_key']!r}, which is not a checkpoint: is it the lease "
+                            "table? (give the checkpoint table there and the lease table as --lease-table)",
+                        )
                     seq = d.get("sequence")
                     out[(stream, shard_id)] = (
                         None if seq is None else Position(str(seq), int(d.get("sub_sequence", 0)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
@@ -65,6 +66,29 @@ def test_status_lists_leases_and_workers(emulators, kinesis_client, dynamodb_cli
     finally:
         worker.request_shutdown()
         t.join(15)
+    swapped = ("--lease-table", names.checkpoint_table, "--checkpoint-table", names.lease_table)
+    wrong = cli(emulators, names, "status", *swapped)
+    errors = [line for line in wrong.stderr.splitlines() if not line.startswith("{")]
+    assert wrong.returncode == 2 and len(errors) == 1 and "Traceback" not in wrong.stderr, wrong.stderr
+    assert errors[0].startswith(f"error: --checkpoint-table: {names.lease_table} holds"), wrong.stderr
+    # A worker started on the tables swapped stops before it writes anything (both have the same key schema).
+    swapped_names = dataclasses.replace(
+        names, lease_table=names.checkpoint_table, checkpoint_table=names.lease_table
+    )
+    settings = (
+        "--application",
+        "ops",
+        "--streams",
+        names.stream,
+        "--processor",
+        "consumer.examples.logging_processor:LoggingProcessor",
+    )
+    run = cli(emulators, swapped_names, "run", *settings)
+    errors = [line for line in run.stderr.splitlines() if not line.startswith("{")]
+    assert run.returncode == 2 and len(errors) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert errors[0].startswith(
+        f"error: CONSUMER_LEASE_TABLE: DynamoDB table '{names.checkpoint_table}' holds checkpoints"
+    ), run.stderr
     leases = {x["shard_id"]: x for x in status["leases"]}
     assert set(leases) == set(last)
     for shard, x in leases.items():
