@@ -75,16 +75,18 @@ def create_worker(
     - ``session``: the boto3 session whose credentials and region the clients use; ``region`` overrides
       its region; ``endpoint_url`` (every service) or ``endpoints`` (by service: ``dynamodb``, ``kinesis``,
       ``sqs``, ``s3``) point at other endpoints, e.g. local emulators. Without them, the usual AWS_* chain.
-    - ``checks``: the CLI's start-up checks (region and credentials, both tables and their key schema,
-      every stream, the dead-letter queue, each processor constructed once and its resources). A problem
-      raises a ``ConsumerError`` whose message is the CLI's one line (``ConfigError``,
-      ``MissingResourceError``, ``ProcessorLoadError``; ``UnreachableError`` for an endpoint that does not
-      answer).
+    - ``checks``: the CLI's start-up checks (region and credentials, both tables and their key schema, every
+      stream, the dead-letter queue, each processor constructed once, checked to be a record processor, and
+      its resources). A problem raises a ``ConsumerError`` whose message is the CLI's one line
+      (``ConfigError``, ``MissingResourceError``, ``ProcessorLoadError``; ``UnreachableError`` for an endpoint
+      that does not answer).
     - ``metrics``: where the worker's metrics go; default CloudWatch EMF documents written to
       ``metrics_out`` (default stdout) every ``metrics_interval`` seconds (default
       ``CONSUMER_METRICS_INTERVAL_SECONDS`` or 10).
     """
     source = dict(os.environ if env is None else env)
+    # What errors name: the variables the settings came from, or (a typed config alone) the config.
+    named_by = source if config is None or env is not None else {}
     if config is None:
         config = worker_config_from_env(source, load_processor, processor=_checked(processor))
     elif processor is not None:
@@ -107,7 +109,7 @@ def create_worker(
     clients = _Clients(target, endpoint_url, dict(endpoints or {}), pools)
     if checks:
         try:
-            run_preflight(config, Clients(clients.checking), source, target)
+            run_preflight(config, Clients(clients.checking), named_by, target)
         except PROVIDER_FAILURES as exc:  # one the checks did not name: the CLI's wording too
             raise classify(exc) from exc
     return _build(

@@ -20,6 +20,7 @@ from consumer.aws_errors import aws_call
 from consumer.config import WorkerConfig
 from consumer.dynamo import from_item
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
+from consumer.loader import CALLBACKS
 from consumer.logs import log_event
 from consumer.resources import Resource
 
@@ -201,26 +202,36 @@ def processor_resources(processor: object) -> list[Resource]:
 
 
 def _processor_setting(env: Mapping[str, str], stream: str) -> str:
+    """What set the stream's processor: its own ``CONSUMER_STREAMS`` entry, ``CONSUMER_PROCESSOR``, or (a
+    typed ``WorkerConfig``, no variables) the ``StreamSpec``."""
+    if "CONSUMER_STREAMS" not in env and "CONSUMER_PROCESSOR" not in env:
+        return "StreamSpec.processor_factory"
     own = any(p.strip().startswith(f"{stream}=") for p in env.get("CONSUMER_STREAMS", "").split(","))
     return "CONSUMER_STREAMS" if own else "CONSUMER_PROCESSOR"
 
 
 def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, object]]:
+    """Each stream's processor, made once: its factory runs and returns a record processor."""
     made: list[tuple[str, object]] = []
     for spec in config.streams:
+        setting = f"{_processor_setting(env, spec.name)} (stream {spec.name!r})"
         try:
-            made.append((spec.name, spec.processor_factory()))
+            processor = spec.processor_factory()
         except ConfigError:
             raise  # names the processor's own variable
         except ConsumerError as exc:
-            raise ProcessorLoadError(
-                f"{_processor_setting(env, spec.name)} (stream {spec.name!r}): {exc}"
-            ) from exc
+            raise ProcessorLoadError(f"{setting}: {exc}") from exc
         except Exception as exc:  # a factory not made by load_processor (Python API)
             raise ProcessorLoadError(
-                f"{_processor_setting(env, spec.name)} (stream {spec.name!r}): constructing the processor "
-                f"failed: {type(exc).__name__}: {exc}"
+                f"{setting}: constructing the processor failed: {type(exc).__name__}: {exc}"
             ) from exc
+        # A factory of the Python API is not checked by the loader: what it returns must be a processor.
+        if missing := [m for m in CALLBACKS if not callable(getattr(processor, m, None))]:
+            raise ProcessorLoadError(
+                f"{setting}: the factory returned a {type(processor).__name__!r}, not a record processor "
+                f"(it lacks {', '.join(missing)}; subclass consumer.BaseProcessor)"
+            )
+        made.append((spec.name, processor))
     return made
 
 

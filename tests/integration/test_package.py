@@ -4,6 +4,7 @@ handler unless asked, endpoints and region given in code)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import pytest
 from consumer import BaseProcessor, ProcessRecordsInput, StreamSpec, Worker, WorkerConfig, create_worker
 from consumer._version import __version__
 from consumer.dynamo import create_tables
+from consumer.errors import ProcessorLoadError
 
 from .support import REPO, create_stream, make_names, put_records, stored_checkpoints, wait_until
 
@@ -292,3 +294,10 @@ def test_create_worker_in_process_installs_no_signal_handler_unless_asked(
         finally:
             asked.stop(timeout=30)
     assert {sig: signal.getsignal(sig) for sig in before} == before
+    # A factory that returns something else than a processor is refused at creation, as the CLI refuses it.
+    for factory in (object, lambda: None):
+        bad = dataclasses.replace(config, streams=(StreamSpec(names.stream, factory),))
+        with pytest.raises(
+            ProcessorLoadError, match=r"^StreamSpec.processor_factory \(stream '.*'\): the factory "
+        ):
+            create_worker(bad, session=session, region=emulators.region, endpoints=endpoints)
