@@ -10,19 +10,22 @@ import random
 import threading
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
 from botocore.loaders import Loader
-from botocore.utils import parse_timestamp
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, parse_timestamp
 
 from consumer.aws_errors import THROTTLE_CODES
+from consumer.errors import ConfigError
 from consumer.logs import log_event
 from consumer.retrieval.wire import LeanParserFactory
 
 __all__ = [
     "WORKER_CALLS",
     "ThrottleRetries",
+    "check_endpoint_url",
     "command_client",
     "heartbeat_config",
     "make_client",
@@ -79,10 +82,14 @@ def make_client(
     region: str | None = None,
     session: boto3.session.Session | None = None,
     config: Config | None = None,
+    endpoint_setting: str = "endpoint_url",
 ) -> Any:
     """A client with the consumer's timeouts and retries (credentials from ``session``, default chain).
     The region is ``region``, else the session's, else ``AWS_REGION`` (which botocore itself does not read);
-    ``config`` overrides the timeouts and retries."""
+    ``config`` overrides the timeouts and retries. An endpoint that is not a URL is a :class:`ConfigError`
+    naming where it came from: ``endpoint_setting`` (default ``endpoint_url``) for ``endpoint_url``, else
+    ``AWS_ENDPOINT_URL_<SERVICE>`` or ``AWS_ENDPOINT_URL``."""
+    _check_endpoint(service, endpoint_url, endpoint_setting)
     override = config
     config = _BASE.merge(_TIMEOUTS.get(service, _DEFAULT_TIMEOUTS))
     if override is not None:
@@ -96,7 +103,39 @@ def make_client(
             factory.set_parser_defaults(timestamp_parser=parser)
             session._session.register_component("response_parser_factory", factory)
     name = region or session.region_name or os.environ.get("AWS_REGION") or None
-    return session.client(service, endpoint_url=endpoint_url, region_name=name, config=config)
+    try:
+        return session.client(service, endpoint_url=endpoint_url, region_name=name, config=config)
+    except ValueError as exc:  # an endpoint we did not see (a profile's endpoint_url): botocore's words
+        if not str(exc).startswith(("Invalid endpoint", "Invalid IPv6 URL")):
+            raise
+        raise ConfigError("endpoint_url", f"not a URL: {exc} (check the AWS config file)") from None
+
+
+def check_endpoint_url(url: str, setting: str) -> None:
+    """``url`` is an endpoint botocore accepts (``http(s)://host[:port]``), else a :class:`ConfigError`
+    naming ``setting``."""
+    try:
+        scheme = urlsplit(url).scheme
+        valid = bool(is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url))
+    except ValueError:  # urlsplit's own refusal, e.g. an unclosed IPv6 bracket
+        valid, scheme = False, ""
+    if not valid or scheme not in ("http", "https"):
+        raise ConfigError(
+            setting, f"not a URL: {url!r} (an endpoint is http(s)://host[:port], e.g. http://localhost:4566)"
+        )
+
+
+def _check_endpoint(service: str, endpoint_url: str | None, setting: str) -> None:
+    """The endpoint the client will use, checked before botocore refuses it with a bare ``ValueError``."""
+    if endpoint_url is not None:
+        check_endpoint_url(endpoint_url, setting)
+        return
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower() == "true":
+        return
+    for variable in (f"AWS_ENDPOINT_URL_{service.upper()}", "AWS_ENDPOINT_URL"):
+        if value := os.environ.get(variable):  # the first one set is the one botocore uses
+            check_endpoint_url(value, variable)
+            return
 
 
 _loader: list[Loader] = []  # the process's one, once a session of ours has made it

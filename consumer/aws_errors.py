@@ -8,7 +8,7 @@ is and is never retried.
 | a 5xx, ``RETRIABLE_CODES``, a transaction cancelled by another under way, a damaged answer | ``TransientError`` | yes |
 | connection refused, reset or closed, a timeout | ``UnreachableError`` | yes |
 | not found | ``MissingResourceError`` | no |
-| no region, no or rejected credentials | ``ConfigError`` | no |
+| no region, no or rejected credentials, a profile that is not in the config files | ``ConfigError`` | no |
 | access denied, a validation error, any other refusal; botocore rejecting the parameters | ``RefusedError`` | no |
 
 Each message says what was being done and, for the command line, which setting names the resource.
@@ -18,6 +18,7 @@ AWS endpoint cannot be reached (the network, the endpoint variable, or the servi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeAlias
@@ -31,6 +32,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
+    ProfileNotFound,
 )
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
@@ -138,6 +140,27 @@ def _credentials_message() -> str:
     )
 
 
+def _setup_error(exc: ProviderFailure) -> ConfigError | None:
+    """No region, no credentials, or a profile that is in neither config file (``AWS_PROFILE``, or
+    ``AWS_DEFAULT_PROFILE`` when only that is set); None for anything else."""
+    if isinstance(exc, NoRegionError):
+        return ConfigError(
+            "AWS_REGION", "no AWS region: set AWS_REGION or AWS_DEFAULT_REGION (or a profile's region)"
+        )
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return ConfigError("AWS_ACCESS_KEY_ID", _credentials_message())
+    if not isinstance(exc, ProfileNotFound):
+        return None
+    only_default = os.environ.get("AWS_DEFAULT_PROFILE") and not os.environ.get("AWS_PROFILE")
+    setting = "AWS_DEFAULT_PROFILE" if only_default else "AWS_PROFILE"
+    profile = exc.kwargs.get("profile", "")
+    return ConfigError(
+        setting,
+        f"no profile {profile!r} in the AWS config files (AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE; "
+        f"default ~/.aws/config and ~/.aws/credentials): fix {setting} or unset it",
+    )
+
+
 def classify(exc: ProviderFailure, service: str = "aws", what: str = "", setting: str = "") -> ConsumerError:
     """This package's error for a provider failure (see the module's table); catch ``PROVIDER_FAILURES``
     only, so that a bug of ours is never mistaken for one.
@@ -146,12 +169,8 @@ def classify(exc: ProviderFailure, service: str = "aws", what: str = "", setting
     resource, so the message says what to change. Raise the result ``from exc``."""
     label = _NAMES.get(service, service)
     doing = f" ({what})" if what else ""
-    if isinstance(exc, NoRegionError):
-        return ConfigError(
-            "AWS_REGION", "no AWS region: set AWS_REGION or AWS_DEFAULT_REGION (or a profile's region)"
-        )
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return ConfigError("AWS_ACCESS_KEY_ID", _credentials_message())
+    if (setup := _setup_error(exc)) is not None:
+        return setup
     if isinstance(exc, _TRANSPORT) or (
         isinstance(exc, BotoCoreError) and "timeout" in type(exc).__name__.lower()
     ):

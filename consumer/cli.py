@@ -12,13 +12,22 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from consumer._version import __version__
-from consumer.admin.commands import add_admin_commands
+from consumer.admin.commands import add_admin_commands, table_settings
 from consumer.config import default_text, worker_config_from_env
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
-from consumer.errors import EXIT_INVALID, EXIT_UNREACHABLE, ConfigError, ConsumerError, UnreachableError
+from consumer.errors import (
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    ConfigError,
+    ConsumerError,
+    MissingResourceError,
+    ProcessorLoadError,
+    RefusedError,
+    UnreachableError,
+)
 from consumer.health import add_health_command, attach_heartbeat
 from consumer.kcl.command import add_import_kcl_command
 from consumer.loader import load_processor
@@ -45,39 +54,68 @@ _FLAG_ENV = {
     "on_failure": "CONSUMER_ON_FAILURE",
     "worker_id": "CONSUMER_WORKER_ID",
 }
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LOG_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}  # as the logging module itself accepts them
 
 
-def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str]]:
+def _log_level() -> str | None:
+    """``CONSUMER_LOG_LEVEL`` as a level name (default INFO; WARN and FATAL as aliases), None when invalid."""
+    level = os.environ.get("CONSUMER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
+    level = _LOG_ALIASES.get(level, level)
+    return level if level in _LOG_LEVELS else None
+
+
+def _flag_named(exc: ConsumerError, given: dict[str, str]) -> ConsumerError:
+    """``exc`` naming the flag as well when it names a variable the operator set with a flag
+    (``--processor (CONSUMER_PROCESSOR): ...``); ``exc`` itself otherwise."""
+    text = str(exc)
+    for key, flag in given.items():
+        if isinstance(exc, ConfigError) and exc.field == key:
+            return ConfigError(f"{flag} ({key})", text[len(key) + 2 :])
+        if isinstance(exc, ProcessorLoadError | MissingResourceError | RefusedError) and text.startswith(
+            (f"{key}: ", f"{key} (")
+        ):
+            return type(exc)(f"{flag} ({key}){text[len(key) :]}")
+    return exc
+
+
+def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str], dict[str, str]]:
     env = dict(os.environ)
     given = {}
     for flag, key in _FLAG_ENV.items():
         value = getattr(args, flag, None)
-        if value:
-            env[key] = value
-            given[key] = f"--{flag.replace('_', '-')}"
+        if value is None:
+            continue
+        name = f"--{flag.replace('_', '-')}"
+        if not value.strip():  # given, and empty: not silently the variable's value
+            raise ConfigError(name, "must not be empty")
+        env[key] = value
+        given[key] = name
     try:
-        return worker_config_from_env(env, load_processor), env
-    except ConfigError as exc:
-        if exc.field in given:  # the operator set it with a flag: name the flag too
-            raise ConfigError(f"{given[exc.field]} ({exc.field})", str(exc)[len(exc.field) + 2 :]) from None
+        return worker_config_from_env(env, load_processor), env, given
+    except ConsumerError as exc:
+        if (named := _flag_named(exc, given)) is not exc:  # the operator set it with a flag: name it too
+            raise named from exc
         raise
 
 
 def _run(args: argparse.Namespace) -> int:
-    config, env = _config(args)
+    config, env, given = _config(args)
     from consumer.embed import create_worker
 
-    worker = create_worker(config, env=env)
+    try:
+        worker = create_worker(config, env=env)
+    except ConsumerError as exc:  # a start-up check naming a variable a flag set
+        if (named := _flag_named(exc, given)) is not exc:
+            raise named from exc
+        raise
     attach_heartbeat(worker, config.health)  # the liveness file `health` checks (CONSUMER_HEALTH_FILE)
     worker.run(handle_signals=True)
     return 0
 
 
 def _create_tables(args: argparse.Namespace) -> int:
-    for flag in ("lease_table", "checkpoint_table"):
-        if not getattr(args, flag):
-            raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
+    names = table_settings(args)  # each given, not empty, not the same table
     from consumer.aws import command_client
     from consumer.aws_errors import aws_call
     from consumer.dynamo import create_tables
@@ -85,10 +123,7 @@ def _create_tables(args: argparse.Namespace) -> int:
 
     check_credentials()
     ddb = command_client("dynamodb")
-    settings = {
-        args.lease_table: "--lease-table / CONSUMER_LEASE_TABLE",
-        args.checkpoint_table: "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE",
-    }
+    settings = {args.lease_table: names["lease_table"], args.checkpoint_table: names["checkpoint_table"]}
     with aws_call("dynamodb", "list tables"):
         existing = set(ddb.list_tables().get("TableNames", []))
     for table, setting in settings.items():
@@ -135,7 +170,11 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m consumer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--version", action="version", version=f"%(prog)s (kinesis-fleet-consumer) {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Typed as plain argparse's: the commands' modules register on it (its parsers are ``_Parser``s).
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        p.add_subparsers(dest="command", required=True, metavar="COMMAND"),
+    )
     run = sub.add_parser(
         "run",
         help="run a worker (settings from CONSUMER_* variables; flags override)",
@@ -156,14 +195,8 @@ def parser() -> argparse.ArgumentParser:
         description="Creates missing tables (on demand, hash key lease_key of type S) and checks that "
         "existing ones have that key schema.",
     )
-    ct.add_argument(
-        "--lease-table", default=os.environ.get("CONSUMER_LEASE_TABLE"), help="default: $CONSUMER_LEASE_TABLE"
-    )
-    ct.add_argument(
-        "--checkpoint-table",
-        default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"),
-        help="default: $CONSUMER_CHECKPOINT_TABLE",
-    )
+    ct.add_argument("--lease-table", help="default: $CONSUMER_LEASE_TABLE")
+    ct.add_argument("--checkpoint-table", help="default: $CONSUMER_CHECKPOINT_TABLE")
     ct.set_defaults(func=_create_tables)
     add_admin_commands(sub)
     add_health_command(sub)
@@ -180,15 +213,19 @@ def _fail(exc: ConsumerError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (errors are one line on stderr, never a traceback)."""
-    level = os.environ.get("CONSUMER_LOG_LEVEL", "INFO").strip().upper() or "INFO"
-    if level not in _LOG_LEVELS:
-        print(
-            f"error: CONSUMER_LOG_LEVEL: must be one of {', '.join(_LOG_LEVELS)}; got {level!r}",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID
+    args = parser().parse_args(argv)  # --help and --version first: no setting can stand in their way
+    level = _log_level()
+    if level is None:
+        if args.command != "health":  # a health check logs nothing: the worker itself refuses the level
+            raw = os.environ.get("CONSUMER_LOG_LEVEL", "")
+            print(
+                f"error: CONSUMER_LOG_LEVEL: must be one of {', '.join(_LOG_LEVELS)} (or WARN, FATAL); "
+                f"got {raw.strip()!r}",
+                file=sys.stderr,
+            )
+            return EXIT_INVALID
+        level = "INFO"
     configure_logging(level)
-    args = parser().parse_args(argv)
     try:
         return int(args.func(args))
     except ConsumerError as exc:

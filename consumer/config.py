@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar, variable_for
 from consumer.errors import ConfigError, ProcessorLoadError
-from consumer.settings.env import env_float, env_int, parse_timestamp
+from consumer.settings.env import env_float, env_int, env_optional_float, parse_timestamp
 from consumer.settings.lease import LeaseConfig
 from consumer.settings.processing import CheckpointConfig, HealthConfig, ProcessingConfig, ShutdownConfig
 from consumer.settings.raw_sink import RawSinkConfig, raw_sink_config_from_env
@@ -73,6 +73,21 @@ class StreamSpec:
             raise ConfigError("streams", f"stream name must be 1..128 characters, got {self.name!r}")
 
 
+def _for_stream(stream: str, factory: ProcessorFactory) -> ProcessorFactory:
+    """``factory`` whose processors are told, as they are made, which stream they will read: a processor
+    with a ``check_source_stream(stream)`` method (e.g. the stream copier, whose target must be another
+    stream) refuses a stream it cannot serve there, when the start-up checks construct it once."""
+
+    def make() -> RecordProcessor | AsyncRecordProcessor:
+        processor = factory()
+        check = getattr(processor, "check_source_stream", None)
+        if callable(check):
+            check(stream)
+        return processor
+
+    return make
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -98,6 +113,12 @@ class WorkerConfig:
         for name in ("application", "lease_table", "checkpoint_table", "worker_id"):
             if not getattr(self, name):
                 raise ConfigError(name, "must not be empty")
+        if self.lease_table == self.checkpoint_table:
+            raise ConfigError(
+                "checkpoint_table",
+                f"must differ from the lease table ({self.lease_table!r}): the two tables hold different "
+                "items under the same keys",
+            )
         if "#" in self.worker_id:
             raise ConfigError("worker_id", "must not contain '#'")
         if not self.streams:
@@ -221,7 +242,7 @@ def _from_env(
         name, _, path = item.partition("=")
         path = path or default_processor
         if not path and processor is not None:
-            specs.append(StreamSpec(name.strip(), processor))
+            specs.append(StreamSpec(name.strip(), _for_stream(name.strip(), processor)))
             continue
         if not path:
             raise ConfigError(
@@ -232,7 +253,7 @@ def _from_env(
             factory = load_processor(path.strip(), env)
         except ProcessorLoadError as exc:
             raise ProcessorLoadError(f"{setting}: {exc}") from exc.__cause__
-        specs.append(StreamSpec(name.strip(), factory))
+        specs.append(StreamSpec(name.strip(), _for_stream(name.strip(), factory)))
     ts_raw = env.get("CONSUMER_INITIAL_TIMESTAMP", "").strip()
     timestamp = parse_timestamp(ts_raw, "CONSUMER_INITIAL_TIMESTAMP") if ts_raw else None
     lease_duration = f("CONSUMER_LEASE_DURATION_SECONDS", "lease.lease_duration")
@@ -254,14 +275,20 @@ def _from_env(
                 env, "CONSUMER_MAX_MOVES_PER_SECOND", _default("lease.max_moves_per_second")
             ),
             discovery_interval=f("CONSUMER_DISCOVERY_INTERVAL_SECONDS", "lease.discovery_interval"),
-            give_up_after=env_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS", 0.0) or None,
-            forget_workers_after=env_float(env, "CONSUMER_FORGET_WORKERS_AFTER_SECONDS", 0.0) or None,
+            # Unset: derived from the lease duration; a value set (0 too) is checked as given.
+            give_up_after=env_optional_float(env, "CONSUMER_GIVE_UP_AFTER_SECONDS"),
+            forget_workers_after=env_optional_float(env, "CONSUMER_FORGET_WORKERS_AFTER_SECONDS"),
         ),
         retrieval=RetrievalConfig(
             mode=text("CONSUMER_RETRIEVAL", "retrieval.mode"),
             max_records=env_int(env, "CONSUMER_MAX_RECORDS", _default("retrieval.max_records")),
             idle_time_between_reads=f("CONSUMER_IDLE_TIME_SECONDS", "retrieval.idle_time_between_reads"),
-            reads_per_second=f("CONSUMER_READS_PER_SECOND", "retrieval.reads_per_second"),
+            reads_per_second=env_float(
+                env,
+                "CONSUMER_READS_PER_SECOND",
+                _default("retrieval.reads_per_second"),
+                what="a number of GetRecords calls per second",
+            ),
             read_bytes_per_second=env_int(
                 env, "CONSUMER_READ_BYTES_PER_SECOND", _default("retrieval.read_bytes_per_second")
             ),

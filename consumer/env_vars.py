@@ -15,6 +15,8 @@ __all__ = ["ENV_VARS", "PROCESSOR_ENV_VARS", "EnvVar", "variable_for"]
 
 @dataclass(frozen=True)
 class EnvVar:
+    """One variable: its name, the config field it sets, its one line of help, and its default text."""
+
     name: str
     field: str  # "lease.lease_duration"; "" for a variable that is not a config field
     help: str
@@ -70,13 +72,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_GIVE_UP_AFTER_SECONDS",
         "lease.give_up_after",
-        "a shard failing transiently this long is handed to another live worker (or released)",
+        "a shard failing transiently this long is handed to another live worker (or released); > 0",
         default="lease duration",
     ),
     EnvVar(
         "CONSUMER_FORGET_WORKERS_AFTER_SECONDS",
         "lease.forget_workers_after",
-        "silent worker items are deleted after this",
+        "silent worker items are deleted after this (at least 2 x lease duration)",
         default="3 x lease duration",
     ),
     EnvVar("CONSUMER_RETRIEVAL", "retrieval.mode", "polling or fanout (enhanced fan-out)"),
@@ -105,7 +107,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_FETCH_THREADS",
         "threads.fetch_threads",
-        "threads that run every shard's GetRecords (the Kinesis connection pool follows)",
+        "threads that run every shard's GetRecords (the Kinesis connection pool follows); fan-out: one per shard",
     ),
     EnvVar(
         "CONSUMER_PROCESSOR_THREADS",
@@ -133,7 +135,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_CHECKPOINT_INTERVAL_SECONDS",
         "checkpoint.auto_interval",
-        "auto mode: at most one checkpoint write per interval (0: one per batch)",
+        "auto mode: at most one checkpoint write per interval (0: one per batch); a stop or hand-off writes at once",
     ),
     EnvVar("CONSUMER_MAX_ATTEMPTS", "processing.max_attempts", "processor attempts per batch and record"),
     EnvVar("CONSUMER_ON_FAILURE", "processing.on_failure", "halt or dlq (needs CONSUMER_DLQ_URL)"),
@@ -161,7 +163,12 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "`health` fails when the file is older than this",
     ),
     EnvVar("CONSUMER_METRICS_INTERVAL_SECONDS", "metrics_interval", "EMF metrics flush", default="10"),
-    EnvVar("CONSUMER_LOG_LEVEL", "log_level", "DEBUG, INFO, WARNING or ERROR", default="INFO"),
+    EnvVar(
+        "CONSUMER_LOG_LEVEL",
+        "log_level",
+        "DEBUG, INFO, WARNING, ERROR or CRITICAL (WARN and FATAL are aliases)",
+        default="INFO",
+    ),
 )
 
 #: Settings of the shipped processors: the raw sink's (fields of ``RawSinkConfig``, read with the worker's

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consumer.config import HealthConfig, env_float
+from consumer.config import HealthConfig, env_float, field_default
 from consumer.errors import ConfigError
 from consumer.logs import log_event
+from consumer.settings.checks import positive
 
 __all__ = ["EXIT_UNHEALTHY", "Heartbeat", "add_health_command", "attach_heartbeat", "heartbeat_age"]
 
@@ -62,7 +63,8 @@ def attach_heartbeat(worker: Any, health: HealthConfig) -> Heartbeat | None:
 
 
 def heartbeat_age(path: str | Path, now: float | None = None) -> float | None:
-    """Seconds since ``path`` was last touched (wall clock), or None when it does not exist."""
+    """Seconds since ``path`` was last touched (wall clock), or None when it does not exist; ``OSError``
+    when it cannot be read (e.g. a path through a regular file)."""
     try:
         modified = Path(path).stat().st_mtime
     except FileNotFoundError:
@@ -72,14 +74,22 @@ def heartbeat_age(path: str | Path, now: float | None = None) -> float | None:
 
 def _health(args: argparse.Namespace) -> int:
     env = os.environ
+    if args.file is not None and not args.file.strip():
+        raise ConfigError("--file", "must not be empty")
     path = args.file or env.get("CONSUMER_HEALTH_FILE", "").strip()
     if not path:
         raise ConfigError("CONSUMER_HEALTH_FILE", "is not set: the worker keeps no heartbeat to check")
-    max_age = (
-        args.max_age if args.max_age is not None else env_float(env, "CONSUMER_HEALTH_MAX_AGE_SECONDS", 30.0)
-    )
-    HealthConfig(path, max_age)  # validates the bound
-    age = heartbeat_age(path)
+    if args.max_age is not None:
+        max_age, setting = args.max_age, "--max-age"
+    else:
+        setting = "CONSUMER_HEALTH_MAX_AGE_SECONDS"
+        max_age = env_float(env, setting, field_default("health.max_age"))
+    positive(setting, max_age)  # the bound HealthConfig checks, named as the operator set it
+    try:
+        age = heartbeat_age(path)
+    except OSError as exc:  # e.g. a path through a file, or a directory we may not read
+        print(f"unhealthy: cannot read the heartbeat at {path}: {exc.strerror or exc}")
+        return EXIT_UNHEALTHY
     if age is None:
         print(f"unhealthy: no heartbeat at {path} (the worker has not started its coordinator loop)")
         return EXIT_UNHEALTHY

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from consumer.config import env_float, field_default, parse_timestamp
 from consumer.errors import EXIT_NOT_CONFIRMED, ConfigError
 from consumer.records import Position
+from consumer.settings.checks import positive
 
 if TYPE_CHECKING:
     from consumer.admin.status import FleetStatus
@@ -22,22 +23,53 @@ if TYPE_CHECKING:
 # boto3 and the repositories are imported by the handlers, when a command runs: registering the commands
 # (every ``python -m consumer``) stays cheap.
 
-__all__ = ["add_admin_commands", "checked_dynamodb"]
+__all__ = ["add_admin_commands", "checked_dynamodb", "table_settings"]
+
+_TABLES = (("lease_table", "CONSUMER_LEASE_TABLE"), ("checkpoint_table", "CONSUMER_CHECKPOINT_TABLE"))
+
+
+def table_settings(args: argparse.Namespace) -> dict[str, str]:
+    """Resolve ``--lease-table`` and ``--checkpoint-table`` (each defaults to its variable) into
+    ``args.lease_table`` and ``args.checkpoint_table``; returns the setting that named each (the flag when
+    given, else the variable), for messages. Refuses a flag given empty, a table named nowhere, and one
+    table for both (the checkpoint table's setting is named)."""
+    settings: dict[str, str] = {}
+    for dest, variable in _TABLES:
+        flag = f"--{dest.replace('_', '-')}"
+        value = getattr(args, dest, None)
+        from_env = os.environ.get(variable)
+        # Given on the command line (import-kcl's flags default to the variable: equal, it came from there).
+        if value is not None and value != from_env:
+            if not value.strip():
+                raise ConfigError(flag, "must not be empty")
+            setting = flag
+        else:
+            value, setting = (from_env or "").strip(), variable
+            if not value:
+                raise ConfigError(flag, f"is required (or set {variable})")
+        setattr(args, dest, value.strip())
+        settings[dest] = setting
+    if args.lease_table == args.checkpoint_table:
+        raise ConfigError(
+            settings["checkpoint_table"],
+            f"must differ from the lease table ({args.lease_table!r}): the two tables hold different items "
+            "under the same keys",
+        )
+    return settings
 
 
 def checked_dynamodb(args: argparse.Namespace) -> Any:
-    """A DynamoDB client, once ``--lease-table`` and ``--checkpoint-table`` are given, credentials resolve and
-    both tables have the consumer's key schema (each problem one line naming the flag)."""
-    for flag in ("lease_table", "checkpoint_table"):
-        if not getattr(args, flag):
-            raise ConfigError(f"--{flag.replace('_', '-')}", f"is required (or set CONSUMER_{flag.upper()})")
+    """A DynamoDB client, once ``--lease-table`` and ``--checkpoint-table`` are given (``table_settings``),
+    credentials resolve and both tables have the consumer's key schema (each problem one line naming the
+    flag or variable that named the table)."""
+    settings = table_settings(args)
     from consumer.aws import command_client
     from consumer.preflight import check_credentials, check_table_schema
 
     check_credentials()
     ddb = command_client("dynamodb")
-    check_table_schema(ddb, args.lease_table, "--lease-table / CONSUMER_LEASE_TABLE")
-    check_table_schema(ddb, args.checkpoint_table, "--checkpoint-table / CONSUMER_CHECKPOINT_TABLE")
+    check_table_schema(ddb, args.lease_table, settings["lease_table"])
+    check_table_schema(ddb, args.checkpoint_table, settings["checkpoint_table"])
     return ddb
 
 
@@ -105,22 +137,24 @@ def _print_status(status: FleetStatus, out: TextIO) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    if args.lease_duration is not None and not args.lease_duration > 0:
-        raise ConfigError("--lease-duration", f"must be > 0 seconds, got {args.lease_duration}")
-    duration = args.lease_duration or env_float(
-        os.environ, "CONSUMER_LEASE_DURATION_SECONDS", field_default("lease.lease_duration")
-    )
+    if args.lease_duration is not None:
+        duration, setting = args.lease_duration, "--lease-duration"
+    else:
+        setting = "CONSUMER_LEASE_DURATION_SECONDS"
+        duration = env_float(os.environ, setting, field_default("lease.lease_duration"))
+    positive(setting, duration)  # the check `run` makes (LeaseConfig), named as the operator set it
     if args.count is not None and args.count < 1:
         raise ConfigError("--count", f"must be >= 1, got {args.count}")
     from consumer.admin.status import fleet_status, scanned_checkpoints
     from consumer.aws_errors import aws_call
 
+    tables = table_settings(args)
     ddb = checked_dynamodb(args)
     repo, _ = _repositories(ddb, args)
     checkpoints = scanned_checkpoints(ddb, args.checkpoint_table)
 
     def read() -> FleetStatus:  # DynamoDB only: the lag comes from the owners' heartbeats
-        with aws_call("dynamodb", f"scan {args.lease_table!r}", "--lease-table / CONSUMER_LEASE_TABLE"):
+        with aws_call("dynamodb", f"scan {args.lease_table!r}", tables["lease_table"]):
             return fleet_status(repo, checkpoints, lease_duration=duration)
 
     if args.watch:
@@ -139,6 +173,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _drain(args: argparse.Namespace) -> int:
+    if not args.worker.strip():
+        raise ConfigError("worker", "must not be empty (the worker id, see `status`)")
     from consumer.admin.ops import drain
 
     repo, _ = _tables(args)
@@ -176,6 +212,9 @@ def _confirmed() -> bool:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    for flag in ("stream", "shard"):  # an empty --shard would mean every shard of the stream
+        if getattr(args, flag) is not None and not getattr(args, flag).strip():
+            raise ConfigError(f"--{flag}", "must not be empty")
     chosen = [x for x in (args.timestamp, args.sequence, args.checkpoint) if x]
     if len(chosen) != 1:
         raise ConfigError("replay", "give exactly one of --timestamp, --sequence or --checkpoint")
@@ -215,19 +254,14 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _add_tables(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--lease-table",
-        default=os.environ.get("CONSUMER_LEASE_TABLE"),
-        help="the lease table (default: $CONSUMER_LEASE_TABLE)",
-    )
-    p.add_argument(
-        "--checkpoint-table",
-        default=os.environ.get("CONSUMER_CHECKPOINT_TABLE"),
-        help="the checkpoint table (default: $CONSUMER_CHECKPOINT_TABLE)",
-    )
+    """``--lease-table`` and ``--checkpoint-table``; unset, each is read from its variable when the command
+    runs (``table_settings``), so that an error names the setting the operator actually used."""
+    p.add_argument("--lease-table", help="the lease table (default: $CONSUMER_LEASE_TABLE)")
+    p.add_argument("--checkpoint-table", help="the checkpoint table (default: $CONSUMER_CHECKPOINT_TABLE)")
 
 
 def add_admin_commands(sub: Any) -> None:
+    """Register ``status``, ``drain`` and ``replay`` on the CLI's subparsers."""
     st = sub.add_parser(
         "status",
         help="every shard (owner, epoch, state, checkpoint, lag) and every worker (alive, draining, dead)",

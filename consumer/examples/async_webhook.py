@@ -17,6 +17,7 @@ import base64
 import contextlib
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -47,8 +48,10 @@ class WebhookTarget:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError("WEBHOOK_URL", f"must be an http:// or https:// URL, got {self.url!r}")
-        if not self.timeout > 0:
-            raise ConfigError("WEBHOOK_TIMEOUT_SECONDS", f"must be > 0 seconds, got {self.timeout!r}")
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):  # inf would wait for ever, nan never
+            raise ConfigError(
+                "WEBHOOK_TIMEOUT_SECONDS", f"must be a finite number of seconds > 0, got {self.timeout!r}"
+            )
 
     @classmethod
     def from_env(cls) -> WebhookTarget:

@@ -22,6 +22,8 @@ __all__ = ["StreamCopier"]
 
 
 class StreamCopier(BaseProcessor):
+    """Copies its shard's records into ``COPIER_TARGET_STREAM`` (or ``target_stream``), fenced by the epoch."""
+
     def __init__(self, client: Any = None, target_stream: str | None = None) -> None:
         self._client = client or shared_client("kinesis")
         target = target_stream or os.environ.get("COPIER_TARGET_STREAM")
@@ -33,13 +35,25 @@ class StreamCopier(BaseProcessor):
 
     @property
     def target_stream(self) -> str:
+        """The stream copied into."""
         return self._target
 
     def required_resources(self) -> list[Resource]:
         """Checked when the worker starts: the stream copied into must exist."""
         return [Resource("kinesis_stream", self._target, "COPIER_TARGET_STREAM")]
 
+    def check_source_stream(self, stream: str) -> None:
+        """Refuse to copy ``stream`` into itself (the copies would be copied again, without end); called
+        when the worker makes the processor for a stream, so the start-up checks stop a worker set so."""
+        if stream == self._target:
+            raise ConfigError(
+                "COPIER_TARGET_STREAM",
+                f"must differ from the stream being copied ({stream!r}): a stream copied into itself "
+                "grows without end",
+            )
+
     def initialize(self, data: InitializationInput) -> None:
+        self.check_source_stream(data.stream)  # a processor made outside the worker's checks, too
         self._source = f"{data.stream}/{data.shard_id}"
 
     def process_records(self, data: ProcessRecordsInput) -> None:

@@ -8,18 +8,29 @@ from datetime import datetime
 
 from consumer.errors import ConfigError
 
-__all__ = ["env_float", "env_int", "parse_timestamp"]
+__all__ = ["env_float", "env_int", "env_optional_float", "parse_timestamp"]
 
 
-def env_float(env: Mapping[str, str], key: str, default: float) -> float:
-    """A finite number from ``env[key]`` (``default`` when unset or empty)."""
+def env_float(
+    env: Mapping[str, str], key: str, default: float, *, what: str = "a number of seconds"
+) -> float:
+    """A finite number from ``env[key]`` (``default`` when unset or empty); ``what`` says in the error what
+    the number counts (``a number of seconds`` unless the setting is, e.g., a rate)."""
+    value = env_optional_float(env, key, what=what)
+    return default if value is None else value
+
+
+def env_optional_float(
+    env: Mapping[str, str], key: str, *, what: str = "a number of seconds"
+) -> float | None:
+    """A finite number from ``env[key]``, or None when it is unset or empty (a set ``0`` is 0, not unset)."""
     raw = env.get(key)
     if raw is None or raw.strip() == "":
-        return default
+        return None
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(key, f"must be a number of seconds, got {raw!r}") from None
+        raise ConfigError(key, f"must be {what}, got {raw!r}") from None
     if not math.isfinite(value):
         raise ConfigError(key, f"must be a finite number, got {raw!r}")
     return value

@@ -293,11 +293,39 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
         ),
         Case("no credentials", run, _NO_FILES, 2, ("AWS_ACCESS_KEY_ID", "credentials"), drop=_CREDENTIALS),
         Case("no region", run, _NO_FILES, 2, ("AWS_REGION",), drop=_REGION),
+        Case(
+            "one table for both",
+            run,
+            {"CONSUMER_CHECKPOINT_TABLE": names.lease_table},
+            2,
+            ("error: CONSUMER_CHECKPOINT_TABLE: must differ from the lease table",),
+        ),
+        Case(
+            "endpoint not a url",
+            run,
+            {"AWS_ENDPOINT_URL": "notaurl"},
+            2,
+            ("error: AWS_ENDPOINT_URL: not a URL: 'notaurl'",),
+        ),
+        Case(
+            "copier into itself",
+            run,
+            {**copier, "COPIER_TARGET_STREAM": names.stream},
+            2,
+            (f"error: COPIER_TARGET_STREAM: must differ from the stream being copied ('{names.stream}')",),
+        ),
+        Case(
+            "processor flag",
+            ("run", "--processor", "nowhere.mod:Proc"),
+            {},
+            2,
+            ("error: --processor (CONSUMER_PROCESSOR): processor 'nowhere.mod:Proc'",),
+        ),
     ]
     cli = _check_all(base, cases)
     # The same settings through the embedding API: the same start-up checks, the very same one line each
     # (flags and CONSUMER_LOG_LEVEL belong to the CLI alone).
-    api_cases = [c for c in cases if c.name not in {"flag", "log level"}]
+    api_cases = [c for c in cases if c.name not in {"flag", "log level", "processor flag"}]
     api = _check_all(base, api_cases, api=True)
     assert {c.name: api[c.name] for c in api_cases} == {c.name: cli[c.name] for c in api_cases}
     # Nothing was registered, created or taken by any of them.
@@ -377,6 +405,27 @@ def test_operator_commands_refuse_bad_input_and_move_nothing(
             {},
             2,
             ("--lease-table", wrong_keys, "pk (S, HASH) + sk (S, RANGE)"),
+        ),
+        Case(
+            "status one table for both",
+            ("status",),
+            {"CONSUMER_CHECKPOINT_TABLE": names.lease_table},
+            2,
+            ("error: CONSUMER_CHECKPOINT_TABLE: must differ from the lease table",),
+        ),
+        Case(
+            "status lease duration",
+            ("status",),
+            {"CONSUMER_LEASE_DURATION_SECONDS": "-3"},
+            2,
+            ("error: CONSUMER_LEASE_DURATION_SECONDS: must be a finite number > 0, got -3.0",),
+        ),
+        Case(
+            "create-tables endpoint",
+            ("create-tables",),
+            {"AWS_ENDPOINT_URL": "http://[::1"},
+            2,
+            ("error: AWS_ENDPOINT_URL: not a URL",),
         ),
         Case(
             "create-tables wrong schema",

@@ -105,3 +105,31 @@ def test_a_malformed_command_line_is_one_line_and_exit_2() -> None:
         )
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr.splitlines() == [out.stderr.strip()] and out.stderr.startswith(expected), out.stderr
+
+
+def _doc_rows() -> dict[str, tuple[str, str]]:
+    """The rows of docs/operations.md's variable tables (``| variable | default | meaning |``)."""
+    rows: dict[str, tuple[str, str]] = {}
+    in_table = False
+    for line in (REPO / "docs" / "operations.md").read_text().splitlines():
+        if line.startswith("| variable | default | meaning |"):
+            in_table = True
+            continue
+        if not line.startswith("|"):
+            in_table = False
+        if in_table and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            assert len(cells) == 3, line
+            rows[cells[0].strip("`")] = (cells[1], cells[2])
+    return rows
+
+
+def test_operations_doc_tables_say_what_run_help_says() -> None:
+    """docs/operations.md says `run --help` prints its table "from the same source": every row, default and
+    meaning, is ``consumer/env_vars.py``'s (with the dataclass defaults), and there is no other row."""
+    rows = _doc_rows()
+    variables = (*ENV_VARS, *PROCESSOR_ENV_VARS)
+    assert list(rows) == [v.name for v in variables]
+    for var in variables:
+        default = "required" if var.required else (f"`{default_text(var)}`" if default_text(var) else "")
+        assert rows[var.name] == (default, var.help), var.name

@@ -7,6 +7,8 @@ from consumer.config import (
     ProcessingConfig,
     RetrievalConfig,
     ShutdownConfig,
+    StreamSpec,
+    WorkerConfig,
     default_text,
     parse_timestamp,
     polling_rate_warning,
@@ -14,6 +16,7 @@ from consumer.config import (
 )
 from consumer.env_vars import ENV_VARS
 from consumer.errors import ConfigError, ProcessorLoadError
+from consumer.examples.logging_processor import LoggingProcessor
 from consumer.loader import load_processor
 
 
@@ -162,3 +165,56 @@ def test_processor_load_errors_name_the_path(path: str, message: str) -> None:
     with pytest.raises(ProcessorLoadError, match=message) as info:
         load_processor(path)
     assert path in str(info.value)
+
+
+def test_one_table_for_leases_and_checkpoints_is_refused_naming_the_checkpoint_table() -> None:
+    with pytest.raises(ConfigError) as info:
+        WorkerConfig("app", "t", "t", (StreamSpec("s", LoggingProcessor),))
+    assert info.value.field == "checkpoint_table" and "must differ from the lease table ('t')" in str(
+        info.value
+    )
+    with pytest.raises(ConfigError) as info:
+        worker_config_from_env(_env(CONSUMER_CHECKPOINT_TABLE="l"), load_processor)
+    assert str(info.value).startswith("CONSUMER_CHECKPOINT_TABLE: must differ from the lease table ('l')")
+
+
+def test_a_rate_that_is_not_a_number_is_not_called_seconds() -> None:
+    with pytest.raises(ConfigError) as info:
+        worker_config_from_env(_env(CONSUMER_READS_PER_SECOND="abc"), load_processor)
+    assert str(info.value) == (
+        "CONSUMER_READS_PER_SECOND: must be a number of GetRecords calls per second, got 'abc'"
+    )
+    with pytest.raises(ConfigError, match="must be a number of seconds, got 'abc'"):
+        worker_config_from_env(_env(CONSUMER_SCAN_INTERVAL_SECONDS="abc"), load_processor)
+
+
+@pytest.mark.parametrize("key", ["CONSUMER_GIVE_UP_AFTER_SECONDS", "CONSUMER_FORGET_WORKERS_AFTER_SECONDS"])
+def test_optional_durations_set_to_zero_are_refused_not_read_as_the_default(key: str) -> None:
+    """0 is not "the default" (unset is): a value set is checked as given, like every other setting."""
+    with pytest.raises(ConfigError) as info:
+        worker_config_from_env(_env(**{key: "0"}), load_processor)
+    assert str(info.value).startswith(f"{key}: must be a finite number > 0")
+    cfg = worker_config_from_env(_env(**{key: ""}), load_processor)
+    assert cfg.lease.give_up_after is None and cfg.lease.forget_workers_after is None
+    assert cfg.lease.give_up_seconds == cfg.lease.lease_duration
+
+
+class _OnlyOrders(LoggingProcessor):
+    """A processor that serves only the stream called ``orders``."""
+
+    def check_source_stream(self, stream: str) -> None:
+        if stream != "orders":
+            raise ConfigError("ONLY_ORDERS", f"cannot read {stream!r}")
+
+
+def test_a_processor_is_told_its_stream_when_made_for_it() -> None:
+    """The hook the copier uses to refuse its own source as its target: called as the worker (and its
+    start-up checks) make a processor for a stream."""
+    cfg = worker_config_from_env(
+        {k: v for k, v in _env(CONSUMER_STREAMS="orders,clicks").items() if k != "CONSUMER_PROCESSOR"},
+        load_processor,
+        processor=_OnlyOrders,
+    )
+    assert isinstance(cfg.stream("orders").processor_factory(), _OnlyOrders)
+    with pytest.raises(ConfigError, match="ONLY_ORDERS: cannot read 'clicks'"):
+        cfg.stream("clicks").processor_factory()

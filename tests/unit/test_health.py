@@ -91,3 +91,45 @@ def test_health_without_a_file_names_the_variable(
     monkeypatch.delenv("CONSUMER_HEALTH_FILE", raising=False)
     assert main(["health"]) == 2
     assert "CONSUMER_HEALTH_FILE" in capsys.readouterr().err
+
+
+def test_a_heartbeat_path_that_cannot_be_read_is_unhealthy_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    regular = tmp_path / "file"
+    regular.write_text("")
+    assert main(["health", "--file", str(regular / "x")]) == EXIT_UNHEALTHY  # NotADirectoryError
+    assert capsys.readouterr().out.startswith(f"unhealthy: cannot read the heartbeat at {regular / 'x'}")
+
+
+def _error(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one ``error:`` line on stderr (the structured log carries the same error as JSON)."""
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_bad_bound_names_the_flag_or_the_variable_that_set_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "beat")
+    assert main(["health", "--file", path, "--max-age", "-1"]) == 2
+    assert _error(capsys) == "error: --max-age: must be a finite number > 0, got -1.0"
+    assert main(["health", "--file", path, "--max-age", "inf"]) == 2
+    assert _error(capsys).startswith("error: --max-age: ")
+    monkeypatch.setenv("CONSUMER_HEALTH_MAX_AGE_SECONDS", "0")
+    assert main(["health", "--file", path]) == 2
+    assert _error(capsys).startswith("error: CONSUMER_HEALTH_MAX_AGE_SECONDS: must be")
+    assert main(["health", "--file", ""]) == 2
+    assert _error(capsys) == "error: --file: must not be empty"
+
+
+def test_a_bad_log_level_does_not_fail_the_health_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check logs nothing: the worker itself refuses the level when it starts."""
+    path = tmp_path / "beat"
+    path.touch()
+    monkeypatch.setenv("CONSUMER_LOG_LEVEL", "verbose")
+    assert _health(path, 30) == 0
+    assert capsys.readouterr().err == ""

@@ -117,3 +117,55 @@ def test_one_shot_calls_use_the_same_classifier() -> None:
     assert isinstance(unreachable.value, TransientError)  # the worker retries it; the CLI exits 4
     with pytest.raises(TypeError), aws_call("s3", "bucket 'b'"):
         raise TypeError("a bug")
+
+
+def test_a_profile_that_does_not_exist_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.exceptions import ProfileNotFound
+
+    monkeypatch.setenv("AWS_PROFILE", "nosuch")
+    error = classify(ProfileNotFound(profile="nosuch"))
+    assert isinstance(error, ConfigError) and error.field == "AWS_PROFILE"
+    assert str(error).startswith("AWS_PROFILE: no profile 'nosuch'")
+    monkeypatch.delenv("AWS_PROFILE")
+    monkeypatch.setenv("AWS_DEFAULT_PROFILE", "nosuch")
+    assert classify(ProfileNotFound(profile="nosuch")).field == "AWS_DEFAULT_PROFILE"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "setting"),
+    [
+        ({"endpoint_url": "notaurl"}, {}, "endpoint_url"),
+        ({"endpoint_url": "notaurl", "endpoint_setting": "endpoints['kinesis']"}, {}, "endpoints['kinesis']"),
+        ({}, {"AWS_ENDPOINT_URL": "notaurl"}, "AWS_ENDPOINT_URL"),
+        (
+            {},
+            {"AWS_ENDPOINT_URL_KINESIS": "http://[::1", "AWS_ENDPOINT_URL": "http://ok:1"},
+            "AWS_ENDPOINT_URL_KINESIS",
+        ),
+        ({}, {"AWS_ENDPOINT_URL": "localhost:4566"}, "AWS_ENDPOINT_URL"),
+    ],
+)
+def test_an_endpoint_that_is_not_a_url_names_where_it_came_from(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, str], env: dict[str, str], setting: str
+) -> None:
+    """Not botocore's bare ``ValueError`` (a traceback at the command line): a ConfigError naming the variable
+    the endpoint came from, or the argument."""
+    from consumer.aws import make_client
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_KINESIS", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        make_client("kinesis", region="us-east-1", **kwargs)
+    assert info.value.field == setting and "not a URL" in str(info.value)
+
+
+def test_an_endpoint_that_is_a_url_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from consumer.aws import make_client
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_KINESIS", "http://[::1]:4567")
+    assert make_client("kinesis", region="us-east-1").meta.endpoint_url == "http://[::1]:4567"
+    assert make_client("s3", region="us-east-1", endpoint_url="http://127.0.0.1:1").meta.endpoint_url == (
+        "http://127.0.0.1:1"
+    )
