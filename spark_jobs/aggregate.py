@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs import storage
+from spark_jobs.args import check_roots
 from spark_jobs.hours import hour_range, partition_dirs
 from spark_jobs.schemas import CURATED_SCHEMA
 from spark_jobs.transforms import hour_metrics, minute_metrics
@@ -51,6 +52,7 @@ def parse_args(argv: Sequence[str] | None = None) -> AggregateOptions:
     ns = parser.parse_args(argv)
     options = AggregateOptions(ns.input, ns.output, ns.start, ns.end)
     try:
+        check_roots({"--input": options.input, "--output": options.output})
         hour_range(options.start, options.end)
     except ValueError as err:
         parser.error(str(err))

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs import storage
+from spark_jobs.args import check_roots
 from spark_jobs.hours import hour_range, partition_dirs
 from spark_jobs.schemas import REASONS
 from spark_jobs.transforms import (
@@ -84,6 +85,9 @@ def parse_args(argv: Sequence[str] | None = None) -> CompactOptions:
         ns.input, ns.output, ns.quarantine, ns.start, ns.end, ns.event_id_field, ns.payload_columns
     )
     try:
+        check_roots(
+            {"--input": options.input, "--output": options.output, "--quarantine": options.quarantine}
+        )
         hour_range(options.start, options.end)
         if options.event_id_field is not None:
             event_id_path(options.event_id_field)
@@ -139,8 +143,8 @@ def read_raw(
 
 
 def _hours(patterns: list[str]) -> list[tuple[str, str]]:
-    """(date, hour) of each hour pattern."""
-    return [(p.split("/date=")[1][:10], p.split("/hour=")[1][:2]) for p in patterns]
+    """(date, hour) of each hour pattern (its last ``/date=`` and ``/hour=``: the root may hold such names)."""
+    return [(p.rsplit("/date=", 1)[1][:10], p.rsplit("/hour=", 1)[1][:2]) for p in patterns]
 
 
 def _is_read_failure(exc: BaseException) -> bool:
@@ -166,7 +170,8 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
             "no raw objects in %s for %s..%s; nothing to do", options.input, options.start, options.end
         )
         return counts
-    unreadable: dict[str, str] = {}
+    empty = storage.empty_objects(spark, patterns)  # read as empty by Hadoop, yet no gzip data
+    unreadable, checked = dict(empty), False
     while True:
         staging = storage.Staging(spark, [options.output, options.quarantine])
         try:
@@ -174,11 +179,11 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
             break
         except Exception as exc:
             staging.abort()
-            if unreadable or not _is_read_failure(exc):
+            if checked or not _is_read_failure(exc):
                 raise
             # Some object could not be read: find every such object, then compact the rest without them.
-            unreadable = storage.unreadable_objects(spark, patterns)
-            if not unreadable:
+            unreadable, checked = {**empty, **storage.unreadable_objects(spark, patterns)}, True
+            if len(unreadable) == len(empty):
                 raise
             log.warning("%d raw objects cannot be read; compacting without them", len(unreadable))
     staging.commit(options.output)

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 __all__ = ["HOUR_FORMAT", "MAX_HOURS", "hour_range", "parse_hour", "partition_dirs"]
 
 HOUR_FORMAT = "%Y-%m-%dT%H"
+_HOUR = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}")
 #: A guard against a typo that asks for years of data: 93 days.
 MAX_HOURS = 24 * 93
 
 
 def parse_hour(text: str) -> datetime:
     """``2026-11-21T05`` -> 2026-11-21 05:00 UTC; anything else raises ``ValueError`` naming the format."""
+    message = f"hour {text!r} must look like YYYY-MM-DDTHH (UTC), e.g. 2026-11-21T05"
+    if not _HOUR.fullmatch(text):  # strptime alone takes T5 for T05, and other near misses
+        raise ValueError(message)
     try:
         return datetime.strptime(text, HOUR_FORMAT).replace(tzinfo=UTC)
     except ValueError as err:
-        raise ValueError(f"hour {text!r} must look like YYYY-MM-DDTHH (UTC), e.g. 2026-11-21T05") from err
+        raise ValueError(message) from err
 
 
 def hour_range(start: str, end: str) -> list[datetime]:

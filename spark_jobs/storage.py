@@ -10,8 +10,6 @@ fails leaves every output as it was, and one that succeeds replaces each partiti
 
 from __future__ import annotations
 
-import gzip
-import io
 import logging
 import uuid
 import zlib
@@ -84,14 +82,44 @@ def existing(spark: SparkSession, patterns: list[str]) -> list[str]:
 
 
 def gzip_error(content: bytes) -> str | None:
-    """Why ``content`` is not complete gzip data (members back to back, CRC and length checked), or None."""
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(content)) as stream:
-            while stream.read(1 << 20):
-                pass
-    except (OSError, EOFError, zlib.error) as err:
-        return f"{type(err).__name__}: {err}"
+    """Why ``content`` is not complete gzip data, as Hadoop reads it, or None: one or more whole members back
+    to back (CRC and length checked) and nothing else: no empty object, no trailing bytes, not even zeros
+    (Python's gzip module skips trailing zeros; Hadoop's reader fails on them)."""
+    if not content:
+        return "empty object: no gzip member"
+    rest, members = content, 0
+    while rest:
+        if rest[:2] != b"\x1f\x8b":
+            if not members:
+                return "not gzip data: it does not start with a gzip header"
+            return f"{len(rest)} bytes after gzip member {members} are not another member"
+        member = zlib.decompressobj(wbits=31)  # the gzip wrapper: header, deflate data, CRC and length
+        data = rest
+        try:
+            while not member.eof:
+                out = member.decompress(data, 1 << 20)
+                data = member.unconsumed_tail
+                if not out and not data:
+                    break
+        except zlib.error as err:
+            return f"gzip member {members + 1}: {err}"
+        if not member.eof:
+            return f"gzip member {members + 1} is cut short"
+        rest, members = member.unused_data, members + 1
     return None
+
+
+def empty_objects(spark: SparkSession, patterns: list[str]) -> dict[str, str]:
+    """Objects matched by ``patterns`` that hold no byte at all: {URI as in ``_metadata.file_path``: why}.
+    Hadoop reads such an object as empty rather than failing, but it is no gzip data: the sink never writes
+    one, so something cut it short."""
+    out = {}
+    for pattern in patterns:
+        fs, path = _fs(spark, pattern)
+        for status in fs.globStatus(path) or []:
+            if status.isFile() and status.getLen() == 0:
+                out[str(status.getPath().toUri().toString())] = "empty object: no gzip member"
+    return out
 
 
 def unreadable_objects(spark: SparkSession, patterns: list[str]) -> dict[str, str]:

@@ -107,6 +107,11 @@ def test_strict_about_the_contract_exact_about_the_data_on_hand_made_objects(spa
     cut.write_bytes(whole[: len(whole) // 2])
     plain = raw / "stream=orders" / HOUR / "shardId-000000000002_plain.jsonl.gz"
     plain.write_bytes(line(record(sequence_number="60")).encode() + b"\n")
+    # whole gzip data padded with zeros (Hadoop refuses it, Python's gzip would not), and an object of no bytes
+    padded = raw / "stream=orders" / HOUR / "shardId-000000000002_padded.jsonl.gz"
+    padded.write_bytes(gzip.compress(line(record(sequence_number="90")).encode() + b"\n") + bytes(16))
+    empty = raw / "stream=orders" / HOUR / "shardId-000000000002_empty.jsonl.gz"
+    empty.write_bytes(b"")
     write_object(
         raw,
         "shardId-000000000003_ok.jsonl.gz",
@@ -142,13 +147,20 @@ def test_strict_about_the_contract_exact_about_the_data_on_hand_made_objects(spa
         (Reason.BAD_PAYLOAD, "24"),
         (Reason.BAD_PAYLOAD, "25"),
         (Reason.CORRUPT_OBJECT, "cut.jsonl.gz"),
+        (Reason.CORRUPT_OBJECT, "empty.jsonl.gz"),
+        (Reason.CORRUPT_OBJECT, "padded.jsonl.gz"),
         (Reason.CORRUPT_OBJECT, "plain.jsonl.gz"),
         (Reason.UNPARSEABLE, "26"),  # one line, not split at the CR
         (Reason.WRONG_TYPE, "20"),
         (Reason.WRONG_TYPE, "21"),
         (Reason.WRONG_TYPE, "22"),
     ]
-    assert [uri.rsplit("/", 1)[1] for uri in counts["corrupt_objects"]] == [cut.name, plain.name]
+    assert [uri.rsplit("/", 1)[1] for uri in counts["corrupt_objects"]] == [
+        cut.name,
+        empty.name,
+        padded.name,
+        plain.name,
+    ]
     assert {r.source_object for r in quarantine if r.reason == Reason.CORRUPT_OBJECT} == set(
         counts["corrupt_objects"]
     )

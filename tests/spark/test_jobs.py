@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from spark_jobs import aggregate, compact, package
+from spark_jobs.hours import parse_hour
 from spark_jobs.schemas import REASONS
 from tools.pipeline_data import GeneratedRaw, RawSpec, generate_raw
 
@@ -162,6 +163,47 @@ def test_compact_rejects_bad_arguments(argv, capsys):
     assert "error" in capsys.readouterr().err
 
 
+HOURS = ["--start", "2026-11-21T00", "--end", "2026-11-21T01"]
+
+
+@pytest.mark.parametrize(
+    ("roots", "words"),
+    [
+        (
+            ["--input", "raw", "--output", "cur", "--quarantine", "cur/"],
+            "--output and --quarantine are the same",
+        ),
+        (["--input", "raw", "--output", "cur", "--quarantine", "cur/q"], "--quarantine is inside --output"),
+        (
+            ["--input", "lake[1]/raw", "--output", "cur", "--quarantine", "q"],
+            "reads [ ] in a path as a pattern",
+        ),
+        (
+            ["--input", "raw", "--output", "c{a,b}", "--quarantine", "q"],
+            "--output 'c{a,b}': Hadoop reads { }",
+        ),
+    ],
+)
+def test_roots_that_would_read_or_write_the_wrong_folders_are_refused_before_spark_starts(
+    roots, words, capsys
+):
+    """A quarantine over the curated table would replace its partitions; a root with a glob character would
+    match no folder (or others): refused in one line, exit 2."""
+    with pytest.raises(SystemExit) as caught:
+        compact.parse_args([*roots, *HOURS])
+    assert caught.value.code == 2 and words in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        aggregate.parse_args(["--input", "cur", "--output", "cur/", *HOURS])
+    assert "--input and --output are the same folder" in capsys.readouterr().err
+
+
+def test_an_hour_is_exactly_yyyy_mm_ddthh():
+    for text in ("2026-11-21T5", "2026-11-21T05:00", " 2026-11-21T05", "2026-1-21T05"):
+        with pytest.raises(ValueError, match="must look like YYYY-MM-DDTHH"):
+            parse_hour(text)
+    assert parse_hour("2026-11-21T05").hour == 5
+
+
 def test_raw_patterns_cover_the_inclusive_range_across_midnight():
     assert compact.raw_patterns("s3://b/raw/", "2026-11-21T23", "2026-11-22T00") == [
         "s3://b/raw/stream=*/date=2026-11-21/hour=23/*.jsonl.gz",
@@ -190,3 +232,11 @@ def test_spark_submit_without_py_files_cannot_find_the_package(tmp_path):
     missing = _submit(tmp_path, raw_root=raw.root)
     assert missing.returncode != 0 and "No module named 'spark_jobs'" in missing.stdout + missing.stderr
     assert not (tmp_path / "curated").exists()
+
+
+def test_an_hour_is_read_from_the_end_of_its_pattern_whatever_the_root_is_called():
+    """A root such as ``backfill/date=2026-01-01`` still clears the quarantine of the hours it re-runs."""
+    (pattern,) = compact.raw_patterns(
+        "/lake/backfill/date=2026-01-01/hour=07", "2026-11-21T05", "2026-11-21T05"
+    )
+    assert compact._hours([pattern]) == [("2026-11-21", "05")]
