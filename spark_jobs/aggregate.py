@@ -95,7 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for spark-submit and ``python -m spark_jobs.aggregate``; prints a JSON summary."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     options = parse_args(argv)
-    summary = run(storage.get_session("aggregate"), options)
+    spark = storage.get_session("aggregate")
+    try:  # what needs Spark to check, before anything is read: one line and exit 2, as for the other arguments
+        storage.check_root(spark, "--input", options.input)
+        storage.check_root(spark, "--output", options.output)
+    except ValueError as err:
+        print(f"aggregate: error: {err}", file=sys.stderr)
+        return 2
+    summary = run(spark, options)
     print(json.dumps({"job": "aggregate", **summary}, sort_keys=True))
     return 0
 

@@ -32,9 +32,11 @@ from spark_jobs.args import check_roots
 from spark_jobs.hours import hour_range, partition_dirs
 from spark_jobs.schemas import REASONS
 from spark_jobs.transforms import (
+    CURATED_COLUMNS,
     deduplicate,
     event_id_path,
     parse_raw_lines,
+    payload_struct,
     quarantined,
     quarantined_objects,
     valid_records,
@@ -256,6 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     options = parse_args(argv)
     spark = storage.get_session("compact")
+    try:  # what needs Spark to check, before anything is read: one line and exit 2, as for the other arguments
+        storage.check_root(spark, "--input", options.input)
+        storage.check_root(spark, "--output", options.output)
+        storage.check_root(spark, "--quarantine", options.quarantine)
+        if options.payload_columns is not None:
+            payload_struct(options.payload_columns, CURATED_COLUMNS)
+    except ValueError as err:
+        print(f"compact: error: {err}", file=sys.stderr)
+        return 2
     counts = run(spark, options)
     print(json.dumps({"job": "compact", **counts}, sort_keys=True))
     return 0

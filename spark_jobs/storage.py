@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 __all__ = [
     "JOB_SQL_CONF",
     "Staging",
+    "check_root",
     "configure",
     "existing",
     "get_session",
@@ -68,6 +69,19 @@ def _fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
     jvm: Any = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(uri)
     return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def check_root(spark: SparkSession, flag: str, root: str) -> None:
+    """``root`` can be a job's input or output: on a file system this Spark knows, a folder or nothing yet.
+    ``ValueError`` names ``flag``, in one line."""
+    try:
+        fs, path = _fs(spark, root)
+        is_file = bool(fs.exists(path) and fs.getFileStatus(path).isFile())
+    except Exception as err:  # Py4JJavaError: e.g. no FileSystem for the scheme (s3:// off EMR)
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"{flag} {root!r}: {first}") from None
+    if is_file:
+        raise ValueError(f"{flag} {root!r} is a file: give a folder")
 
 
 def existing(spark: SparkSession, patterns: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ a UTC session (date and hour partitions are UTC) and no duplicate keys in ``pars
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -36,6 +36,7 @@ __all__ = [
     "hour_metrics",
     "minute_metrics",
     "parse_raw_lines",
+    "payload_struct",
     "quarantined",
     "quarantined_objects",
     "sequence_order",
@@ -146,6 +147,23 @@ def valid_records(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.col("reason").isNull()).select(*[columns.get(c, F.col(c)) for c in CURATED_COLUMNS])
 
 
+def payload_struct(schema: str | T.StructType, columns: Iterable[str]) -> T.StructType:
+    """The typed payload columns of ``schema`` (``"amount DECIMAL(38,18), sku STRING"``) beside a table of
+    ``columns``; ``ValueError`` in one line for a list Spark cannot read, or a name the table has already
+    (Spark's names are case-blind)."""
+    try:
+        struct = T._parse_datatype_string(schema) if isinstance(schema, str) else schema
+    except Exception as err:  # Spark's parser (ParseException, a DECIMAL above 38 digits ...): its first line
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"payload columns {schema!r}: {first}") from None
+    if not isinstance(struct, T.StructType):
+        raise ValueError(f"payload columns must be a list of 'name TYPE', got {schema!r}")
+    clash = {name for name in struct.fieldNames() if name.lower() in {c.lower() for c in columns}}
+    if clash:
+        raise ValueError(f"payload columns {sorted(clash)} clash with columns of the table")
+    return struct
+
+
 def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFrame], DataFrame]:
     """Add typed columns parsed from each row's ``payload`` text (``"amount DECIMAL(38,18), sku STRING"``).
 
@@ -159,12 +177,7 @@ def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFra
         if schema is None:
             return curated
         require_columns(curated, "with_payload_columns", ["payload"])
-        struct = T._parse_datatype_string(schema) if isinstance(schema, str) else schema
-        if not isinstance(struct, T.StructType):
-            raise ValueError(f"payload columns must be a list of 'name TYPE', got {schema!r}")
-        clash = set(struct.fieldNames()) & set(curated.columns)
-        if clash:
-            raise ValueError(f"payload columns {sorted(clash)} clash with columns of the table")
+        struct = payload_struct(schema, curated.columns)
         typed = F.from_json(F.col("payload"), struct, STRICT_OPTIONS)
         columns = {name: typed.getField(name) for name in struct.fieldNames()}
         numeric = [f.name for f in struct.fields if isinstance(f.dataType, T.NumericType)]

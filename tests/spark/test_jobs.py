@@ -240,3 +240,42 @@ def test_an_hour_is_read_from_the_end_of_its_pattern_whatever_the_root_is_called
         "/lake/backfill/date=2026-01-01/hour=07", "2026-11-21T05", "2026-11-21T05"
     )
     assert compact._hours([pattern]) == [("2026-11-21", "05")]
+
+
+def test_what_needs_spark_to_check_is_one_line_and_exit_2(spark, tmp_path, capsys):
+    """A payload column list Spark cannot read or whose names the table has (in any case), an output root
+    that is a file, a scheme this Spark has no file system for: refused before anything is read."""
+    (tmp_path / "afile").write_text("x")
+    roots = [
+        "--input",
+        str(tmp_path / "raw"),
+        "--output",
+        str(tmp_path / "cur"),
+        "--quarantine",
+        str(tmp_path / "q"),
+    ]
+    cases = [
+        (["--payload-columns", "amount DECIMAL(38"], "compact: error: payload columns 'amount DECIMAL(38': "),
+        (
+            ["--payload-columns", "amount DECIMAL(50,2)"],
+            "compact: error: payload columns 'amount DECIMAL(50,2)': ",
+        ),
+        (["--payload-columns", "Payload STRING"], "compact: error: payload columns ['Payload'] clash"),
+    ]
+    for extra, words in cases:
+        assert compact.main([*roots, *HOURS, *extra]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len([x for x in err.splitlines() if "error" in x]) == 1, err
+    as_file = [
+        "--input",
+        str(tmp_path / "raw"),
+        "--output",
+        str(tmp_path / "afile"),
+        "--quarantine",
+        str(tmp_path / "q"),
+    ]
+    assert compact.main([*as_file, *HOURS]) == 2
+    assert f"--output '{tmp_path / 'afile'}' is a file" in capsys.readouterr().err
+    assert aggregate.main(["--input", "nosuchfs://b/cur", "--output", str(tmp_path / "m"), *HOURS]) == 2
+    assert "aggregate: error: --input 'nosuchfs://b/cur': " in capsys.readouterr().err
+    assert not (tmp_path / "cur").exists() and not (tmp_path / "m").exists()
