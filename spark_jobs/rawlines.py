@@ -184,10 +184,12 @@ def parse_raw_lines(lines: DataFrame) -> DataFrame:
         *[F.col(f"j.{name}").alias(name) for name in _REQUIRED if name != "arrival_time"],
         text.alias("_arrival_text"),
         F.when(text.rlike(_ISO_UTC), F.try_to_timestamp(text)).alias("arrival_time"),
-        F.col("j.data").alias("data"),
-        F.col("j.data_base64").alias("data_base64"),
-        F.col("j.payload").alias("payload"),
-        F.col("j.payload_base64").alias("payload_base64"),
+        # Each format's own payload members only: the other format's names are unknown fields there, ignored
+        # like any other (a format-1 line's "data" never becomes its payload or its event id).
+        F.when(version == RAW_FORMAT, F.col("j.data")).alias("data"),
+        F.when(version == RAW_FORMAT, F.col("j.data_base64")).alias("data_base64"),
+        F.when(version == 1, F.col("j.payload")).alias("payload"),
+        F.when(version == 1, F.col("j.payload_base64")).alias("payload_base64"),
     )
     parsed = parsed.withColumn("data_json", F.when(F.col("data").isNotNull(), wrapped(F.col("data"))))
     data_ok = one_json_text(F.col("data"), F.col("data_json")) & within_bounds(F.col("data"))

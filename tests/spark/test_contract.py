@@ -156,6 +156,9 @@ CURATED: list[tuple[str, str, str]] = [
     ("brackets inside strings", line(rec(214, data=json.dumps(["[" * 600, "{" * 600]))), "214"),
     ("epoch 2^63 - 1", _replace(rec(608), '"epoch":3', f'"epoch":{2**63 - 1}'), "608"),
     ("format 1 payload null", line(rec_v1(614, payload=None)), "614"),
+    # the other format's payload members are unknown fields: ignored, never the payload (nor its event id)
+    ("format 1 with a data member", line(rec_v1(615, data=json.dumps({"event_id": "e-616"}))), "615"),
+    ("format 2 with a payload_base64 member", line(rec(616, payload_base64="YQ==")), "616"),
     ("4 fraction digits", line(rec(641, arrival_time="2026-11-21T01:02:03.4567Z")), "641"),
     ("9 fraction digits", line(rec(642, arrival_time="2026-11-21T01:02:03.123456789Z")), "642"),
     ("no fraction, an offset", line(rec(643, arrival_time="2026-11-21T03:02:03+02:00")), "643"),
