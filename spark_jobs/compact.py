@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs import storage
@@ -124,13 +124,19 @@ def read_raw(
     names = {pattern.rsplit("/", 1)[1] for pattern in patterns}
     if len(names) != 1:
         raise ValueError(f"raw patterns must share one file-name glob, got {sorted(names)}")
-    lines = (
-        spark.read.schema("value string, stream string, date string, hour string")
-        .option("basePath", root)
-        .option("pathGlobFilter", names.pop())
-        .option("lineSep", "\n")
-        .text(folders)
-    )
+    name = names.pop()
+
+    def reader() -> DataFrameReader:
+        schema = "value string, stream string, date string, hour string"
+        return spark.read.schema(schema).option("basePath", root).option("lineSep", "\n")
+
+    try:
+        lines = reader().option("pathGlobFilter", name).text(folders)
+    except Exception as exc:  # AnalysisException: a sub-folder named like a partition (hour=01/k=v/)
+        if "CONFLICTING_PARTITION_COLUMN_NAMES" not in str(exc):
+            raise
+        # Such a folder holds no raw object, but its name confuses the folders' listing: list the objects.
+        lines = reader().text(patterns)
     path = F.col("_metadata.file_path")
     # A folder is listed with its sub-folders; objects are the files right in an hour folder (as the globs
     # say). Spark prunes files with this condition and also checks it per line: string functions, no regex.

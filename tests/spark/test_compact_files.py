@@ -220,6 +220,10 @@ def test_only_objects_right_in_an_hour_folder_are_read(spark, lake):
     counts = run_compact(lake, spark=spark)
     assert (counts["lines"], counts["curated"], counts["corrupt_objects"]) == (1, 1, [])
     assert [r.sequence_number for r in spark.read.parquet(str(lake / "curated")).collect()] == ["1"]
+    # nor one in a sub-folder named like a partition, which Spark's folder listing cannot place
+    write_object(lake / "raw", "k=v/s_4.jsonl.gz", [line(record(sequence_number="4"))])
+    counts = run_compact(lake, spark=spark)
+    assert (counts["lines"], counts["curated"], counts["corrupt_objects"]) == (1, 1, [])
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
