@@ -86,8 +86,11 @@ def run(spark: SparkSession, options: AggregateOptions) -> dict[str, int]:
     except Exception:
         staging.abort()
         raise
-    for root in roots.values():
-        staging.commit(root)
+    try:
+        staging.commit()  # both tables, or neither
+    except Exception:
+        staging.abort()
+        raise
     return {"hours": len(paths)}
 
 

@@ -194,8 +194,11 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
             if len(unreadable) == len(empty):
                 raise
             log.warning("%d raw objects cannot be read; compacting without them", len(unreadable))
-    staging.commit(options.output)
-    staging.commit(options.quarantine, drop=_hours(patterns))
+    try:
+        staging.commit({options.quarantine: _hours(patterns)})  # both roots, or neither
+    except Exception:
+        staging.abort()
+        raise
     counts["corrupt_objects"] = sorted(unreadable)
     if counts["malformed"] or unreadable:
         log.warning(

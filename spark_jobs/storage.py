@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -152,10 +152,11 @@ def unreadable_objects(spark: SparkSession, patterns: list[str]) -> dict[str, st
 class Staging:
     """Outputs of one run, written under ``<root>/_staging-<run>`` and then committed together.
 
-    :meth:`commit` moves each staged ``date=/hour=`` partition into its root: the partition in place, if
-    any, is first moved to ``<root>/_trash-<run>``, so at every moment a partition is either the old one,
-    the new one, or (for the instant between two renames) in the trash, from where :meth:`recover` - run
-    at the start of every job - puts it back. One job at a time per output root.
+    :meth:`commit` moves each staged ``date=/hour=`` partition of every root into place: the partition in
+    place, if any, is first moved to ``<root>/_trash-<run>``, so at every moment a partition is either the old
+    one, the new one, or (for the instant between two renames) in the trash, from where :meth:`recover` - run
+    at the start of every job - puts it back. A move that fails undoes the moves before it, in every root. One
+    job at a time per output root.
     """
 
     def __init__(self, spark: SparkSession, roots: Iterable[str]) -> None:
@@ -189,27 +190,46 @@ class Staging:
         if not fs.rename(source, target):
             raise OSError(f"could not rename {source} to {target}")
 
-    def commit(self, root: str, drop: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
-        """Replace ``root``'s partitions with the staged ones, and remove the ``drop`` (date, hour)
-        partitions that have nothing staged; returns the (date, hour) partitions written."""
-        fs, base = _fs(self.spark, root)
+    def commit(
+        self, drops: Mapping[str, Iterable[tuple[str, str]]] | None = None
+    ) -> dict[str, list[tuple[str, str]]]:
+        """Commit every root of the run together: each staged partition replaces its root's, and the ``drops``
+        (root -> (date, hour) partitions) that have nothing staged are removed. If a move fails, the moves made
+        so far are undone, last first (the new partitions back to staging, the old ones back from the trash),
+        and the error is raised: the outputs stay as they were. Returns each root's partitions written."""
+        drops = drops or {}
         jvm: Any = self.spark.sparkContext._jvm
-        staged = jvm.org.apache.hadoop.fs.Path(self.path(root))
-        trash = jvm.org.apache.hadoop.fs.Path(base, f"_trash-{self.run}")
-        parts = {}
-        for status in fs.globStatus(jvm.org.apache.hadoop.fs.Path(staged, "date=*/hour=*")) or []:
-            path = status.getPath()
-            parts[(path.getParent().getName()[5:], path.getName()[5:])] = path
-        for date, hour in sorted(set(parts) | set(drop)):
-            relative = f"date={date}/hour={hour}"
-            target = jvm.org.apache.hadoop.fs.Path(base, relative)
-            if fs.exists(target):
-                self._move(fs, target, jvm.org.apache.hadoop.fs.Path(trash, relative))
-            if (date, hour) in parts:
-                self._move(fs, parts[(date, hour)], target)
-        fs.delete(trash, True)
-        fs.delete(staged, True)
-        return sorted(parts)
+        done: list[tuple[Any, Any, Any]] = []  # (file system, from, to) of each move made
+        plans = []
+        for root in self.roots:
+            fs, base = _fs(self.spark, root)
+            staged = jvm.org.apache.hadoop.fs.Path(self.path(root))
+            parts = {}
+            for status in fs.globStatus(jvm.org.apache.hadoop.fs.Path(staged, "date=*/hour=*")) or []:
+                path = status.getPath()
+                parts[(path.getParent().getName()[5:], path.getName()[5:])] = path
+            plans.append((root, fs, base, staged, parts))
+        try:
+            for root, fs, base, _staged, parts in plans:
+                trash = jvm.org.apache.hadoop.fs.Path(base, f"_trash-{self.run}")
+                for date, hour in sorted(set(parts) | set(drops.get(root, ()))):
+                    relative = f"date={date}/hour={hour}"
+                    target = jvm.org.apache.hadoop.fs.Path(base, relative)
+                    if fs.exists(target):
+                        aside = jvm.org.apache.hadoop.fs.Path(trash, relative)
+                        self._move(fs, target, aside)
+                        done.append((fs, target, aside))
+                    if (date, hour) in parts:
+                        self._move(fs, parts[(date, hour)], target)
+                        done.append((fs, parts[(date, hour)], target))
+        except Exception:
+            for fs, source, target in reversed(done):
+                self._move(fs, target, source)  # if this fails too, recover() puts the trash back next run
+            raise
+        for _root, fs, base, staged, _parts in plans:
+            fs.delete(jvm.org.apache.hadoop.fs.Path(base, f"_trash-{self.run}"), True)
+            fs.delete(staged, True)
+        return {root: sorted(parts) for root, _fs_, _base, _staged, parts in plans}
 
     def abort(self) -> None:
         """Drop whatever the run staged (the outputs stay as they were)."""

@@ -255,6 +255,32 @@ def test_a_failed_run_changes_no_output(spark, lake, monkeypatch):
     assert not list(lake.rglob("_staging-*")) and not list(lake.rglob("_trash-*"))
 
 
+def test_a_move_that_fails_in_the_commit_leaves_both_outputs_as_they_were(spark, lake, monkeypatch):
+    """The curated table and the quarantine are committed together: a rename refused in the second undoes
+    the first, and the run fails with the outputs as they were; the next run commits both."""
+    raw = lake / "raw"
+    write_object(raw, "s_1.jsonl.gz", [line(record(sequence_number="1")), "not json"])
+    run_compact(lake, spark=spark)
+    before = {name: _snapshot(lake / name) for name in ("curated", "quarantine")}
+    write_object(raw, "s_2.jsonl.gz", [line(record(sequence_number="2")), "still not json"])
+    real, refused = storage.Staging._move, []
+
+    def refusing(self: Any, fs: Any, source: Any, target: Any) -> None:
+        if not refused and "/quarantine/date=" in str(target):  # the quarantine's new partition, into place
+            refused.append(str(target))
+            raise OSError("rename refused")
+        real(self, fs, source, target)
+
+    monkeypatch.setattr(storage.Staging, "_move", refusing)
+    with pytest.raises(OSError, match="rename refused"):
+        run_compact(lake, spark=spark)
+    assert refused and {name: _snapshot(lake / name) for name in ("curated", "quarantine")} == before
+    monkeypatch.setattr(storage.Staging, "_move", real)
+    counts = run_compact(lake, spark=spark)
+    assert (counts["curated"], counts["malformed"]) == (2, 2)
+    assert not list(lake.rglob("_staging-*")) and not [p for p in lake.rglob("_trash-*/**/*") if p.is_file()]
+
+
 def test_a_commit_cut_short_is_put_back_by_the_next_run(spark, lake):
     """A crash between moving the old partition aside and the new one in: the next job restores the old."""
     root = lake / "curated"
