@@ -231,6 +231,8 @@ def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, 
                 f"{setting}: the factory returned a {type(processor).__name__!r}, not a record processor "
                 f"(it lacks {', '.join(missing)}; subclass consumer.BaseProcessor)"
             )
+        if callable(check := getattr(processor, "check_source_stream", None)):
+            check(spec.name)  # e.g. a copier whose target is this very stream (a typed config's, too)
         made.append((spec.name, processor))
     return made
 

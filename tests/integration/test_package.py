@@ -21,7 +21,8 @@ import pytest
 from consumer import BaseProcessor, ProcessRecordsInput, StreamSpec, Worker, WorkerConfig, create_worker
 from consumer._version import __version__
 from consumer.dynamo import create_tables
-from consumer.errors import ProcessorLoadError
+from consumer.errors import ConfigError, ProcessorLoadError
+from consumer.examples.copier import StreamCopier
 
 from .support import REPO, create_stream, make_names, put_records, stored_checkpoints, wait_until
 
@@ -295,6 +296,11 @@ def test_create_worker_in_process_installs_no_signal_handler_unless_asked(
             asked.stop(timeout=30)
     assert {sig: signal.getsignal(sig) for sig in before} == before
     # A factory that returns something else than a processor is refused at creation, as the CLI refuses it.
+    loop = dataclasses.replace(
+        config, streams=(StreamSpec(names.stream, lambda: StreamCopier(object(), names.stream)),)
+    )
+    with pytest.raises(ConfigError, match=r"^COPIER_TARGET_STREAM: must differ from the stream being copied"):
+        create_worker(loop, session=session, region=emulators.region, endpoints=endpoints)
     for factory in (object, lambda: None):
         bad = dataclasses.replace(config, streams=(StreamSpec(names.stream, factory),))
         with pytest.raises(
