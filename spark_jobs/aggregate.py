@@ -10,7 +10,6 @@ re-compaction replaces exactly those hours and a run that fails changes nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs import storage
-from spark_jobs.args import check_roots
+from spark_jobs.args import OneLineParser, check_roots
 from spark_jobs.hours import hour_range, partition_dirs
 from spark_jobs.schemas import CURATED_SCHEMA
 from spark_jobs.transforms import hour_metrics, minute_metrics
@@ -42,9 +41,7 @@ class AggregateOptions:
 
 def parse_args(argv: Sequence[str] | None = None) -> AggregateOptions:
     """Parse and validate command-line arguments."""
-    parser = argparse.ArgumentParser(
-        prog="aggregate", description=__doc__.splitlines()[0] if __doc__ else None
-    )
+    parser = OneLineParser(prog="aggregate", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--input", required=True, help="curated table root (written by compact)")
     parser.add_argument("--output", required=True, help="metrics root: per_minute/ and per_hour/ go under it")
     parser.add_argument("--start", required=True, help="first hour, YYYY-MM-DDTHH (UTC)")

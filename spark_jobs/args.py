@@ -1,11 +1,23 @@
-"""What the jobs check in their arguments before Spark starts (pure Python): the roots of a run."""
+"""The jobs' command lines before Spark starts (pure Python): one-line errors, and the roots of a run."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Mapping
 from itertools import combinations
+from typing import NoReturn
 
-__all__ = ["check_roots"]
+__all__ = ["OneLineParser", "check_roots"]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line on stderr (exit 2), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
 
 # Hadoop reads these in a path as a glob pattern ([abc], {a,b}): a root holding one matches no folder, or
 # other folders, so the job would read nothing or write where it does not look again.

@@ -16,7 +16,6 @@ that fails changes nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -28,7 +27,7 @@ from pyspark.sql import DataFrame, DataFrameReader, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs import storage
-from spark_jobs.args import check_roots
+from spark_jobs.args import OneLineParser, check_roots
 from spark_jobs.hours import hour_range, partition_dirs
 from spark_jobs.schemas import REASONS
 from spark_jobs.transforms import (
@@ -70,7 +69,7 @@ class CompactOptions:
 
 def parse_args(argv: Sequence[str] | None = None) -> CompactOptions:
     """Parse and validate command-line arguments (the range and the event-id field fail fast)."""
-    parser = argparse.ArgumentParser(prog="compact", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = OneLineParser(prog="compact", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--input", required=True, help="raw root (holds stream=*/date=*/hour=*/)")
     parser.add_argument("--output", required=True, help="curated table root")
     parser.add_argument("--quarantine", required=True, help="where malformed lines go, with their reason")

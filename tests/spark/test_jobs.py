@@ -191,7 +191,8 @@ def test_roots_that_would_read_or_write_the_wrong_folders_are_refused_before_spa
     match no folder (or others): refused in one line, exit 2."""
     with pytest.raises(SystemExit) as caught:
         compact.parse_args([*roots, *HOURS])
-    assert caught.value.code == 2 and words in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and words in err and len(err.splitlines()) == 1, err  # no usage block
     with pytest.raises(SystemExit):
         aggregate.parse_args(["--input", "cur", "--output", "cur/", *HOURS])
     assert "--input and --output are the same folder" in capsys.readouterr().err
