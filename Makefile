@@ -74,8 +74,8 @@ test:
 # tooling and test set-up cuts of a few CPU-seconds, 493-540 s (706-813) in five runs; in the evening, with a
 # checkpoint write a second instead of one per batch by default, 454-536 s (637-778) in eight runs, six of them
 # 454-481 s; late, with clients sharing one botocore data loader, 446-556 s (624-817) in five runs; at night,
-# 433-465 s (589-649) in three runs of the same code; the next night 413 s (555), then 388-406 s (505-542) in
-# three runs with 68-69 more tests. Spark tests stay in two processes (two JVMs), infra tests in another, and a
+# 433-465 s (589-649) in three runs of the same code; the next night 413 s (555), then 381-406 s (495-542) in
+# four runs with 68-69 more tests. Spark tests stay in two processes (two JVMs), infra tests in another, and a
 # module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0` runs them in this
 # process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
 PYTEST_JOBS ?= 3
