@@ -58,11 +58,11 @@ def table_settings(args: argparse.Namespace) -> dict[str, str]:
     return settings
 
 
-def checked_dynamodb(args: argparse.Namespace) -> Any:
-    """A DynamoDB client, once ``--lease-table`` and ``--checkpoint-table`` are given (``table_settings``),
-    credentials resolve and both tables have the consumer's key schema (each problem one line naming the
-    flag or variable that named the table)."""
-    settings = table_settings(args)
+def checked_dynamodb(args: argparse.Namespace, settings: dict[str, str] | None = None) -> Any:
+    """A DynamoDB client, once ``--lease-table`` and ``--checkpoint-table`` are given (``table_settings``, or
+    its result as ``settings``), credentials resolve and both tables have the consumer's key schema (each
+    problem one line naming the flag or variable that named the table)."""
+    settings = settings or table_settings(args)
     from consumer.aws import command_client
     from consumer.preflight import check_credentials, check_table_schema
 
@@ -149,7 +149,7 @@ def _status(args: argparse.Namespace) -> int:
     from consumer.aws_errors import aws_call
 
     tables = table_settings(args)
-    ddb = checked_dynamodb(args)
+    ddb = checked_dynamodb(args, tables)
     repo, _ = _repositories(ddb, args)
     checkpoints = scanned_checkpoints(ddb, args.checkpoint_table)
 

@@ -24,6 +24,7 @@ __all__ = [
     "plan_replay",
     "position_refused",
     "replay",
+    "shard_spans",
 ]
 
 logger = logging.getLogger(__name__)
@@ -59,20 +60,28 @@ def first_sequence(
     return None
 
 
-def _shard_range(kinesis: Any, stream: str, shard_id: str) -> tuple[int, int | None]:
+def shard_spans(kinesis: Any, stream: str) -> dict[str, tuple[int, int | None]]:
+    """Each shard ``stream`` still lists, with its sequence range (start, end or None while it is open)."""
+    spans: dict[str, tuple[int, int | None]] = {}
     kwargs: dict[str, Any] = {"StreamName": stream}
     while True:
         out = kinesis.list_shards(**kwargs)
         for shard in out.get("Shards", []):
-            if shard["ShardId"] == shard_id:
-                rng = shard.get("SequenceNumberRange", {})
-                end = rng.get("EndingSequenceNumber")
-                return int(rng["StartingSequenceNumber"]), int(end) if end else None
+            rng = shard.get("SequenceNumberRange", {})
+            end = rng.get("EndingSequenceNumber")
+            spans[shard["ShardId"]] = (int(rng["StartingSequenceNumber"]), int(end) if end else None)
         if not out.get("NextToken"):
-            raise MissingResourceError(
-                f"shard {stream}/{shard_id} is no longer in the stream (expired past the retention period)"
-            )
+            return spans
         kwargs = {"NextToken": out["NextToken"]}
+
+
+def _shard_range(kinesis: Any, stream: str, shard_id: str) -> tuple[int, int | None]:
+    span = shard_spans(kinesis, stream).get(shard_id)
+    if span is None:
+        raise MissingResourceError(
+            f"shard {stream}/{shard_id} is no longer in the stream (expired past the retention period)"
+        )
+    return span
 
 
 def check_sequence(

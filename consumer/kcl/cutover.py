@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from consumer.admin.ops import first_sequence, position_refused
+from consumer.admin.ops import first_sequence, position_refused, shard_spans
 from consumer.aws_errors import aws_call
 from consumer.checkpoint.store import CheckpointStore
 from consumer.dynamo import to_item, translate_errors
@@ -123,22 +123,12 @@ def _target(kcl: KclLease, kinesis: Any, timestamp: datetime | None) -> tuple[Po
 
 
 def _shard_spans(kinesis: Any, stream: str, setting: str) -> dict[str, tuple[int, int | None]]:
-    """Each shard of ``stream`` the stream still lists, with its sequence range; a missing stream names ``setting``."""
-    spans: dict[str, tuple[int, int | None]] = {}
-    kwargs: dict[str, Any] = {"StreamName": stream}
-    while True:
-        try:
-            with aws_call("kinesis", f"list the shards of {stream}"):
-                out = kinesis.list_shards(**kwargs)
-        except MissingResourceError:
-            raise ConfigError(setting, f"Kinesis stream {stream!r} does not exist") from None
-        for shard in out.get("Shards", []):
-            rng = shard.get("SequenceNumberRange", {})
-            end = rng.get("EndingSequenceNumber")
-            spans[shard["ShardId"]] = (int(rng["StartingSequenceNumber"]), int(end) if end else None)
-        if not out.get("NextToken"):
-            return spans
-        kwargs = {"NextToken": out["NextToken"]}
+    """``shard_spans`` of ``stream``; a stream that does not exist names ``setting``."""
+    try:
+        with aws_call("kinesis", f"list the shards of {stream}"):
+            return shard_spans(kinesis, stream)
+    except MissingResourceError:
+        raise ConfigError(setting, f"Kinesis stream {stream!r} does not exist") from None
 
 
 def check_streams(kcl_leases: list[KclLease], kinesis: Any) -> list[KclLease]:
