@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -244,12 +243,9 @@ def test_an_hour_is_read_from_the_end_of_its_pattern_whatever_the_root_is_called
     assert compact._hours([pattern]) == [("2026-11-21", "05")]
 
 
-def test_what_needs_spark_to_check_is_one_line_and_exit_2(spark, tmp_path, capsys, monkeypatch):
+def test_what_needs_spark_to_check_is_one_line_and_exit_2(spark, tmp_path, capsys):
     """A payload column list Spark cannot read or whose names the table has (in any case), an output root
     that is a file, a scheme this Spark has no file system for: refused before anything is read."""
-    # main's logging.basicConfig would bind the root logger to capsys's stderr, which is closed by the time
-    # py4j logs its shutdown at the session's end ("--- Logging error ---" in the run's output).
-    monkeypatch.setattr(logging, "basicConfig", lambda **_: None)
     (tmp_path / "afile").write_text("x")
     roots = [
         "--input",
