@@ -16,6 +16,7 @@ Tests that use ``emulators`` are marked ``integration`` automatically (mark them
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import uuid
@@ -78,6 +79,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if startup:
         timings = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in startup.items())
         terminalreporter.write_line(f"emulators start-up: {timings}")
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Whatever a test does to the root logger (``python -m consumer``'s ``main`` run in-process routes it to
+    the ``sys.stderr`` of the moment, which under ``capsys`` is closed when the test ends) is undone after it:
+    later log lines, py4j's at the session's end among them, never go to a closed stream."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
