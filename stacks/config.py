@@ -64,6 +64,16 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
     "m7i.xlarge": InstanceType(4, 16384, 4),
 }
 _PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# The EMR Serverless application is named "<application>-analytics", and EMR allows 64 characters.
+_APPLICATION = re.compile(r"^[A-Za-z0-9_-]{1,54}$")
+# A Stage id and a part of every stack name (kinesis-fleet-<env>-<unit>), which CloudFormation limits to these.
+_ENVIRONMENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+# EventBridge Scheduler: cron(minutes hours day-of-month month day-of-week year), or rate(value unit).
+_CRON = re.compile(r"^cron\(\S+( \S+){5}\)$")
+_RATE = re.compile(r"^rate\((?P<value>[1-9]\d*) (?P<unit>minutes?|hours?|days?)\)$")
+# The worker scans the lease table and checks its leader's heartbeat every second (CONSUMER_SCAN_INTERVAL_SECONDS,
+# CONSUMER_LEADER_CHECK_SECONDS), and refuses a lease duration that is not longer.
+_WORKER_POLL_SECONDS = 1.0
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
@@ -321,6 +331,13 @@ def load_environments(raw: object) -> dict[str, EnvironmentSettings]:
     """Validate the ``environments`` context value: a mapping of environment name to its settings."""
     if not isinstance(raw, Mapping) or not raw:
         raise ConfigError("environments", "must be a non-empty object of environment name to settings")
+    for name in raw:
+        if not isinstance(name, str) or not _ENVIRONMENT_NAME.match(name):
+            raise ConfigError(
+                f"environments.{name}",
+                "an environment's name is part of its stack names (kinesis-fleet-<name>-streaming, ...): use "
+                "a letter, then letters, digits or hyphens (at most 64), e.g. qa-1",
+            )
     return {name: _environment(name, _Section(f"environments.{name}", body)) for name, body in raw.items()}
 
 
@@ -380,7 +397,7 @@ def _streams(env: _Section) -> tuple[StreamSettings, ...]:
 
 def _consumer(c: _Section) -> ConsumerSettings:
     settings = ConsumerSettings(
-        application=c.text("application", re.compile(r"^[A-Za-z0-9_-]{1,64}$")),
+        application=_application(c),
         processor=c.text("processor", _PROCESSOR),
         processor_project=c.optional_text(
             "processor_project", re.compile(r"^[^/\\].*$"), "a folder relative to cdk.json"
@@ -398,6 +415,12 @@ def _consumer(c: _Section) -> ConsumerSettings:
         log_retention_days=c.integer("log_retention_days", 1, 3653),
     )
     c.done()
+    if settings.lease_duration_seconds <= _WORKER_POLL_SECONDS:
+        raise ConfigError(
+            f"{c.path}.lease_duration_seconds",
+            f"must be > {_WORKER_POLL_SECONDS:g}: the worker scans the lease table and checks its leader every "
+            f"{_WORKER_POLL_SECONDS:g} s and refuses a lease that is not longer; got {settings.lease_duration_seconds:g}",
+        )
     if settings.processor_project is not None and settings.image is not None:
         raise ConfigError(
             f"{c.path}.image",
@@ -405,6 +428,17 @@ def _consumer(c: _Section) -> ConsumerSettings:
             "it), not both",
         )
     return settings
+
+
+def _application(c: _Section) -> str:
+    value = c.text("application")
+    if not _APPLICATION.match(value):
+        raise ConfigError(
+            f"{c.path}.application",
+            f"must be 1 to 54 letters, digits, '_' or '-' (it names the EMR Serverless application "
+            f"<application>-analytics, which EMR limits to 64 characters); got {value!r}",
+        )
+    return value
 
 
 def _processor_table(c: _Section) -> ProcessorTableSettings | None:
@@ -468,7 +502,7 @@ def _analytics(a: _Section) -> AnalyticsSettings:
         emr_release_label=a.text("emr_release_label", re.compile(r"^emr-(spark-)?\d+\.\d+\.\d+$")),
         max_vcpu=a.integer("max_vcpu", 1),
         max_memory_gb=a.integer("max_memory_gb", 1),
-        compaction_schedule=a.text("compaction_schedule", re.compile(r"^(cron|rate)\(.+\)$")),
+        compaction_schedule=_schedule(a),
         compaction_enabled=a.flag("compaction_enabled"),
         compaction_retries=a.integer("compaction_retries", 0, 10),
         job_timeout_minutes=a.integer("job_timeout_minutes", 5, 1440),
@@ -477,6 +511,19 @@ def _analytics(a: _Section) -> AnalyticsSettings:
     )
     a.done()
     return settings
+
+
+def _schedule(a: _Section) -> str:
+    """An EventBridge Scheduler expression Scheduler accepts: six cron fields, or a whole rate and its unit."""
+    value = a.text("compaction_schedule")
+    rate = _RATE.match(value)
+    if _CRON.match(value) or (rate and (rate["value"] == "1") == (not rate["unit"].endswith("s"))):
+        return value
+    raise ConfigError(
+        f"{a.path}.compaction_schedule",
+        f"{value!r} is not a schedule EventBridge Scheduler accepts: use cron(minutes hours day-of-month month "
+        "day-of-week year), e.g. cron(15 * * * ? *), or rate(value unit), e.g. rate(1 hour) or rate(30 minutes)",
+    )
 
 
 def _alarms(a: _Section) -> AlarmSettings:
@@ -519,6 +566,12 @@ def _check_across(path: str, env: EnvironmentSettings) -> None:
             f"{path}.consumer.stop_timeout_seconds",
             f"{consumer.stop_timeout_seconds} must exceed consumer.shutdown_deadline_seconds "
             f"({consumer.shutdown_deadline_seconds}) so the worker finishes before SIGKILL",
+        )
+    if capacity.nat_gateways > capacity.max_azs:
+        raise ConfigError(
+            f"{path}.capacity.nat_gateways",
+            f"{capacity.nat_gateways} exceeds capacity.max_azs ({capacity.max_azs}): the VPC gets one NAT gateway "
+            "per zone at most",
         )
     if capacity.min_instances > capacity.max_instances:
         raise ConfigError(

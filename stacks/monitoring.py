@@ -94,7 +94,7 @@ class FleetMonitoring(Construct):
         for name, stream in streams.items():
             lag = consumer_metric(app, name, "MillisBehindLatest", statistic="Maximum", period=_MINUTE)
             self._alarm(f"ConsumerLag-{name}", lag, thresholds.consumer_lag_ms, f"Consumer lag on {name}")
-            age = stream.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=_MINUTE)
+            age = self._read_age(name, stream)
             self._alarm(f"IteratorAge-{name}", age, thresholds.iterator_age_ms, f"Iterator age on {name}")
             lost = consumer_metric(app, name, "LeasesLost", statistic="Sum", period=_FIVE_MINUTES)
             self._alarm(
@@ -126,6 +126,20 @@ class FleetMonitoring(Construct):
                 f"A worker gave a shard of {name} up after failing to reach Kinesis or DynamoDB for too long",
                 periods=1,
             )
+
+    def _read_age(self, name: str, stream: kinesis.IStream) -> cloudwatch.IMetric:
+        """How far behind the stream's tip its reads are, as Kinesis measures it: GetRecords'
+        ``IteratorAgeMilliseconds`` when polling; with enhanced fan-out the fleet makes no GetRecords call, so
+        the age of what Kinesis pushes to its stream consumer (named after the application)."""
+        if self._settings.consumer.retrieval == "polling":
+            return stream.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=_MINUTE)
+        return cloudwatch.Metric(
+            namespace="AWS/Kinesis",
+            metric_name="SubscribeToShardEvent.MillisBehindLatest",
+            dimensions_map={"StreamName": name, "ConsumerName": self._settings.consumer.application},
+            statistic="Maximum",
+            period=_MINUTE,
+        )
 
     def _alarm(
         self,
@@ -187,11 +201,8 @@ class FleetMonitoring(Construct):
         dashboard.add_widgets(
             graph("Consumer lag (MillisBehindLatest, max)", per_stream("MillisBehindLatest", "Maximum")),
             graph(
-                "Iterator age (GetRecords.IteratorAgeMilliseconds, max)",
-                [
-                    s.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=_MINUTE)
-                    for s in streams.values()
-                ],
+                "Read age at Kinesis (iterator age, or fan-out MillisBehindLatest; max)",
+                [self._read_age(name, s) for name, s in streams.items()],
             ),
             graph(
                 "Records processed", per_stream("RecordsProcessed", "Sum") + per_stream("Checkpoints", "Sum")

@@ -26,18 +26,18 @@ from stacks.streaming import KinesisStreams
 
 __all__ = ["FleetStage", "SourcePaths"]
 
-# DynamoDB actions the consumer's lease and checkpoint repositories call (no Scan of other tables, no indexes).
+# DynamoDB actions the consumer calls on its lease and checkpoint tables (the repositories, the start-up checks,
+# the operator commands); a TransactWriteItems is authorized as the Put/Update/Delete/ConditionCheckItem of its
+# items. It never calls Query or BatchWriteItem (no index, no batch writes).
 _TABLE_ACTIONS = (
     "dynamodb:DescribeTable",
     "dynamodb:GetItem",
     "dynamodb:BatchGetItem",
-    "dynamodb:Query",
     "dynamodb:Scan",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
-    "dynamodb:BatchWriteItem",
 )
 
 
@@ -186,6 +186,11 @@ class ConsumerServiceStack(Stack):
         tables.key.grant_encrypt_decrypt(role)
         tables.dead_letter_queue.grant_send_messages(role)
         raw.grant_put(role, f"{settings.consumer.raw_prefix}/*")
+        # The worker's start-up check of CONSUMER_RAW_BUCKET is a HeadBucket, which S3 authorizes as
+        # s3:ListBucket on the bucket: without it every worker stops at start with "S3 denied access".
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[raw.bucket_arn])
+        )
         objects = [f"<DataLakeRaw[0-9A-F]+\\.Arn>\\/{settings.consumer.raw_prefix}\\/\\*"]
         reason = (
             "The raw sink writes objects under the raw prefix only; the KMS action families are the "

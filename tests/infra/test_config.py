@@ -81,7 +81,12 @@ CASES = [
     ("scaling.max_tasks", True, "environments.dev.scaling.max_tasks", "must be an integer"),
     ("deletion_protection", "no", "environments.dev.deletion_protection", "true or false"),
     ("alarms.emails", ["ops"], "environments.dev.alarms.emails", "e-mail"),
-    ("analytics.compaction_schedule", "hourly", "environments.dev.analytics.compaction_schedule", "match"),
+    (
+        "analytics.compaction_schedule",
+        "hourly",
+        "environments.dev.analytics.compaction_schedule",
+        "is not a schedule EventBridge Scheduler accepts",
+    ),
 ]
 
 
