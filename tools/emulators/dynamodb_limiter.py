@@ -161,10 +161,14 @@ class DynamoDBLimiter:
 
 
 def transaction_cancelled(verdicts: list[Throttle | None]) -> bytes:
-    """TransactionCanceledException naming ``ThrottlingError`` for each throttled item, as AWS answers a
-    transaction whose items are throttled."""
+    """TransactionCanceledException with a reason for each throttled item, as AWS answers a transaction whose
+    items are throttled: ``ThrottlingError`` on an on-demand table, ``ProvisionedThroughputExceeded`` else."""
     reasons = [
-        {"Code": "None"} if v is None else {"Code": "ThrottlingError", "Message": ON_DEMAND_MESSAGE}
+        {"Code": "None"}
+        if v is None
+        else {"Code": "ThrottlingError", "Message": ON_DEMAND_MESSAGE}
+        if v.table.on_demand
+        else {"Code": "ProvisionedThroughputExceeded", "Message": PROVISIONED_MESSAGE}
         for v in verdicts
     ]
     codes = ", ".join(r["Code"] for r in reasons)

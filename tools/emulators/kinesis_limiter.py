@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 THROUGHPUT: Final = "ProvisionedThroughputExceededException"
 LIMIT: Final = "LimitExceededException"
 EXPIRED: Final = "ExpiredIteratorException"
+IN_USE: Final = "ResourceInUseException"
 
 #: Call rates by operation: (limit field, counted per "shard", "consumer" (and shard), "stream" or "account").
 CALL_LIMITS: Final[dict[str, tuple[str, str]]] = {
@@ -69,14 +70,18 @@ class KinesisLimiter:
         self._windows: dict[str, Keyed[SlidingWindow]] = {}
         for name in _WINDOWS:
             if (rate := limits.active(name)) is not None:
-                calls = max(1, round(rate * limits.window_seconds))
-                self._windows[name] = Keyed(partial(SlidingWindow, calls, limits.window_seconds))
+                calls = max(1, round(rate * limits.window_seconds))  # below 1 per window: a longer window
+                window = max(limits.window_seconds, calls / rate)
+                self._windows[name] = Keyed(partial(SlidingWindow, calls, window))
         self._read_bytes = self._buckets("get_records_bytes_per_shard", limits.get_records_burst_bytes)
         self._put_records = self._buckets("put_records_per_shard")
         self._put_bytes = self._buckets("put_bytes_per_shard")
         self._ttl = limits.active("iterator_ttl_seconds")
         #: iterator -> (stream, shard, issued at), in issue order
         self._iterators: OrderedDict[str, tuple[str, str, float]] = OrderedDict()
+        self._takeover = limits.active("subscribe_takeover_seconds")
+        #: (consumer ARN, shard) -> (when its last SubscribeToShard was let through, set when it is taken over)
+        self._subscriptions: dict[tuple[str, str], tuple[float, threading.Event]] = {}
         #: Refused calls (PutRecords: records) by operation.
         self.refusals: dict[str, int] = {}
 
@@ -152,9 +157,9 @@ class KinesisLimiter:
                     f"tolerated delay of {int(self._ttl * 1000)} milliseconds."
                 )
                 return key, self._refuse(Refusal(EXPIRED, message), "GetRecords")
-            if self._window_full("get_records_per_shard", key, now) or (
+            if (  # the debt first: a call it refuses takes no place in the window
                 self._read_bytes is not None and not self._read_bytes.at(key).admit(now)
-            ):
+            ) or self._window_full("get_records_per_shard", key, now):
                 return key, self._refuse(shard_throttled(stream, shard), "GetRecords")
             return key, None
 
@@ -172,7 +177,7 @@ class KinesisLimiter:
             for shard, size in records:
                 counts = self._put_records.at((stream, shard)) if self._put_records is not None else None
                 sizes = self._put_bytes.at((stream, shard)) if self._put_bytes is not None else None
-                ok = (counts is None or counts.available(now) >= 1) and (
+                ok = (counts is None or counts.available(now) >= min(1, counts.capacity)) and (
                     sizes is None or sizes.try_take(now, size)
                 )
                 if ok and counts is not None:
@@ -181,3 +186,31 @@ class KinesisLimiter:
             if refused := admitted.count(False):
                 self.refusals["PutRecords"] = self.refusals.get("PutRecords", 0) + refused
         return admitted
+
+    def check_subscribe(self, consumer: str, stream: str, shard: str, now: float) -> Refusal | None:
+        """ResourceInUseException for a SubscribeToShard too soon after the last one let through, else None."""
+        with self._lock:
+            last = self._subscriptions.get((consumer, shard))
+        if self._takeover is None or last is None or now - last[0] >= self._takeover:
+            return None
+        name = consumer.split("/consumer/", 1)[-1].split(":", 1)[0]
+        where = f"this consumer: {ACCOUNT_ID}:{stream}:{shard}:{name}"
+        return self._refuse(
+            Refusal(IN_USE, f"Another active subscription exists for {where}"), "SubscribeToShard"
+        )
+
+    def subscribing(self, consumer: str, shard: str, now: float) -> tuple[threading.Event, bool]:
+        """Note a SubscribeToShard let through: (an event set once another takes it over, "it takes one over")."""
+        ended = threading.Event()
+        with self._lock:
+            earlier = self._subscriptions.get((consumer, shard))
+            self._subscriptions[(consumer, shard)] = (now, ended)
+        if earlier is not None:
+            earlier[1].set()
+        return ended, earlier is not None
+
+    def unsubscribed(self, consumer: str, shard: str, ended: threading.Event) -> None:
+        """Forget a subscription that failed or ran its length (on AWS minutes after it began), if not taken over."""
+        with self._lock:
+            if self._subscriptions.get((consumer, shard), (0.0, None))[1] is ended:
+                del self._subscriptions[(consumer, shard)]

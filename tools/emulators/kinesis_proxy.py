@@ -21,7 +21,7 @@ import time
 from typing import Any, Final
 
 from tools.emulators.children import child_main
-from tools.emulators.kinesis_limiter import THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
+from tools.emulators.kinesis_limiter import IN_USE, THROUGHPUT, KinesisLimiter, Refusal, shard_throttled
 from tools.emulators.limits import Limits
 from tools.emulators.settings import LOOPBACK, region_of
 from tools.http_framing import Closed, Head, Reader, chunk_size, json_response
@@ -34,6 +34,8 @@ _RESHARDING: Final = frozenset(
     {"SplitShard", "MergeShards", "UpdateShardCount", "CreateStream", "DeleteStream", "UpdateStreamMode"}
 )
 _SIGNATURE: Final = ("authorization", "x-amz-date", "x-amz-security-token")
+#: An event stream's (seconds to relay, event that ends it, probe its first event for a refusal), or None.
+_Stream = tuple[float | None, threading.Event, bool] | None
 
 
 def stream_name(request: dict[str, Any]) -> str:
@@ -223,6 +225,7 @@ class _Conn(socketserver.BaseRequestHandler):
         operation = head.headers.get("x-amz-target", "").rpartition(".")[2]
         request = json.loads(body)
         stream, shard, now = stream_name(request), str(request.get("ShardId", "")), time.monotonic()
+        consumer = str(request.get("ConsumerARN", ""))
         key: tuple[str, str] | None = None
         if operation in ("PutRecords", "PutRecord"):
             self.put(operation, head, raw, body, request, now)
@@ -230,14 +233,18 @@ class _Conn(socketserver.BaseRequestHandler):
         if operation == "GetRecords":
             key, refusal = limiter.check_get_records(str(request.get("ShardIterator", "")), now)
         else:
-            refusal = limiter.check_call(operation, stream, shard, now, str(request.get("ConsumerARN", "")))
+            subscribe = (
+                operation == "SubscribeToShard"
+            )  # the 5 s rule first: a call it refuses is not counted
+            refusal = limiter.check_subscribe(consumer, stream, shard, now) if subscribe else None
+            refusal = refusal or limiter.check_call(operation, stream, shard, now, consumer)
         if refusal is not None:
             self.reply(refusal)
             return
-        subscription = (
-            limiter.limits.active("subscription_seconds") if operation == "SubscribeToShard" else None
-        )
-        status, answer = self.exchange(raw, body, stream_for=subscription)
+        if operation == "SubscribeToShard":
+            self.subscribe(limiter, raw, body, consumer, shard, now)
+            return
+        status, answer = self.exchange(raw, body)
         if status != 200:
             return
         if operation == "GetRecords" and key is not None:
@@ -257,6 +264,17 @@ class _Conn(socketserver.BaseRequestHandler):
             limiter.iterator_issued(answer[start : answer.index(b'"', start)].decode(), *key, now)
         limiter.records_read(key, sum(data_size(m.group(1)) for m in _DATA.finditer(answer)), now)
 
+    def subscribe(
+        self, limiter: KinesisLimiter, raw: bytes, body: bytes, consumer: str, shard: str, now: float
+    ) -> None:
+        """Relay a SubscribeToShard, ending the consumer's earlier one of the shard (a takeover; kinesis-local frees
+        that seconds late, refusing in the event stream: asked again, as AWS takes over at once)."""
+        ended, retry = limiter.subscribing(consumer, shard, now)
+        seconds = limiter.limits.active("subscription_seconds")
+        while self.exchange(raw, body, stream=(seconds, ended, retry))[0] == 409:
+            retry = time.monotonic() < now + 10.0 and not ended.wait(0.25)
+        limiter.unsubscribed(consumer, shard, ended)
+
     def put(
         self, operation: str, head: Head, raw: bytes, body: bytes, request: dict[str, Any], now: float
     ) -> None:
@@ -269,7 +287,9 @@ class _Conn(socketserver.BaseRequestHandler):
             logger.debug("cannot route puts to %s (%s); forwarding unlimited", stream, exc)
             self.exchange(raw, body)
             return
-        sizes = [data_size(str(r.get("Data", ""))) + len(str(r.get("PartitionKey", ""))) for r in records]
+        sizes = [
+            data_size(str(r.get("Data", ""))) + len(str(r.get("PartitionKey", "")).encode()) for r in records
+        ]
         admitted = self.proxy.limiter.admit_puts(stream, list(zip(shards, sizes, strict=True)), now)
         if all(admitted):
             self.exchange(raw, body)
@@ -308,10 +328,11 @@ class _Conn(socketserver.BaseRequestHandler):
         raise LookupError("no open shard for a hash key")
 
     def exchange(
-        self, raw: bytes, body: bytes, *, relay: bool = True, stream_for: float | None = None
+        self, raw: bytes, body: bytes, *, relay: bool = True, stream: _Stream = None
     ) -> tuple[int, bytes]:
         """Send a request upstream; return (status, body) of a sized answer, relaying it unless told not to.
-        A chunked answer is streamed to the client as it arrives (and (status, b"") returned)."""
+        A chunked answer is streamed to the client as it arrives (and (status, b"") returned), or (409, b"")
+        if :meth:`relay_chunks` refused it."""
         head_raw = None
         for _ in range(2):  # again on a fresh connection if kinesis-local closed this one (idle) first
             upstream, reader = self._connect()
@@ -325,8 +346,9 @@ class _Conn(socketserver.BaseRequestHandler):
             raise Closed("kinesis-local closed the connection without answering")
         head = Head.parse(head_raw)
         if head.chunked():
-            self.client.sendall(head_raw)
-            self.relay_chunks(upstream, reader, stream_for)
+            if not self.relay_chunks(upstream, reader, head_raw, stream):
+                self._drop_upstream()
+                return 409, b""
             return head.status, b""
         answer = reader.exact(head.content_length() or 0)
         if head.headers.get("connection", "").lower() == "close":
@@ -335,18 +357,25 @@ class _Conn(socketserver.BaseRequestHandler):
             self.client.sendall(head_raw + answer)
         return head.status, answer
 
-    def relay_chunks(self, upstream: socket.socket, reader: Reader, seconds: float | None) -> None:
-        """Pass chunks through as they come; after ``seconds``, end the body at an event boundary."""
+    def relay_chunks(self, upstream: socket.socket, reader: Reader, head: bytes, stream: _Stream) -> bool:
+        """Pass the head and chunks through as they come; after ``seconds`` or once ``ended`` is set (``stream``),
+        end the body at an event boundary. ``probe``: the head waits up to 0.3 s for the first chunk; False,
+        nothing relayed, if that is a ResourceInUseException."""
+        seconds, ended, probe = stream or (None, None, False)
         deadline = None if seconds is None else time.monotonic() + seconds
         pending = bytearray()  # the event-stream message under way
+        unsent, probe_until = head, time.monotonic() + (0.3 if probe else 0.0)
         while True:
             if reader.buffered() == 0:
+                if unsent and time.monotonic() >= probe_until:
+                    self.client.sendall(unsent)
+                    unsent = b""
                 remaining = 1.0 if deadline is None else deadline - time.monotonic()
-                if remaining <= 0 and not pending:
-                    self.client.sendall(b"0\r\n\r\n")
+                if (remaining <= 0 or (ended and ended.is_set())) and not pending:
+                    self.client.sendall(unsent + b"0\r\n\r\n")
                     self._drop_upstream()  # kinesis-local would keep streaming on it
-                    return
-                wait = remaining if 0 < remaining < 1.0 else 1.0
+                    return True
+                wait = min(remaining if 0 < remaining < 1.0 else 1.0, 0.05 if unsent else 0.25)
                 readable, _, _ = select.select([upstream, self.client], [], [], wait)
                 if self.client in readable and not self.client.recv(1, socket.MSG_PEEK):
                     # The client went away (an OSError if reset). finish() closes kinesis-local's side at once:
@@ -357,11 +386,14 @@ class _Conn(socketserver.BaseRequestHandler):
             line = reader.line()
             if not (size := chunk_size(line)):
                 reader.trailers()
-                self.client.sendall(line + b"\r\n")
-                return
+                self.client.sendall(unsent + line + b"\r\n")
+                return True
             data = reader.exact(size + 2)
+            if unsent and probe and IN_USE.encode() in data:
+                return False
             drop_whole_events(pending, memoryview(data)[:size])
-            self.client.sendall(line + data)
+            self.client.sendall(unsent + line + data)
+            unsent = b""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -51,6 +51,9 @@ class Limits:
     describe_stream_consumer_per_stream: float | None = 20
     deregister_stream_consumer_per_stream: float | None = 5
     subscribe_to_shard_per_consumer_shard: float | None = 1
+    #: Seconds after a successful SubscribeToShard in which another of its consumer and shard is refused
+    #: (ResourceInUseException); a later one takes the subscription over.
+    subscribe_takeover_seconds: float | None = 5
     #: Seconds after which a SubscribeToShard event stream ends (the client subscribes again).
     subscription_seconds: float | None = 300
     # -- DynamoDB
@@ -69,8 +72,8 @@ class Limits:
         for name, value in dataclasses.asdict(self).items():
             if name == "enabled":
                 valid, expected = isinstance(value, bool), "True or False"
-            else:  # a bool is no number here, and NaN fails both comparisons
-                number = type(value) in (int, float)
+            else:  # a bool is no number here; NaN and infinities are not finite
+                number = type(value) in (int, float) and math.isfinite(value)
                 valid = (value is None and name in _OPTIONAL) or (
                     number and (value > 0 or (value == 0 and name in _ZERO_OK))
                 )
@@ -89,6 +92,10 @@ class Limits:
             if key.startswith(ENV_PREFIX):
                 name = key.removeprefix(ENV_PREFIX).lower()
                 overrides[name] = _parse(key, name, raw)
+                try:  # a value out of range: name the variable that was set
+                    cls(**{name: overrides[name]})
+                except LimitsError as exc:
+                    raise LimitsError(f"{key}={raw}: {exc}") from None
         return cls(**overrides)
 
     @classmethod
