@@ -15,6 +15,7 @@ from typing import Any
 
 from bench import REPORTS, write_report
 from consumer.config import LeaseConfig
+from tools.cli import COUNT, SECONDS, Parser
 from tools.emulators import Emulators
 from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
@@ -63,11 +64,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, run, write and print the JSON report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=300.0)
-    parser.add_argument("--rate", type=int, default=20, help="records per second on the stream")
+    parser = Parser(prog="python -m bench.at_rest", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shards", type=COUNT, default=8)
+    parser.add_argument("--workers", type=COUNT, default=3)
+    parser.add_argument("--seconds", type=SECONDS, default=300.0)
+    parser.add_argument("--rate", type=COUNT, default=20, help="records per second on the stream")
     args = parser.parse_args(argv)
     report = run(args)
     write_report(OUT, report)

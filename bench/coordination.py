@@ -22,6 +22,7 @@ from typing import Any
 from bench import REPORTS, table_head, write_report
 from consumer.config import LeaseConfig
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from tools.cli import COUNT, SECONDS, Parser, at_least
 from tools.coordination.billing import Ledger, difference, dollars_per_month
 from tools.coordination.metering import DynamoDBMeter
 from tools.coordination.scenarios import ShapeRun, run_shape, summarize
@@ -196,14 +197,17 @@ def _real(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 1 when an invariant broke or real and simulated bills disagree."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--real-shards", type=int, default=32)
-    p.add_argument("--real-workers", type=int, default=8)
-    p.add_argument("--real-added", type=int, default=4, help="workers added for the real scale-out")
-    p.add_argument("--real-steady", type=float, default=120.0, help="seconds of steady state metered")
-    p.add_argument("--skip-real", action="store_true", help="simulate only")
-    p.add_argument("--real-only", action="store_true", help="the real run and its simulation only, not (c)")
-    p.add_argument("--wall-budget", type=float, default=240.0, help="wall seconds per simulated shape")
+    p = Parser(
+        "python -m bench.coordination", None, __doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--real-shards", type=COUNT, default=32)
+    p.add_argument("--real-workers", type=COUNT, default=8)
+    p.add_argument("--real-added", type=at_least(0), default=4, help="workers added for the real scale-out")
+    p.add_argument("--real-steady", type=SECONDS, default=120.0, help="seconds of steady state metered")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--skip-real", action="store_true", help="simulate only")
+    only.add_argument("--real-only", action="store_true", help="the real run and its simulation, not (c)")
+    p.add_argument("--wall-budget", type=SECONDS, default=240.0, help="wall seconds per simulated shape")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("consumer").setLevel(logging.ERROR)

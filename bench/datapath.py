@@ -30,6 +30,7 @@ from bench.datapath_trial import Window, local_backlog, memory_backlog, payload,
 from bench.pipeline import process_cpu
 from consumer.config import LeaseConfig, RetrievalConfig
 from consumer.dynamo import create_tables
+from tools.cli import COUNT, SECONDS, Parser, at_least
 from tools.datapath_cpu import cpu_per_record, cpu_table, shard_summary, shard_table, tcp_sockets
 from tools.emulators import Emulators
 
@@ -264,17 +265,19 @@ def exits_in_memory(args: argparse.Namespace, settings: dict[str, Any], out: Pat
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the options and run the benchmark."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--records", type=int, default=60_000, help="kinesis-local backlog (user records)")
-    p.add_argument("--memory-records", type=int, default=400_000, help="in-memory backlog (user records)")
-    p.add_argument("--rss-records", type=int, default=48_000, help="16-shard backlog for peak RSS")
-    p.add_argument("--repeats", type=int, help="default 3 (5 with --cpu-per-record)")
+    p = Parser(prog="python -m bench.datapath", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--records", type=COUNT, default=60_000, help="kinesis-local backlog (user records)")
+    p.add_argument("--memory-records", type=COUNT, default=400_000, help="in-memory backlog (user records)")
+    p.add_argument("--rss-records", type=COUNT, default=48_000, help="16-shard backlog for peak RSS")
+    p.add_argument("--repeats", type=COUNT, help="default 3 (5 with --cpu-per-record)")
     p.add_argument("--cpu-per-record", action="store_true", help="only the CPU-per-record comparison")
-    p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--idle-after", type=float, help="seconds measured at rest (5 with --cpu-per-record)")
-    p.add_argument("--shard-counts", type=int, nargs="+", help="only the cost per shard count")
-    p.add_argument("--records-per-shard", type=int, default=1000, help="--shard-counts: backlog per shard")
-    p.add_argument("--rest", type=float, default=5.0, help="--shard-counts: seconds measured at rest")
+    p.add_argument("--timeout", type=SECONDS, default=600.0)
+    p.add_argument(
+        "--idle-after", type=at_least(0, float), help="seconds measured at rest (5 with --cpu-per-record)"
+    )
+    p.add_argument("--shard-counts", type=COUNT, nargs="+", help="only the cost per shard count")
+    p.add_argument("--records-per-shard", type=COUNT, default=1000, help="--shard-counts: backlog per shard")
+    p.add_argument("--rest", type=SECONDS, default=5.0, help="--shard-counts: seconds measured at rest")
     p.add_argument("--exit-in-memory", action="store_true", help="--shard-counts: the worker's own exit")
     args = p.parse_args(argv)
     if args.exit_in_memory and not args.shard_counts:

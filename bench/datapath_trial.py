@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import signal
 import sys
 import threading
@@ -46,7 +45,7 @@ from tools.emulators.kinesis_limiter import THROUGHPUT
 from tools.emulators.limits import Limits
 
 __all__ = ["STREAM", "WINDOW", "CountingProcessor", "Window", "count_calls", "local_backlog", "main"]
-__all__ += ["memory_backlog", "payload", "read_shards", "run_worker"]
+__all__ += ["memory_backlog", "payload", "peak_rss_mb", "read_shards", "run_worker"]
 
 STREAM = "datapath"
 PLAIN = itemgetter("SequenceNumber", "PartitionKey", "Data", "ApproximateArrivalTimestamp")
@@ -93,13 +92,20 @@ class Window:
                 "cpu_s": cpu,
                 "records_per_s": self.count / wall,
                 "cpu_s_per_100k": cpu / self.count * 100_000,
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mb": peak_rss_mb(),
                 "throttles": self.throttles,
                 "start_cpu_s": self._cpu0,  # the process's CPU before its first read: start-up
             }
             self.done.set()
         if self.result_path:
             Path(self.result_path).write_text(json.dumps(self.result))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (``VmHWM``) in MB; not ``ru_maxrss``, which Linux carries over ``exec``
+    from the parent, so that a trial would report the benchmark process's peak when that was larger."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:", 1)[1].split()[0]) / 1024
 
 
 WINDOW = Window(int(os.environ.get("DATAPATH_TARGET") or 0), os.environ.get("DATAPATH_RESULT", ""))

@@ -6,7 +6,6 @@ on real time; kinesis-local takes seconds per 10,000-record GetRecords and would
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from consumer.config import RetrievalConfig
 from consumer.errors import ThrottledError
 from consumer.retrieval.kinesis import ExpiredIteratorError, GetRecordsResult, ShardInfo
 from consumer.retrieval.memory import InMemoryKinesis
+from tools.cli import COUNT, Parser
 from tools.emulators.kinesis_limiter import EXPIRED, KinesisLimiter, Refusal
 from tools.emulators.limits import Limits
 
@@ -119,11 +119,11 @@ def scenario(size: int, shards: int, per_shard: int, repeats: int) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, run both record sizes, write the JSON report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--small-records", type=int, default=60_000, help="100-byte records per shard")
-    parser.add_argument("--kb-records", type=int, default=30_000, help="1 KB records per shard")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = Parser(prog="python -m bench.drain", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shards", type=COUNT, default=4)
+    parser.add_argument("--small-records", type=COUNT, default=60_000, help="100-byte records per shard")
+    parser.add_argument("--kb-records", type=COUNT, default=30_000, help="1 KB records per shard")
+    parser.add_argument("--repeats", type=COUNT, default=3)
     args = parser.parse_args(argv)
     sizes = ((100, args.small_records), (1024, args.kb_records))
     scenarios = [scenario(size, args.shards, n, args.repeats) for size, n in sizes]

@@ -3,12 +3,13 @@ local emulators; writes reports/bench/faults.json and the markdown table of docs
 
 from __future__ import annotations
 
-import argparse
+import logging
 import statistics
 from dataclasses import asdict
 
 from bench import REPORTS, table_head, write_report
 from consumer.config import RetrievalConfig
+from tools.cli import COUNT, Parser
 from tools.emulators import Emulators
 from tools.faults import LEASE, LIMIT_SCENARIOS, PUT_EVERY, SCENARIOS, FaultResult, run_scenario
 
@@ -32,9 +33,10 @@ def _table(results: dict[str, list[FaultResult]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
+    parser = Parser(prog="python -m bench.faults", description=__doc__)
+    parser.add_argument("--runs", type=COUNT, default=3, help="runs per scenario (default 3)")
     args = parser.parse_args()
+    logging.getLogger("consumer").setLevel(logging.ERROR)  # else each expected warning is a bare event name
     results: dict[str, list[FaultResult]] = {}
     with Emulators() as emulators:
         for s in (*SCENARIOS, *LIMIT_SCENARIOS):

@@ -4,7 +4,6 @@ on its own stream and tables, at the consumer's defaults; writes ``reports/bench
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 
 from bench import REPORTS, write_report
 from bench.fleet_report import markdown
+from tools.cli import COUNT, Parser, at_least
 from tools.fleet.runner import FleetSettings
 from tools.fleet.scenarios import SCENARIOS, Timing, run_scenario
 
@@ -22,19 +22,23 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Run the scenarios, print and write their figures."""
-    p = argparse.ArgumentParser(description=__doc__)
+    p = Parser(prog="python -m bench.fleet", description=__doc__)
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"any of {', '.join(SCENARIOS)}")
-    p.add_argument("--warmup", type=float, default=12.0, help="seconds held once the fleet formed")
-    p.add_argument("--settle", type=float, default=12.0, help="seconds held once a transition finished")
-    p.add_argument("--handoffs", type=int, default=100, help="planned hand-offs wanted per kind")
+    held = at_least(0, float)
+    p.add_argument("--warmup", type=held, default=12.0, help="seconds held once the fleet formed")
+    p.add_argument("--settle", type=held, default=12.0, help="seconds held once a transition finished")
+    p.add_argument("--handoffs", type=COUNT, default=100, help="planned hand-offs wanted per kind")
     args = p.parse_args(argv)
+    names = args.scenarios.split(",")
+    if unknown := [n for n in names if n not in SCENARIOS]:
+        p.error(f"--scenarios: unknown {', '.join(map(repr, unknown))}; any of {', '.join(SCENARIOS)}")
     from tools.emulators import Emulators
 
     settings, timing = FleetSettings(), Timing(warmup=args.warmup, settle=args.settle, handoffs=args.handoffs)
     results: dict[str, Any] = {}
     began = time.time()
     with Emulators() as emu:
-        for name in args.scenarios.split(","):
+        for name in names:
             r = results[name] = run_scenario(name, emu.endpoints, REPORTS / "fleet", settings, timing)
             gaps = r.get("handoff_gap_by_kind_s") or {"all moves": r["handoff_gap_s"]}
             print(

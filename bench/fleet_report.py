@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench import table_head
+from bench import REPORTS, table_head
+from tools.cli import Parser
 from tools.fleet.analysis import PHASES
 
 __all__ = ["markdown"]
@@ -113,14 +113,13 @@ def markdown(summary: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the tables of a fleet benchmark's JSON."""
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("json", nargs="?", type=Path, default=Path("reports/bench/fleet.json"))
+    p = Parser(prog="python -m bench.fleet_report", description=__doc__)
+    p.add_argument("json", nargs="?", type=Path, default=REPORTS / "fleet.json")
     path = p.parse_args(argv).json
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        print(f"error: cannot read {path}: {exc}", file=sys.stderr)
-        return 1
+        p.error(f"cannot read {path}: {exc}")
     print(markdown(summary), end="")
     return 0
 

@@ -6,7 +6,6 @@ after each batch; records/s and the daemon's CPU per record (docs/benchmarks.md)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -25,6 +24,7 @@ from bench.datapath import worker_env
 from bench.datapath_trial import local_backlog
 from bench.pipeline import process_cpu
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
+from tools.cli import COUNT, Parser
 from tools.emulators import Emulators
 from tools.kclpy import KCLPY_VERSION, fetch_kclpy
 
@@ -147,9 +147,9 @@ def _trial(kind: str, stream: str, records: int, env: dict[str, str], work: Path
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints the JSON result."""
-    p = argparse.ArgumentParser(description="a KCL MultiLang app next to the native API")
-    p.add_argument("--records", type=int, default=12000)
-    p.add_argument("--repeats", type=int, default=2, help="pairs of trials (native + multilang)")
+    p = Parser(prog="python -m bench.multilang", description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", type=COUNT, default=40_000, help="backlog (user records) over 4 shards")
+    p.add_argument("--repeats", type=COUNT, default=4, help="pairs of trials (native + multilang)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-multilang-") as tmp, Emulators() as emulators:
         work = Path(tmp)

@@ -8,7 +8,6 @@ falls on both; wall and CPU time, a row-for-row check. Medians; JSON in reports/
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import REPORTS, write_report
+from tools.cli import COUNT, Parser
 from tools.pipeline_data import RawSpec, generate_raw
 from tools.pipeline_duckdb import compare, duckdb_pipeline
 
@@ -168,9 +168,9 @@ def run_benchmark(sizes: Sequence[int], repeats: int, workdir: Path) -> dict[str
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.pipeline [--sizes N ...] [--repeats K]``."""
-    parser = argparse.ArgumentParser(prog="bench.pipeline", description="Spark vs DuckDB pipeline benchmark")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 4_000_000, 16_000_000])
-    parser.add_argument("--repeats", type=int, default=3, help="runs per size; medians are reported")
+    parser = Parser(prog="python -m bench.pipeline", description="Spark vs DuckDB pipeline benchmark")
+    parser.add_argument("--sizes", type=COUNT, nargs="+", default=[1_000_000, 4_000_000, 16_000_000])
+    parser.add_argument("--repeats", type=COUNT, default=3, help="runs per size; medians are reported")
     ns = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as workdir:
         report = run_benchmark(ns.sizes, ns.repeats, Path(workdir))

@@ -9,7 +9,6 @@ Everything started is stopped at the end, also on Ctrl-C or SIGTERM; working fil
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import signal
@@ -21,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
+from tools.cli import Parser
 from tools.demo_dev import Crash, DemoNames, DemoProcessor, load_environment, scan_items
 from tools.demo_report import format_summary, raw_counts, write_report
 from tools.demo_spark import SparkStep
@@ -324,10 +324,14 @@ def _upload(s3: Any, bucket: str, root: Path, prefix: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when its summary is ok, 130 when interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m tools.demo", description=(__doc__ or "").split("\n")[0])
+    parser = Parser(prog="python -m tools.demo", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short phases and a 4 s lease (the test's)")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "demo", help="report folder")
     args = parser.parse_args(argv)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {args.out}: {exc.strerror}")
     demo = Demo(QUICK if args.quick else FULL, args.out.resolve())
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
