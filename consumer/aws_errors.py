@@ -27,6 +27,8 @@ from botocore.exceptions import (
     BotoCoreError,
     ChecksumError,
     ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
     HTTPClientError,
     IncompleteReadError,
     NoCredentialsError,
@@ -178,7 +180,8 @@ def classify(exc: ProviderFailure, service: str = "aws", what: str = "", setting
         at = f" at {url}" if url else ""
         return UnreachableError(
             f"cannot reach {label}{at}{doing}: {type(exc).__name__}; check {endpoint_variables(service)} "
-            "(unset for AWS), AWS_REGION and the network"
+            "(unset for AWS), AWS_REGION and the network",
+            unsent=isinstance(exc, EndpointConnectionError | ConnectTimeoutError),  # no connection made
         )
     if isinstance(exc, ClientError):
         return _refusal(exc, service, label, doing, setting)

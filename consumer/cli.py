@@ -118,14 +118,14 @@ def _create_tables(args: argparse.Namespace) -> int:
     names = table_settings(args)  # each given, not empty, not the same table
     from consumer.aws import command_client
     from consumer.aws_errors import aws_call
-    from consumer.dynamo import create_tables
+    from consumer.dynamo import create_tables, existing_tables
     from consumer.preflight import check_credentials, check_table_schema
 
     check_credentials()
     ddb = command_client("dynamodb")
     settings = {args.lease_table: names["lease_table"], args.checkpoint_table: names["checkpoint_table"]}
-    with aws_call("dynamodb", "list tables"):
-        existing = set(ddb.list_tables().get("TableNames", []))
+    with aws_call("dynamodb", "describe tables"):
+        existing = existing_tables(ddb, (args.lease_table, args.checkpoint_table))
     for table, setting in settings.items():
         if table in existing:  # refuse to report a wrongly keyed table as ready
             check_table_schema(ddb, table, setting)

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from consumer.aws_errors import PROVIDER_FAILURES, classify
 from consumer.errors import LeaseConflictError, MissingResourceError
 
-__all__ = ["DynamoCalls", "create_tables", "from_item", "to_item", "translate_errors"]
+__all__ = ["DynamoCalls", "create_tables", "existing_tables", "from_item", "to_item", "translate_errors"]
 
 logger = logging.getLogger(__name__)
 _NOT_FOUND = "ResourceNotFoundException"
@@ -55,27 +55,44 @@ class DynamoCalls:
 
 
 @contextmanager
-def translate_errors(table: str, what: str) -> Iterator[None]:
+def translate_errors(table: str, what: str, *others: str) -> Iterator[None]:
     """Turn provider errors into this package's errors, keeping the cause: a failed condition is a
     ``LeaseConflictError``, a missing table says how to create it, the rest is ``classify``'s; an error of
-    ours (a bug) goes through as it is."""
+    ours (a bug) goes through as it is. ``others``: the other tables a transaction writes (DynamoDB does
+    not say which one is missing, so the message names them all)."""
     try:
         yield
     except PROVIDER_FAILURES as exc:
         if isinstance(exc, ClientError) and _is_conflict(exc):
             raise LeaseConflictError(f"{what}: condition failed on {table}") from exc
         if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == _NOT_FOUND:
+            names = " or ".join(repr(t) for t in (table, *others))
             raise MissingResourceError(
-                f"DynamoDB table {table!r} does not exist. Create it with "
+                f"DynamoDB table {names} does not exist ({what}). Create it with "
                 f"`python -m consumer create-tables --lease-table ... --checkpoint-table ...` "
                 "(local use) or deploy the state stack."
             ) from exc
         raise classify(exc, "dynamodb", f"{what} on {table}") from exc
 
 
+def existing_tables(client: Any, names: tuple[str, ...]) -> set[str]:
+    """Which of ``names`` exist, asked table by table (ListTables answers 100 names a page: a table past
+    the first page was once taken for missing, and its creation refused)."""
+    found = set()
+    for name in names:
+        try:
+            client.describe_table(TableName=name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != _NOT_FOUND:
+                raise
+        else:
+            found.add(name)
+    return found
+
+
 def create_tables(client: Any, lease_table: str, checkpoint_table: str) -> None:
     """Create both tables (on-demand, key ``lease_key``) if missing, and wait until they exist."""
-    existing = set(client.list_tables().get("TableNames", []))
+    existing = existing_tables(client, (lease_table, checkpoint_table))
     for name in (lease_table, checkpoint_table):
         if name in existing:
             continue

@@ -63,7 +63,13 @@ class ThrottledError(TransientError):
 
 
 class UnreachableError(TransientError):
-    """An AWS endpoint did not answer (connection refused, reset or closed, timed out)."""
+    """An AWS endpoint did not answer (connection refused, reset or closed, timed out). ``unsent`` is True
+    when no connection was made, so the request provably never reached the service (it cannot have been
+    applied); False when it may have been (a reset or a timeout after it was sent)."""
+
+    def __init__(self, message: str, *, unsent: bool = False) -> None:
+        super().__init__(message)
+        self.unsent = unsent
 
 
 class RefusedError(ConsumerError):

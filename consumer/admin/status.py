@@ -63,7 +63,8 @@ class LeaseStatus:
     epoch: int
     checkpoint: str | None
     millis_behind_latest: int | None  # as its owner last read it; None: unknown (``lag_note`` says why)
-    lag_note: str | None  # why the lag is unknown, when it is: no owner, owner gone, not published, stale
+    # Why the lag is unknown, when it is: no owner, owner gone, halted, not published, stale.
+    lag_note: str | None
     owner_heartbeat_age_s: float | None  # the owner's last heartbeat (one heartbeat keeps all its leases)
     handoff_to: str | None
     halted_at: str | None
@@ -161,6 +162,17 @@ def stored_checkpoints(store: CheckpointStore) -> Checkpoints:
     return read
 
 
+def _unread(lease: Lease, owner: WorkerItem | None) -> _Lag | None:
+    """The lag of a shard nobody reads (ended, no owner, halted), or None when its owner reads it."""
+    if lease.ended:
+        return _Lag(millis=0)
+    if lease.owner is None or owner is None:
+        return _Lag(note="no owner" if lease.owner is None else "owner gone")
+    if lease.halted_at is not None:  # its owner keeps the lease and reads nothing: the lag only grows
+        return _Lag(note="halted: not read until an operator acts")
+    return None
+
+
 def _lag(
     lease: Lease,
     owner: WorkerItem | None,
@@ -169,10 +181,9 @@ def _lag(
     stale_ms: float,
 ) -> _Lag:
     """The lag its owner published for the shard, and how old it is; or why it is not known."""
-    if lease.ended:
-        return _Lag(millis=0)
-    if lease.owner is None or owner is None:
-        return _Lag(note="no owner" if lease.owner is None else "owner gone")
+    if (unread := _unread(lease, owner)) is not None:
+        return unread
+    assert owner is not None  # _unread answers for a lease without a live owner item
     seen = published.get((lease.stream, lease.shard_id))
     if seen is None or not owner.heartbeat_ms:
         return _Lag(note="not published by its owner yet")
@@ -193,7 +204,8 @@ def _lag(
 
 def _worker_state(w: WorkerItem, now_ms: int, lease_ms: float) -> tuple[str, str | None]:
     last = w.heartbeat_ms or w.started_ms
-    if last and now_ms - last > lease_ms:
+    # A worker that publishes a longer lease duration beats less often: dead only once its own has run out.
+    if last and now_ms - last > max(lease_ms, w.lease_duration_ms):
         return "dead", iso(last)
     if w.draining or w.drain_requested:
         return "draining", iso(w.started_ms)

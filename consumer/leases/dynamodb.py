@@ -112,7 +112,7 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
         condition: moving back is the point of a replay."""
         items, new = self._ownership_items(lease, owner, checkpoint, given_up_by)
         self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"ownership change of {lease.key}"):
+        with translate_errors(self.table, f"ownership change of {lease.key}", self.checkpoint_table):
             self._c.transact_write_items(TransactItems=[*items, *extra])
         return new
 
@@ -127,7 +127,7 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             items += lease_items
             released.append(new)
         self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"release of {len(leases)} leases"):
+        with translate_errors(self.table, f"release of {len(leases)} leases", self.checkpoint_table):
             self._c.transact_write_items(TransactItems=items)
         return tuple(released)
 
@@ -289,7 +289,7 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
     def delete_lease(self, lease: Lease) -> None:
         key = to_item({"lease_key": lease_key(lease.stream, lease.shard_id)})
         self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"retire {lease.key}"):  # both items or neither
+        with translate_errors(self.table, f"retire {lease.key}", self.checkpoint_table):  # both or neither
             self._c.transact_write_items(
                 TransactItems=[
                     {"Delete": {"TableName": t, "Key": key}} for t in (self.table, self.checkpoint_table)

@@ -43,6 +43,7 @@ def worker_from(d: dict[str, Any]) -> WorkerItem:
         expect=int(d.get("expect", 0)),
         streams=frozenset(d.get("streams", ())),
         progress=_binary(d.get("progress")),
+        lease_duration_ms=int(d.get("lease_duration_ms", 0)),
     )
 
 

@@ -58,6 +58,7 @@ class DynamoDBMembers:
             "lease_count": 0,
             "started_ms": worker.started_ms,
             "streams": sorted(worker.streams),
+            "lease_duration_ms": worker.lease_duration_ms or None,  # None: not written
         }
         with translate_errors(self.table, f"register {worker.worker_id}"):
             self._c.put_item(

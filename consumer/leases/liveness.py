@@ -61,13 +61,17 @@ class _Seen:
     heartbeat: int
     incarnation: str
     since: float  # monotonic time we first saw this (incarnation, heartbeat)
+    duration: float  # how long its silence must last before it is dead: the longer of ours and its own
 
 
 class LivenessTracker:
     """Tells which workers are alive from the heartbeat counters seen in successive scans.
 
     Pure bookkeeping: the caller passes its monotonic ``now``; nothing here reads a clock. A change of
-    incarnation (the worker registered again) counts as a move, like a change of the counter.
+    incarnation (the worker registered again) counts as a move, like a change of the counter. A worker that
+    publishes a longer lease duration than ours (``WorkerItem.lease_duration_ms``: started with other
+    settings) is judged by its own: it beats less often, and its window closes only after its own lease
+    duration less its margin, so taking its leases after ours would make two owners.
     """
 
     def __init__(self, lease_duration: float) -> None:
@@ -80,7 +84,8 @@ class LivenessTracker:
         for w in workers:
             seen = self._seen.get(w.worker_id)
             if seen is None or (seen.incarnation, seen.heartbeat) != (w.incarnation, w.heartbeat):
-                self._seen[w.worker_id] = _Seen(w.heartbeat, w.incarnation, now)
+                duration = max(self._duration, w.lease_duration_ms / 1000)
+                self._seen[w.worker_id] = _Seen(w.heartbeat, w.incarnation, now, duration)
         for gone in set(self._seen) - present:
             del self._seen[gone]
         owners = {lease.owner for lease in leases if lease.owner is not None and not lease.ended}
@@ -95,14 +100,15 @@ class LivenessTracker:
         return 0.0 if seen is None else now - seen.since
 
     def is_alive(self, worker_id: str, now: float) -> bool:
-        return worker_id in self._seen and self.silent_for(worker_id, now) < self._duration
+        seen = self._seen.get(worker_id)
+        return seen is not None and now - seen.since < seen.duration
 
     def silence_ends(self, worker_id: str) -> float:
         """When this worker becomes dead to us if nothing moves before: a lease duration after we saw its
         heartbeat (or its absence) begin; infinity for a worker we have no view of."""
         seen = self._seen.get(worker_id)
         if seen is not None:
-            return seen.since + self._duration
+            return seen.since + seen.duration
         since = self._absent_since.get(worker_id)
         return float("inf") if since is None else since + self._duration
 
@@ -110,7 +116,7 @@ class LivenessTracker:
         """An observation to fence a dead owner with, or ``None`` while it may still be alive."""
         seen = self._seen.get(worker_id)
         if seen is not None:
-            if now - seen.since >= self._duration:
+            if now - seen.since >= seen.duration:
                 return OwnerObservation(worker_id, seen.heartbeat, seen.incarnation)
             return None
         since = self._absent_since.get(worker_id)

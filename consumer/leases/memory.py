@@ -170,6 +170,7 @@ class InMemoryLeaseRepository:
                 started_ms=worker.started_ms,
                 streams=worker.streams,
                 incarnation=worker.incarnation,
+                lease_duration_ms=worker.lease_duration_ms,
             )
 
     def heartbeat(

@@ -91,6 +91,9 @@ class WorkerItem:
     streams: frozenset[str] = frozenset()  # the streams it consumes (the leader gives it only these)
     tags: dict[str, str] = field(default_factory=dict, compare=False)
     incarnation: str = ""  # chosen at registration; "" for items written before incarnations existed
+    # The lease duration it runs with (0: not published, an older version). Whoever judges it dead waits at
+    # least this long, so a worker started with a longer lease than the leader's is not taken from.
+    lease_duration_ms: int = 0
     # What it last read of each shard it owns, published with its heartbeat (consumer/leases/progress.py);
     # for ``status`` only, never for decisions.
     progress: bytes = field(default=b"", compare=False, repr=False)

@@ -11,7 +11,7 @@ from typing import assert_never
 from consumer.clock import Clock
 from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError
 from consumer.leases.liveness import OwnValidity
-from consumer.leases.model import Lease, WorkerItem, new_incarnation
+from consumer.leases.model import Leader, Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane, HeartbeatParams
 from consumer.lifecycle.messages import (
@@ -91,10 +91,13 @@ class Effects:
         *,
         heartbeats: HeartbeatLane | None = None,
         background: BackgroundLane | None = None,
+        lease_duration_ms: int = 0,
     ) -> None:
         """``heartbeats`` and ``background``: the lanes that keep heartbeats and discovery off the
-        coordinator's thread (without them, as in the simulator, every action runs in the caller)."""
+        coordinator's thread (without them, as in the simulator, every action runs in the caller);
+        ``lease_duration_ms``: ours, published when we register (again)."""
         self._id = worker_id
+        self._lease_duration_ms = lease_duration_ms
         self._heartbeats = heartbeats
         self._background = background
         self._repo = repo
@@ -139,7 +142,7 @@ class Effects:
             case AckGiven():
                 self._quietly(lambda: repo.ack_given(self._id, action.keys), "ack_failed")
             case ResignLeadership():
-                self._quietly(lambda: repo.resign_leader(action.leader), "resign_failed")
+                self._quietly(lambda: self._resign(action.leader), "resign_failed")
             case Wake():
                 self._quietly(lambda: repo.wake(action.worker_id), "wake_failed")
             case Start():
@@ -205,6 +208,12 @@ class Effects:
         except Exception as exc:  # if it may pass; else raised by _describe
             log_event(logger, event, logging.INFO, error=_describe(exc))
 
+    def _resign(self, leader: Leader) -> None:
+        """Give the leadership item up; said only once it is written (a failed resign is ``resign_failed``:
+        a follower claims a lease duration after our last heartbeat instead)."""
+        self._repo.resign_leader(leader)
+        log_event(logger, "leadership_resigned", worker=self._id, epoch=leader.epoch)
+
     def _claim(self, a: ClaimLeadership) -> Event:
         try:
             leader = self._repo.claim_leader(a.seen, self._id, a.dead)
@@ -224,6 +233,7 @@ class Effects:
                     started_ms=self._clock.wall_ms(),
                     streams=frozenset(self._streams),
                     incarnation=new_incarnation(),
+                    lease_duration_ms=self._lease_duration_ms,
                 )
             )
             me = self._repo.get_worker(self._id)

@@ -34,6 +34,7 @@ class FleetView:
         self._known_dead: dict[str, OwnerObservation] = {}  # a leader we replaced, fenced by our claim
         # Hand-off requests in the table: key -> (who asked, when we first saw that request).
         self._requests: dict[str, tuple[str, float]] = {}
+        self._told_durations: set[tuple[str, int]] = set()  # (worker, lease duration) mismatches logged
 
     def known_dead(self, obs: OwnerObservation) -> None:
         """A worker we proved dead ourselves (we claimed leadership from it): no need to watch it again."""
@@ -53,6 +54,7 @@ class FleetView:
         """Take in a fresh read of the whole table."""
         self.snapshot = snap
         self._liveness.observe(snap.workers, snap.leases, now)
+        self._tell_other_durations(snap.workers)
         # Forget what no longer is: items asked to be forgotten that are gone (or moved), and leaders we
         # replaced that neither have an item nor own a lease any more.
         present = {(w.worker_id, w.heartbeat) for w in snap.workers}
@@ -65,6 +67,28 @@ class FleetView:
             for key, to in requests.items()
         }
         return self.snapshot
+
+    def _tell_other_durations(self, workers: tuple[WorkerItem, ...]) -> None:
+        """Log once per worker (and value) a lease duration other than ours: the fleet's settings disagree.
+        A longer one is waited out (``LivenessTracker``); a shorter one is safe but its owner suspends first."""
+        ours = round(self._cfg.lease_duration * 1000)
+        self._told_durations &= {(w.worker_id, w.lease_duration_ms) for w in workers}
+        for w in workers:
+            told = (w.worker_id, w.lease_duration_ms)
+            if w.lease_duration_ms in (0, ours) or told in self._told_durations:
+                continue
+            self._told_durations.add(told)
+            log_event(
+                logger,
+                "lease_duration_mismatch",
+                logging.WARNING,
+                worker=w.worker_id,
+                its_lease_duration_s=w.lease_duration_ms / 1000,
+                ours_s=self._cfg.lease_duration,
+                leader=self.me,
+                hint="set CONSUMER_LEASE_DURATION_SECONDS alike on every worker of the fleet; until then its "
+                "leases are taken only after the longer of the two",
+            )
 
     def next_owner_death(self, now: float) -> float:
         """The first moment after ``now`` at which an owner of a lease, other than us, turns dead unless its
@@ -146,7 +170,9 @@ class FleetView:
         out = []
         for w in self.snapshot.workers:
             mark = (w.worker_id, w.heartbeat)
-            silent = self._liveness.silent_for(w.worker_id, now) >= self._cfg.forget_workers_seconds
+            # Never before its own lease has run out either (a worker started with a much longer lease).
+            bound = max(self._cfg.forget_workers_seconds, 2 * w.lease_duration_ms / 1000)
+            silent = self._liveness.silent_for(w.worker_id, now) >= bound
             if w.worker_id != self.me and silent and mark not in self._forgetting:
                 self._forgetting.add(mark)
                 log_event(logger, "worker_forgotten", worker=self.me, dead=w.worker_id)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from consumer.clock import Clock
-from consumer.errors import WorkerFencedError
+from consumer.errors import ThrottledError, UnreachableError, WorkerFencedError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.repository import MembershipRepository
 from consumer.lifecycle.messages import Event, HeartbeatResult, Result
@@ -162,7 +162,7 @@ class HeartbeatLane:
             if fatal:
                 self._error, self._stopped = exc, True
             else:
-                self._next_at = sent + self._after_failure()
+                self._next_at = sent + self._after_failure(exc)
         if fatal:
             logger.error(
                 "heartbeat failed for good",
@@ -181,14 +181,18 @@ class HeartbeatLane:
             self._id, params.generation, params.lease_count, params.draining, progress=progress
         )
 
-    def _after_failure(self) -> float:
+    def _after_failure(self, exc: Exception) -> float:
         """While our window is open, try again soon: a beat that lands in time keeps it open. Once it has
         closed we deliver nothing anyway, and a heartbeat that *lands* but whose answer never comes back (a
         network that loses responses) would still move our counter and keep the fleet from taking our
-        leases, which then nobody processes; so from then on we try once per ``lapsed_every`` (more than a
-        lease duration), long enough for a taker to see the counter stand still."""
+        leases, which then nobody processes; so from then on, after a beat that may have landed, we try once
+        per ``lapsed_every`` (more than a lease duration), long enough for a taker to see the counter stand
+        still. A beat that provably moved nothing (no connection was made, or DynamoDB answered with a
+        throttle) is tried again soon all the same: otherwise a DynamoDB outage a little longer than the
+        window kept every shard of the worker idle for up to ``lapsed_every`` after it ended."""
         if self._validity.valid():
             return self._retry
+        pause = self._retry if _moved_nothing(exc) else self._lapsed_every
         if not self._lapsed:
             self._lapsed = True
             log_event(
@@ -196,9 +200,15 @@ class HeartbeatLane:
                 "heartbeat_window_closed",
                 logging.WARNING,
                 worker=self._id,
-                retry_s=self._lapsed_every,
+                retry_s=pause,
+                error=repr(exc),
             )
-        return self._lapsed_every
+        return pause
+
+
+def _moved_nothing(exc: Exception) -> bool:
+    """The failed heartbeat cannot have reached the table: refused before it was sent, or throttled."""
+    return isinstance(exc, ThrottledError) or (isinstance(exc, UnreachableError) and exc.unsent)
 
 
 class BackgroundLane:

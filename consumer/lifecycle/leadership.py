@@ -61,6 +61,7 @@ class Leadership:
         self.dead: OwnerObservation | None = None  # the leader we replaced, fenced by our claim
         self._heartbeat: int | None = None  # the watched leader's heartbeat, first seen at ``_since``
         self._incarnation = ""  # the incarnation that heartbeat belongs to
+        self._silence = config.lease_duration  # how long it must stand still: ours, or the leader's if longer
         self._since = now
         self._checks = 0
         # Workers started together spread their first reads over one interval.
@@ -118,7 +119,9 @@ class Leadership:
             # Moved (a stale, lower read of the same incarnation never counts as a move; a new incarnation
             # does: the leader registered again).
             self._heartbeat, self._incarnation, self._since = beat, incarnation, now
-        expires = self._since + self._cfg.lease_duration
+        if ev.worker is not None:  # a leader started with a longer lease beats less often: wait for its own
+            self._silence = max(self._cfg.lease_duration, ev.worker.lease_duration_ms / 1000)
+        expires = self._since + self._silence
         if now < expires:
             # Check again the moment the lease runs out rather than at the next periodic check: otherwise a
             # dead leader is replaced up to a whole check interval late.
@@ -158,8 +161,7 @@ class Leadership:
     def retire(self) -> list[Action]:
         """Shutting down: never claim again; give the item up if we hold it."""
         was, self.role = self.role, Role.RETIRED
-        if was is Role.LEADING and self.item is not None:
-            log_event(logger, "leadership_resigned", worker=self.me, epoch=self.item.epoch)
+        if was is Role.LEADING and self.item is not None:  # logged once written (effects.py)
             return [ResignLeadership(self.item)]
         return []
 

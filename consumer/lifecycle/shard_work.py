@@ -48,6 +48,7 @@ from consumer.lifecycle.shard_messages import (
 from consumer.lifecycle.shard_model import Mode
 from consumer.lifecycle.shard_start import ConsumerContext, open_reader, start_shard
 from consumer.lifecycle.shard_start import Started as Setting
+from consumer.lifecycle.slow_calls import ProcessorCall
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
 from consumer.retrieval.reader import Fetch, ShardReader
@@ -87,6 +88,7 @@ class ShardWork:
         self._view: ShardCheckpointer | None = None
         self._batch: Sequence[Record] = ()
         self.behind: int | None = None  # the MillisBehindLatest of the fetch of this round
+        self.calling: ProcessorCall | None = None  # process_records under way (the worker's SlowCallWatch)
         self._lock = threading.Lock()  # orders a stop against the loop entering or leaving a fetch
         self._fetching = False  # the machine waits on a fetch (a requested stop lets it finish)
 
@@ -137,7 +139,12 @@ class ShardWork:
             logger.error(
                 "shard loop failed",
                 exc_info=exc,
-                extra={"event": "shard_failed", "shard": self.lease.shard_id},
+                extra={
+                    "event": "shard_failed",
+                    "stream": self.lease.stream,
+                    "shard": self.lease.shard_id,
+                    "epoch": self.lease.epoch,
+                },
             )
             return decided, repr(exc)
         return decided, str(exc)
@@ -219,9 +226,13 @@ class ShardWork:
             started, lapses = ctx.clock.monotonic(), self.guard.lapses
             deadline = started + self.guard.remaining()
             data = ProcessRecordsInput(records, view, lease.epoch, behind, self.guard, deadline)
+            self.calling = ProcessorCall(
+                lease.stream, lease.shard_id, lease.epoch, started, threading.get_ident()
+            )
             try:
                 processor.process_records(data)
             finally:
+                self.calling = None
                 took.append(self._timed(started, deadline, lapses, len(records)))
 
         try:

@@ -42,6 +42,7 @@ from consumer.lifecycle.progress import ShardProgress
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.shard_runner import ShardRunner
 from consumer.lifecycle.shard_start import ConsumerContext
+from consumer.lifecycle.slow_calls import SlowCallWatch
 from consumer.logs import log_event
 from consumer.metrics.sink import InMemoryMetrics, MetricsSink
 from consumer.retrieval.kinesis import FanOutApi, KinesisApi
@@ -157,9 +158,11 @@ class Worker(BackgroundControl):
             self._clock,
             heartbeats=self._heartbeat_lane,
             background=self._background,
+            lease_duration_ms=round(config.lease.lease_duration * 1000),
         )
         self._handoffs = HandoffWriter(self._effects.run, self._effects.release_all, f"handoffs-{self.id}")
         self._metrics_interval = metrics_interval
+        self._slow_calls = SlowCallWatch(config.lease.lease_duration)
         self._born = self._clock.monotonic()
         self._init_control()
 
@@ -197,6 +200,7 @@ class Worker(BackgroundControl):
                 started_ms=self._clock.wall_ms(),
                 streams=frozenset(s.name for s in self.config.streams),
                 incarnation=new_incarnation(),
+                lease_duration_ms=round(self.config.lease.lease_duration * 1000),
             )
         )
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
@@ -344,9 +348,12 @@ class Worker(BackgroundControl):
             leases=len(owned),
             calls=self.call_counts(),
         )
+        calls = [c.work.calling for c in self.consumers.values()]
+        slow = self._slow_calls.check(self._clock.monotonic(), [c for c in calls if c is not None])
         for stream in {o.lease.stream for o in owned.values()}:
             mine = [o for o in owned.values() if o.lease.stream == stream]
             self.metrics.add("LeasesHeld", len(mine), stream)
             # A gauge, not a count of events: the alarm holds for as long as a shard stays halted.
             self.metrics.add("HaltedShards", sum(o.halted for o in mine), stream)
+            self.metrics.add("ProcessorCallsSlow", slow.get(stream, 0), stream)  # a gauge, as above
         self.metrics.flush()

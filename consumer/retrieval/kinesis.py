@@ -115,22 +115,27 @@ class KinesisApi(Protocol):
 
 
 @contextmanager
-def _translate(stream: str) -> Iterator[None]:
+def _translate(stream: str, call: str = "") -> Iterator[None]:
     """Provider errors as this package's (``classify``), with Kinesis's own meanings first: an expired
-    iterator (get a new one) and a missing stream (how to create it)."""
+    iterator (get a new one) and a missing stream (how to create it). ``stream`` is "" for a call that
+    names none (GetRecords, SubscribeToShard); ``call`` then says which it was."""
     try:
         yield
     except PROVIDER_FAILURES as exc:
         code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
         if code == "ExpiredIteratorException":
-            raise ExpiredIteratorError(f"{stream}: iterator expired") from exc
+            raise ExpiredIteratorError(f"{stream or call}: iterator expired") from exc
+        if code == "ResourceNotFoundException" and not stream:
+            raise MissingResourceError(
+                f"Kinesis {call}: not found ({code}): its stream was deleted, or is not ACTIVE"
+            ) from exc
         if code == "ResourceNotFoundException":
             raise MissingResourceError(
                 f"Kinesis stream {stream!r} does not exist (or is not ACTIVE). Create it with "
                 f"`aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
                 "streaming stack."
             ) from exc
-        raise classify(exc, "kinesis", stream) from exc
+        raise classify(exc, "kinesis", stream or call) from exc
 
 
 class BotoKinesis:
@@ -188,7 +193,7 @@ class BotoKinesis:
 
     def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
         self._count("GetRecords")
-        with _translate("GetRecords"):
+        with _translate("", "GetRecords"):
             out = self._c.get_records(ShardIterator=iterator, Limit=limit)
         records = cast("list[WireRecord]", out.get("Records", []))  # used as they are: no copy per record
         return GetRecordsResult(records, out.get("NextShardIterator"), out.get("MillisBehindLatest"))
@@ -227,7 +232,7 @@ class BotoKinesis:
         if timestamp is not None:
             position["Timestamp"] = timestamp
         self._count("SubscribeToShard")
-        with _translate(shard_id):
+        with _translate("", f"SubscribeToShard {shard_id}"):
             return _BotoSubscription(
                 self._c.subscribe_to_shard(
                     ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position
@@ -242,7 +247,7 @@ class _BotoSubscription:
         self._shard = shard_id
 
     def __iter__(self) -> Iterator[SubscriptionEvent]:
-        with _translate(self._shard):
+        with _translate("", f"SubscribeToShard {self._shard}"):
             for event in self._stream:
                 body = event.get("SubscribeToShardEvent")
                 if body is None:

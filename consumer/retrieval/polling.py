@@ -7,7 +7,7 @@ import threading
 
 from consumer.clock import Clock, SystemClock
 from consumer.config import RetrievalConfig
-from consumer.errors import ThrottledError, TransientError
+from consumer.errors import MissingResourceError, ThrottledError, TransientError
 from consumer.logs import log_event
 from consumer.records import Position
 from consumer.retrieval.kinesis import ExpiredIteratorError, KinesisApi
@@ -75,7 +75,10 @@ class PollingReader(ReaderBase):
         try:
             if self._iterator is None:
                 self._iterator = self._new_iterator()
-            result = self._api.get_records(self._iterator, self._cfg.max_records)
+            try:
+                result = self._api.get_records(self._iterator, self._cfg.max_records)
+            except MissingResourceError as exc:  # GetRecords names no stream: say which shard it was
+                raise MissingResourceError(f"Kinesis stream {self._stream!r}, {self._shard}: {exc}") from exc
             ended = self._clock.monotonic()
         except ExpiredIteratorError:
             self._iterator = None

@@ -92,7 +92,7 @@ def test_status_shows_dead_workers_halted_shards_and_hand_offs(
     assert shards[running]["checkpoint"] == f"{first[running]}/0"
     assert shards[running]["millis_behind_latest"] == 1500 and shards[running]["lag_note"] is None
     assert shards[running]["last_sequence"] == first[running] and 0 <= shards[running]["lag_age_s"] < 10
-    assert shards[halted]["lag_note"] == "not published by its owner yet"
+    assert shards[halted]["lag_note"] == "halted: not read until an operator acts"
     assert shards[orphaned]["lag_note"] == "not published by its owner yet"  # it never beat at all
     assert shards[released]["lag_note"] == "no owner" and shards[ended]["millis_behind_latest"] == 0
     workers = {w["worker_id"]: w for w in doc["workers"]}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from consumer.clock import FakeClock
-from consumer.errors import RefusedError, UnreachableError, WorkerFencedError
+from consumer.errors import RefusedError, ThrottledError, UnreachableError, WorkerFencedError
 from consumer.leases.liveness import OwnValidity
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane, HeartbeatParams
 from consumer.lifecycle.messages import Discovered, Event, HeartbeatResult, Result
@@ -26,6 +26,7 @@ class Repo:
         self.clock = clock
         self.calls: list[tuple[float, int]] = []
         self.failing = False
+        self.unsent = False  # a failure that provably reached nothing (connection refused, not made)
         self.fenced = False
         self.broken: Exception | None = None
         self.lock = threading.Lock()
@@ -36,7 +37,7 @@ class Repo:
         if self.fenced:
             raise WorkerFencedError("generation moved")
         if self.failing:
-            raise UnreachableError("cannot reach DynamoDB (heartbeat w on leases)")
+            raise UnreachableError("cannot reach DynamoDB (heartbeat w on leases)", unsent=self.unsent)
         if self.broken is not None:
             raise self.broken
         return len(self.calls)
@@ -99,6 +100,34 @@ def test_failures_retry_fast_while_the_window_is_open_and_slowly_once_it_closed(
         repo.failing = False
         clock.advance(0.1)
         wait_until(lambda: repo.count() == 5, what="the slow retry")
+        wait_until(validity.valid, what="the window open again")
+    finally:
+        hb.stop(1.0)
+
+
+@pytest.mark.parametrize("unsent", ["refused", "throttled"])
+def test_beats_that_provably_reached_nothing_are_retried_fast_also_once_the_window_closed(
+    unsent: str,
+) -> None:
+    """A refused connection (or a throttle) cannot have moved the counter: after an outage a little longer
+    than the window the worker resumes within a fast retry, not ``lapsed_every`` later."""
+    clock, events = FakeClock(0.0), []
+    repo = Repo(clock)
+    if unsent == "throttled":
+        repo.broken = ThrottledError("DynamoDB throttled (heartbeat w on leases)")
+    hb, validity = lane(clock, repo, events)
+    try:
+        hb.request(HeartbeatParams(0, 1, False))
+        wait_until(lambda: repo.count() == 1)
+        repo.failing, repo.unsent = unsent == "refused", True
+        clock.advance(2.0)  # t = 2.0: the scheduled beat fails as the window closes
+        wait_until(lambda: repo.count() == 2)
+        assert not validity.valid()
+        clock.advance(0.2)
+        wait_until(lambda: repo.count() == 3, what="a fast retry after the window closed")
+        repo.failing, repo.broken = False, None
+        clock.advance(0.2)
+        wait_until(lambda: repo.count() == 4, what="the next fast retry, which lands")
         wait_until(validity.valid, what="the window open again")
     finally:
         hb.stop(1.0)
