@@ -118,6 +118,15 @@ class FleetMonitoring(Construct):
                 f"A shard of {name} is halted on a record that fails every attempt (`status` shows where)",
                 periods=1,
             )
+            slow = consumer_metric(app, name, "ProcessorCallsSlow", statistic="Maximum", period=_MINUTE)
+            self._alarm(
+                f"ProcessorCallsSlow-{name}",
+                slow,
+                1,
+                f"A process_records call on {name} has run longer than the lease duration for 2 minutes: its "
+                "shard reads nothing until it returns (the worker logged processor_call_slow with its stack)",
+                periods=2,
+            )
             given_up = consumer_metric(app, name, "ShardsGivenUp", statistic="Sum", period=_FIVE_MINUTES)
             self._alarm(
                 f"ShardsGivenUp-{name}",

@@ -15,6 +15,10 @@ NAMESPACE = "KinesisFleetConsumer"
 
 _UNITS = {"MillisBehindLatest": "Milliseconds", "HandoffLatencyMs": "Milliseconds"}
 _MAX_GAUGES = {"MillisBehindLatest", "PendingRecords"}
+# Metrics whose every value is a sample of a distribution (alarmed on a percentile): written as EMF's array of
+# values, never added up (two hand-offs of one shard in one flush are two samples, not their sum).
+_SAMPLES = {"HandoffLatencyMs"}
+_MAX_SAMPLES = 100  # EMF takes at most 100 values for a metric in one document
 
 
 class MetricsSink(Protocol):
@@ -49,7 +53,8 @@ class EmfMetrics:
     """Aggregates in memory and writes one EMF document per (stream, shard) on ``flush``.
 
     Each document carries two dimension sets, [Application, Stream] and [Application, Stream, Shard], so
-    alarms can use the per-stream rollup while dashboards drill into shards.
+    alarms can use the per-stream rollup while dashboards drill into shards. Counters are added up, gauges keep
+    their maximum, and a distribution (``HandoffLatencyMs``) keeps each value, written as an array.
     """
 
     def __init__(self, application: str, worker_id: str, out: TextIO | None = None) -> None:
@@ -58,9 +63,15 @@ class EmfMetrics:
         self._out = out or sys.stdout
         self._lock = threading.Lock()
         self._values: dict[tuple[str, str | None], dict[str, float]] = defaultdict(dict)
+        self._samples: dict[tuple[str, str | None], dict[str, list[float]]] = defaultdict(dict)
 
     def add(self, name: str, value: float, stream: str, shard: str | None = None) -> None:
         with self._lock:
+            if name in _SAMPLES:
+                samples = self._samples[(stream, shard)].setdefault(name, [])
+                if len(samples) < _MAX_SAMPLES:
+                    samples.append(value)
+                return
             bucket = self._values[(stream, shard)]
             if name in _MAX_GAUGES:
                 bucket[name] = max(bucket.get(name, 0.0), value)
@@ -70,8 +81,11 @@ class EmfMetrics:
     def flush(self) -> None:
         with self._lock:
             values, self._values = self._values, defaultdict(dict)
+            samples, self._samples = self._samples, defaultdict(dict)
         now = int(time.time() * 1000)
-        for (stream, shard), metrics in values.items():
+        for key in dict.fromkeys([*values, *samples]):  # in order of first use
+            stream, shard = key
+            metrics: dict[str, float | list[float]] = {**values.get(key, {}), **samples.get(key, {})}
             dims = [["Application", "Stream"]]
             doc: dict[str, object] = {"Application": self._app, "Stream": stream, "WorkerId": self._worker}
             if shard is not None:

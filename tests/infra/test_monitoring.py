@@ -48,6 +48,7 @@ def test_per_stream_alarms_use_the_application_stream_rollup(synth: Synth, env: 
         "HandoffLatency": ("HandoffLatencyMs", "p99", thresholds["handoff_latency_ms"]),
         "HandoffsStalled": ("HandoffsStalled", "Sum", 1),
         "HaltedShards": ("HaltedShards", "Maximum", 1),
+        "ProcessorCallsSlow": ("ProcessorCallsSlow", "Maximum", 1),
         "ShardsGivenUp": ("ShardsGivenUp", "Sum", 1),
     }
     for stream in (s["name"] for s in settings["streams"]):

@@ -62,11 +62,15 @@ def test_emf_document_shape() -> None:
     m.add("RecordsProcessed", 2, "orders", "shardId-1")
     m.add("MillisBehindLatest", 500, "orders", "shardId-1")
     m.add("MillisBehindLatest", 200, "orders", "shardId-1")
+    m.add("HandoffLatencyMs", 120, "orders", "shardId-1")
+    m.add("HandoffLatencyMs", 80, "orders", "shardId-1")
     m.flush()
     doc = json.loads(out.getvalue())
     assert (
         doc["RecordsProcessed"] == 5 and doc["MillisBehindLatest"] == 500
     )  # counters add, lag takes the max
+    # Two hand-offs of the shard in one flush are two samples of the latency (its p99 is alarmed on), not a sum.
+    assert doc["HandoffLatencyMs"] == [120, 80]
     meta = doc["_aws"]["CloudWatchMetrics"][0]
     assert meta["Namespace"] == "KinesisFleetConsumer"
     assert meta["Dimensions"] == [["Application", "Stream"], ["Application", "Stream", "Shard"]]
