@@ -71,9 +71,9 @@ def test_missing_spark_entry_file_fails_the_synth(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------ a bad cdk.json value, as users see it
 
 
-def _bad(env: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _bad(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     environments = copy.deepcopy(entry.cdk_json_context(REPO_ROOT)["environments"])
-    change(environments[env])
+    change(environments)
     return environments
 
 
@@ -86,35 +86,57 @@ def _no_pyproject(tmp: Path) -> str:
 
 REFUSALS = {
     "missing-project": (
-        "dev",
-        lambda e, tmp: e["consumer"].update(processor_project="examples/no-such-project"),
+        lambda e, tmp: e["dev"]["consumer"].update(processor_project="examples/no-such-project"),
         "environments.dev.consumer.processor_project: 'examples/no-such-project' does not exist",
     ),
     "no-pyproject": (
-        "dev",
-        lambda e, tmp: e["consumer"].update(processor_project=_no_pyproject(tmp), processor="pkg.mod:P"),
+        lambda e, tmp: e["dev"]["consumer"].update(
+            processor_project=_no_pyproject(tmp), processor="pkg.mod:P"
+        ),
         "has no pyproject.toml or requirements.txt: add one",
     ),
     "undefined-entry-point": (
-        "dev",
-        lambda e, tmp: e["consumer"].update(processor="latest_per_key.processor:Nope"),
+        lambda e, tmp: e["dev"]["consumer"].update(processor="latest_per_key.processor:Nope"),
         "environments.dev.consumer.processor: 'latest_per_key.processor:Nope' is not defined by "
         "examples/latest-per-key",
     ),
     "prod-without-account": (
-        "prod",
-        lambda e, tmp: e.pop("account"),
+        lambda e, tmp: e["prod"].pop("account"),
         "environments.prod.account: a production environment must name its AWS account",
     ),
     "prod-without-region": (
-        "prod",
-        lambda e, tmp: e.update(region=None),
+        lambda e, tmp: e["prod"].update(region=None),
         "environments.prod.region: a production environment must name its AWS region",
     ),
     "prod-without-alarm-target": (
-        "prod",
-        lambda e, tmp: e["alarms"].update(emails=[], topic_arn=None),
+        lambda e, tmp: e["prod"]["alarms"].update(emails=[], topic_arn=None),
         "environments.prod.alarms.emails: a production environment's alarms must reach somebody",
+    ),
+    # Each below once passed the synth (exit 0: the mistake showed at deploy, or as every task's worker refusing
+    # to start) or ended it with a jsii traceback.
+    "lease-of-one-second": (  # the worker refuses it: its scan and leader check run every second
+        lambda e, tmp: e["dev"]["consumer"].update(lease_duration_seconds=1),
+        "environments.dev.consumer.lease_duration_seconds: must be > 1",
+    ),
+    "environment-name": (  # part of the stack names, which allow no '_' (a jsii traceback)
+        lambda e, tmp: e.update(qa_1=copy.deepcopy(e["dev"])),
+        "environments.qa_1: an environment's name is part of its stack names",
+    ),
+    "application-too-long": (  # "<application>-analytics" names the EMR application (a validation traceback)
+        lambda e, tmp: e["dev"]["consumer"].update(application="a" * 55),
+        "environments.dev.consumer.application: must be 1 to 54",
+    ),
+    "cron-without-six-fields": (  # EventBridge Scheduler refuses it at deploy
+        lambda e, tmp: e["dev"]["analytics"].update(compaction_schedule="cron(15 * * * ?)"),
+        "environments.dev.analytics.compaction_schedule: 'cron(15 * * * ?)' is not a schedule",
+    ),
+    "rate-with-plural-of-one": (
+        lambda e, tmp: e["dev"]["analytics"].update(compaction_schedule="rate(1 hours)"),
+        "environments.dev.analytics.compaction_schedule: 'rate(1 hours)' is not a schedule",
+    ),
+    "more-nat-gateways-than-zones": (  # silently built one NAT gateway per zone
+        lambda e, tmp: e["dev"]["capacity"].update(nat_gateways=3),
+        "environments.dev.capacity.nat_gateways: 3 exceeds capacity.max_azs (2)",
     ),
 }
 
@@ -123,8 +145,8 @@ def test_each_bad_value_fails_synth_with_one_line(tmp_path: Path) -> None:
     """``python app.py`` (what ``cdk synth`` runs) with each bad value as CLI context: one line on stderr naming
     the key and the fix, exit 2, no traceback. The runs go side by side (each imports aws_cdk)."""
     runs = {}
-    for name, (env, change, _) in REFUSALS.items():
-        environments = _bad(env, lambda e, change=change: change(e, tmp_path))
+    for name, (change, _) in REFUSALS.items():
+        environments = _bad(lambda e, change=change: change(e, tmp_path))
         process_env = {
             **os.environ,
             "CDK_CONTEXT_JSON": json.dumps({"environments": environments}),
@@ -144,7 +166,7 @@ def test_each_bad_value_fails_synth_with_one_line(tmp_path: Path) -> None:
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in err, f"{name}: {err}"
         assert lines[0].startswith("error: cdk.json context environments."), lines[0]
-        assert REFUSALS[name][2] in lines[0], lines[0]
+        assert REFUSALS[name][1] in lines[0], lines[0]
         assert not (tmp_path / f"out-{name}" / "manifest.json").exists()
 
 

@@ -260,8 +260,9 @@ def test_limits_off_passes_everything() -> None:
 # ---------------------------------------------------------------------------------------------- DynamoDB
 
 
-def _table(dynamodb: Any, provisioned: bool = False) -> str:
-    name = "t1" if provisioned else f"limits-{uuid.uuid4().hex[:8]}"
+def _table(dynamodb: Any, provisioned: bool = False, name: str | None = None) -> str:
+    """A table keyed ``pk`` (S): provisioned at 1 read and 1 write unit a second, or on-demand."""
+    name = name or ("t1" if provisioned else f"limits-{uuid.uuid4().hex[:8]}")
     extra: dict[str, Any] = (
         {"ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}
         if provisioned

@@ -24,6 +24,8 @@ from tools.emulators.kinesis_proxy import KinesisLimitsProxy
 from tools.emulators.limits import Limits
 from tools.tcp_proxy import FaultProxy
 
+from .test_emulator_limits import _table as limits_table
+
 pytestmark = pytest.mark.integration
 
 ONE_ATTEMPT: dict[str, Any] = {"retries": {"mode": "standard", "max_attempts": 1}}
@@ -134,19 +136,7 @@ def _first_success_value(call: Callable[[], Any]) -> Any:
 
 
 def _table(dynamodb: Any, provisioned: bool) -> str:
-    name = f"audit-{uuid.uuid4().hex[:8]}"
-    capacity: dict[str, Any] = (
-        {"ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}
-        if provisioned
-        else {"BillingMode": "PAY_PER_REQUEST"}
-    )
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        **capacity,
-    )
-    return name
+    return limits_table(dynamodb, provisioned, name=f"audit-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 DynamoDB action the consumer never calls.
 
 Read from the synthesized templates of every environment (prod with ``consumer.retrieval: fanout`` is in
-test_audit_fanout.py). The task definition's environment is resolved to concrete names and ARNs the way CloudFormation
+test_fanout.py). The task definition's environment is resolved to concrete names and ARNs the way CloudFormation
 would (a resource's physical name is its logical id; weak cross-stack references are followed to the producing
 stack's resource); from it comes the list of calls the consumer makes, each with the IAM action AWS checks and
 the resource ARN it checks it on (from the consumer's own code: preflight, discovery, polling or fan-out reads,
