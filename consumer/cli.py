@@ -1,8 +1,8 @@
 """The container entrypoint and operator commands: ``python -m consumer <command>``.
 
-Exit codes: 0 done; 2 a setting, a missing or wrong resource, or refused input (the message names the
-variable, flag or resource to fix); 3 a replay that was not confirmed; 4 an AWS endpoint that cannot be
-reached. Errors are one line on stderr (``error: ...``), never a traceback.
+Exit codes: 0 done; 1 ``redrive`` left a message in the dead-letter queue (it names it); 2 a setting, a
+missing or wrong resource, or refused input (the message names the variable, flag or resource to fix); 3 a
+replay that was not confirmed; 4 an AWS endpoint that cannot be reached. Errors are one line on stderr (``error: ...``), never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NoReturn, cast
 
 from consumer._version import __version__
 from consumer.admin.commands import add_admin_commands, table_settings
+from consumer.admin.redrive_command import add_redrive_command
 from consumer.config import default_text, worker_config_from_env
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar
 from consumer.errors import (
@@ -199,6 +200,7 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("--checkpoint-table", help="default: $CONSUMER_CHECKPOINT_TABLE")
     ct.set_defaults(func=_create_tables)
     add_admin_commands(sub)
+    add_redrive_command(sub)
     add_health_command(sub)
     add_multilang_command(sub)
     add_import_kcl_command(sub)

@@ -33,6 +33,7 @@ def test_every_command_and_flag_has_help() -> None:
         "health",
         "multilang",
         "import-kcl",
+        "redrive",
     }
     assert helped == set(commands)
     missing = [

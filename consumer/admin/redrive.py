@@ -1,0 +1,342 @@
+"""Putting dead-lettered records back into Kinesis: the engine of ``python -m consumer redrive``.
+
+Each SQS message the worker dead-lettered (``consumer.sinks.dlq``) holds one record: its stream, shard,
+sequence, partition key, bytes and error. ``Redrive.run`` receives them 10 at a time, puts them back with
+PutRecords (up to 500 records and 5 MiB a call) into their stream (or the one given) with their partition key
+and exact bytes, and deletes a message (DeleteMessageBatch) only once Kinesis took its record. At least once:
+a crash between a put and its delete puts that record again on the next run; a message is never lost.
+
+Records Kinesis refuses one by one (throttled, ``InternalFailure``) are put again with capped exponential
+backoff and jitter (``consumer.lifecycle.retry``); a whole call that is throttled is retried by the command
+client (``consumer.aws.command_client``) and then here. A message that is not a dead letter of this
+consumer is left in the queue and reported; so is one whose record could not be put. Messages left so, and
+every message of a dry run, are made visible again at the end (ChangeMessageVisibilityBatch), so the queue
+looks as it did before.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from consumer.admin.dead_letters import DeadLetter, NotADeadLetter, parse_dead_letter
+from consumer.aws_errors import THROTTLE_CODES, aws_call
+from consumer.errors import ConsumerError, MissingResourceError
+from consumer.lifecycle.retry import Backoff, Verdict, next_try, verdict
+from consumer.logs import log_event
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_RECORDS",
+    "VISIBILITY_TIMEOUT_S",
+    "Redrive",
+    "RedriveSummary",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH_RECORDS = 500  # PutRecords: records a call
+MAX_BATCH_BYTES = 5 * 1024 * 1024  # PutRecords: data and partition keys a call
+#: How long a received message stays hidden from other readers while its record is put back (and how long a
+#: message that a crashed redrive had received stays hidden before it is visible again).
+VISIBILITY_TIMEOUT_S = 120
+_RECEIVE_WAIT_S = 1  # a receive that finds nothing within this long: the queue is empty
+# Per-record failures PutRecords reports that may pass when put again (others, e.g. KMS refusals, do not).
+_RETRIED_CODES = THROTTLE_CODES | {"InternalFailure", "ServiceUnavailable"}
+_BACKOFF = Backoff(base=0.2, cap=2.0, give_up_after=60.0)
+
+
+@dataclass
+class RedriveSummary:
+    """What one run did: records put back, messages deleted, messages skipped (left in the queue)."""
+
+    put: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    throttled: int = 0  # records Kinesis refused for a rate limit and that were put again
+    listed: int = 0  # dry run: records that would be put back
+
+    @property
+    def complete(self) -> bool:
+        """Every message seen was handled: none is left in the queue by this run."""
+        return self.skipped == 0 and self.deleted == self.put
+
+
+@dataclass
+class _Message:
+    message_id: str
+    receipt: str
+    letter: DeadLetter
+
+
+@dataclass
+class _Batch:
+    messages: list[_Message] = field(default_factory=list)
+    size: int = 0
+
+    def fits(self, letter: DeadLetter) -> bool:
+        return len(self.messages) < MAX_BATCH_RECORDS and self.size + letter.size <= MAX_BATCH_BYTES
+
+
+class Redrive:
+    """One pass over the dead-letter queue at ``queue_url`` (see the module's docstring). ``stream`` puts
+    every record into that stream instead of the one it came from; ``limit`` stops after that many dead
+    letters; ``dry_run`` prints what it would put and changes nothing."""
+
+    def __init__(
+        self,
+        sqs: Any,
+        kinesis: Any,
+        queue_url: str,
+        *,
+        out: TextIO,
+        stream: str | None = None,
+        limit: int | None = None,
+        dry_run: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sqs, self._kinesis, self._url = sqs, kinesis, queue_url
+        self._out, self._stream, self._limit, self._dry_run = out, stream, limit, dry_run
+        self._sleep, self._clock = sleep, clock
+        self.summary = RedriveSummary()
+        self._seen: dict[str, bool] = {}  # message id -> whether its record was put (this run)
+        self._restore: dict[str, str] = {}  # message id -> receipt: made visible again at the end
+        self._accepted: dict[str, _Message] = {}  # every dead letter taken, by message id
+
+    def run(self) -> RedriveSummary:
+        """Receive, put back and delete until the queue is empty (or ``limit``); returns the summary."""
+        batch = _Batch()
+        taken = 0
+        try:
+            while self._limit is None or taken < self._limit:
+                want = 10 if self._limit is None else min(10, self._limit - taken)
+                received = self._receive(want)
+                if not received:
+                    break
+                fresh = False
+                for raw in received:
+                    message = self._accept(raw)
+                    if message is None:
+                        continue
+                    fresh = True
+                    taken += 1
+                    if not batch.fits(message.letter):
+                        self._flush(batch)
+                        batch = _Batch()
+                    batch.messages.append(message)
+                    batch.size += message.letter.size
+                if not fresh:  # only messages met before (left, and visible again): nothing new to take
+                    break
+            self._flush(batch)
+        finally:
+            self._make_visible()
+        return self.summary
+
+    def _receive(self, want: int) -> list[dict[str, Any]]:
+        with aws_call("sqs", f"receive from {self._url}", "--queue"):
+            out = self._sqs.receive_message(
+                QueueUrl=self._url,
+                MaxNumberOfMessages=want,
+                WaitTimeSeconds=_RECEIVE_WAIT_S,
+                VisibilityTimeout=VISIBILITY_TIMEOUT_S,
+            )
+        messages: list[dict[str, Any]] = out.get("Messages", [])
+        return messages
+
+    def _accept(self, raw: dict[str, Any]) -> _Message | None:
+        """The message as a dead letter to put back; None when met before or not a dead letter (reported)."""
+        message_id, receipt = str(raw["MessageId"]), str(raw["ReceiptHandle"])
+        if message_id in self._seen:  # SQS delivers a message again now and then (at least once)
+            # Only the latest receipt handle surely deletes it (or makes it visible): keep that one.
+            if message_id in self._restore:
+                self._restore[message_id] = receipt
+            if (met := self._accepted.get(message_id)) is not None:
+                met.receipt = receipt
+                if self._seen[message_id] and not self._dry_run:  # put already: delete it again, once
+                    self._delete([met])
+            return None
+        try:
+            letter = parse_dead_letter(str(raw.get("Body", "")))
+        except NotADeadLetter as exc:
+            self._seen[message_id] = False
+            self._restore[message_id] = receipt
+            self._skip(message_id, str(exc))
+            return None
+        self._seen[message_id] = False
+        message = self._accepted[message_id] = _Message(message_id, receipt, letter)
+        return message
+
+    def _skip(self, message_id: str, reason: str) -> None:
+        self.summary.skipped += 1
+        self._out.write(f"skipped message {message_id}: {reason}; left in the queue\n")
+        self._out.flush()
+        log_event(logger, "dead_letter_skipped", logging.WARNING, message_id=message_id, reason=reason)
+
+    def _flush(self, batch: _Batch) -> None:
+        if not batch.messages:
+            return
+        ordered = sorted(  # each shard's records back in their order (within a batch)
+            batch.messages,
+            key=lambda m: (
+                m.letter.stream,
+                m.letter.shard_id,
+                len(m.letter.sequence_number),
+                m.letter.sequence_number,
+                m.letter.sub_sequence_number,
+            ),
+        )
+        if self._dry_run:
+            for m in ordered:
+                self._list(m)
+            return
+        by_stream: dict[str, list[_Message]] = {}
+        for m in ordered:
+            by_stream.setdefault(self._stream or m.letter.stream, []).append(m)
+        for stream, messages in by_stream.items():
+            self._put_back(stream, messages)
+
+    def _list(self, m: _Message) -> None:
+        letter = m.letter
+        into = f" into {self._stream}" if self._stream else ""
+        error = f"{letter.error_type}: {letter.error}" if letter.error_type else letter.error
+        self._out.write(
+            f"would put{into}: stream {letter.stream} shard {letter.shard_id} sequence "
+            f"{letter.sequence_number}/{letter.sub_sequence_number} partition key {letter.partition_key!r} "
+            f"{len(letter.data)} bytes; error {error[:200]!r}\n"
+        )
+        self.summary.listed += 1
+        self._restore[m.message_id] = m.receipt
+
+    def _put_back(self, stream: str, messages: list[_Message]) -> None:
+        try:
+            refused, throttled = self._put(stream, messages)
+        except MissingResourceError as exc:
+            if self._stream is not None:  # checked before the run: it went away meanwhile
+                raise
+            for m in messages:
+                self._restore[m.message_id] = m.receipt
+                self._skip(
+                    m.message_id,
+                    f"{m.letter.where}: stream {stream!r} does not exist ({exc}); put it elsewhere with --stream",
+                )
+            return
+        done = [m for m in messages if m.message_id not in refused]
+        for m in messages:
+            if m.message_id in refused:
+                self._restore[m.message_id] = m.receipt
+                self._skip(
+                    m.message_id, f"{m.letter.where}: Kinesis did not take it: {refused[m.message_id]}"
+                )
+            else:
+                self._seen[m.message_id] = True
+        self.summary.put += len(done)
+        self.summary.throttled += throttled
+        deleted = self._delete(done)
+        self.summary.deleted += deleted
+        retried = f" ({throttled} throttled and put again)" if throttled else ""
+        self._out.write(f"put {len(done)} records into {stream}{retried}; deleted {deleted} messages\n")
+        self._out.flush()
+        log_event(logger, "dead_letters_redriven", stream=stream, records=len(done), throttled=throttled)
+
+    def _put(self, stream: str, messages: list[_Message]) -> tuple[dict[str, str], int]:
+        """Put every message's record into ``stream``, putting refused ones again while that may pass.
+        Returns the records Kinesis would not take (message id -> why) and how many were throttled (once or
+        more) on the way."""
+        pending = list(messages)
+        refused: dict[str, str] = {}
+        throttled: set[str] = set()  # the messages whose record was refused for a rate limit
+        failures = 0
+        since: float | None = None
+        progress = self._clock()  # when Kinesis last took one of them (or the start)
+        setting = "--stream" if self._stream else f"the stream of the dead letters ({stream})"
+        while pending:
+            entries = [{"Data": m.letter.data, "PartitionKey": m.letter.partition_key} for m in pending]
+            try:
+                with aws_call("kinesis", f"put records into {stream!r}", setting):
+                    out = self._kinesis.put_records(StreamName=stream, Records=entries)
+            except ConsumerError as exc:
+                if verdict(exc) is Verdict.SURFACE:
+                    raise
+                again, slow, why = pending, verdict(exc) is Verdict.BACK_OFF, str(exc)
+                log_event(logger, "redrive_put_failed", logging.WARNING, stream=stream, error=why)
+            else:
+                again, why, slowed = _refused(pending, out["Records"], refused)
+                slow = bool(slowed)
+                throttled |= slowed
+            if not again:
+                break
+            now = self._clock()
+            if len(again) < len(pending):  # progress: the failures so far were passing ones
+                failures, since, progress = 0, None, now
+            failures, since, delay = next_try(
+                _BACKOFF, failures, since, now, throttled=slow, jitter=random.random()
+            )
+            if delay is None or now - progress >= _BACKOFF.give_up_after:
+                # Nothing taken for that long (throttled too: the messages' visibility would run out): left.
+                for m in again:
+                    refused[m.message_id] = f"not taken for {_BACKOFF.give_up_after:g}s (last: {why})"
+                break
+            self._sleep(delay)
+            pending = again
+        return refused, len(throttled)
+
+    def _delete(self, messages: list[_Message]) -> int:
+        """Delete the messages (10 a call); returns how many SQS deleted, and reports any it did not."""
+        deleted = 0
+        for start in range(0, len(messages), 10):
+            chunk = messages[start : start + 10]
+            entries = [{"Id": str(i), "ReceiptHandle": m.receipt} for i, m in enumerate(chunk)]
+            with aws_call("sqs", f"delete from {self._url}", "--queue"):
+                out = self._sqs.delete_message_batch(QueueUrl=self._url, Entries=entries)
+            deleted += len(out.get("Successful", []))
+            for failed in out.get("Failed", []):
+                m = chunk[int(failed["Id"])]
+                self._out.write(
+                    f"put but not deleted: message {m.message_id} ({failed.get('Code')}: "
+                    f"{failed.get('Message', '')}); the next redrive puts its record again\n"
+                )
+        return deleted
+
+    def _make_visible(self) -> None:
+        """Messages left in the queue (and every one of a dry run): visible again now, not after the timeout."""
+        items = list(self._restore.items())
+        for start in range(0, len(items), 10):
+            chunk = items[start : start + 10]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": receipt, "VisibilityTimeout": 0}
+                for i, (_, receipt) in enumerate(chunk)
+            ]
+            try:
+                with aws_call("sqs", f"change visibility in {self._url}", "--queue"):
+                    self._sqs.change_message_visibility_batch(QueueUrl=self._url, Entries=entries)
+            except ConsumerError as exc:  # they come back after the timeout anyway: say so, go on
+                self._out.write(
+                    f"could not make {len(chunk)} messages visible again ({exc}); they are back in "
+                    f"{VISIBILITY_TIMEOUT_S}s\n"
+                )
+
+
+def _refused(
+    pending: list[_Message], results: list[dict[str, Any]], refused: dict[str, str]
+) -> tuple[list[_Message], str, set[str]]:
+    """From a PutRecords answer: the records to put again, a code they were refused with and how many were
+    throttled (their message ids); records refused for good go into ``refused`` (message id -> why)."""
+    again: list[_Message] = []
+    why = ""
+    throttled: set[str] = set()
+    for m, result in zip(pending, results, strict=True):
+        if not (code := result.get("ErrorCode")):
+            continue
+        if code in _RETRIED_CODES:
+            again.append(m)
+            why = code
+            if code in THROTTLE_CODES:
+                throttled.add(m.message_id)
+        else:  # e.g. a KMS key refused: putting it again would fail the same way
+            refused[m.message_id] = f"{code}: {result.get('ErrorMessage', '')}"
+    return again, why, throttled
