@@ -143,7 +143,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_SHUTDOWN_DEADLINE_SECONDS",
         "shutdown.deadline",
-        "the whole graceful shutdown; keep it under the container stop timeout",
+        "graceful shutdown; a processor call still running adds up to 2x the final checkpoint timeout",
     ),
     EnvVar(
         "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS",

@@ -74,6 +74,10 @@ _RATE = re.compile(r"^rate\((?P<value>[1-9]\d*) (?P<unit>minutes?|hours?|days?)\
 # The worker scans the lease table and checks its leader's heartbeat every second (CONSUMER_SCAN_INTERVAL_SECONDS,
 # CONSUMER_LEADER_CHECK_SECONDS), and refuses a lease duration that is not longer.
 _WORKER_POLL_SECONDS = 1.0
+# A stopping worker's longest stay after SIGTERM, past its shutdown deadline: it waits up to its final checkpoint
+# timeout (min(5, deadline), the task sets no other) for shard loops still in a processor call, as long again for
+# the asyncio processors' loop to close, then the interpreter exits.
+_EXIT_SECONDS = 2.0
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
@@ -561,11 +565,13 @@ def _check_across(path: str, env: EnvironmentSettings) -> None:
             f"{scaling.max_tasks} tasks cannot all hold leases: {env.total_shards} shards plus "
             f"scaling.standby_tasks ({scaling.standby_tasks}) allow at most {env.max_useful_tasks}",
         )
-    if consumer.stop_timeout_seconds <= consumer.shutdown_deadline_seconds:
+    if consumer.stop_timeout_seconds < (needed := _longest_shutdown(consumer.shutdown_deadline_seconds)):
         raise ConfigError(
             f"{path}.consumer.stop_timeout_seconds",
             f"{consumer.stop_timeout_seconds} must exceed consumer.shutdown_deadline_seconds "
-            f"({consumer.shutdown_deadline_seconds}) so the worker finishes before SIGKILL",
+            f"({consumer.shutdown_deadline_seconds:g}) by what a stopping worker may add, so that SIGKILL never cuts "
+            f"its hand-off short: at least {needed:g} (the deadline, twice the final checkpoint timeout of "
+            f"min(5, deadline) s for a processor call that does not return, {_EXIT_SECONDS:g} s to exit)",
         )
     if capacity.nat_gateways > capacity.max_azs:
         raise ConfigError(
@@ -646,3 +652,8 @@ def _check_ec2_capacity(path: str, env: EnvironmentSettings) -> None:
             f"deployment at scaling.max_tasks ({scaling.max_tasks}) runs {during_deploy} tasks at once, which "
             f"needs at least {needed}",
         )
+
+
+def _longest_shutdown(deadline: float) -> float:
+    """How long a worker may take from SIGTERM to exit: see ``_EXIT_SECONDS``."""
+    return deadline + 2 * min(5.0, deadline) + _EXIT_SECONDS

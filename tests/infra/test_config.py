@@ -57,6 +57,8 @@ CASES = [
     ("consumer.lease_duration_seconds", -5, "environments.dev.consumer.lease_duration_seconds", ">= 1.0"),
     ("consumer.shutdown_deadline_seconds", -1.5, "environments.dev.consumer.shutdown_deadline_seconds", ">="),
     ("consumer.stop_timeout_seconds", 20, "environments.dev.consumer.stop_timeout_seconds", "must exceed"),
+    # SIGTERM to SIGKILL must leave room for a hung processor call past the deadline (20 + 2 x 5 + 2 s).
+    ("consumer.stop_timeout_seconds", 31, "environments.dev.consumer.stop_timeout_seconds", "at least 32"),
     ("consumer.stop_timeout_seconds", 300, "environments.dev.consumer.stop_timeout_seconds", "<= 120"),
     ("capacity.target_capacity_percent", 0, "environments.dev.capacity.target_capacity_percent", ">= 1"),
     ("capacity.target_capacity_percent", 120, "environments.dev.capacity.target_capacity_percent", "<= 100"),

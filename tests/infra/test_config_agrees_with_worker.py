@@ -72,7 +72,7 @@ def test_a_lease_duration_the_synth_accepts_is_one_the_worker_accepts(seconds: f
     assert _synth_accepts(change) == _worker_accepts(consumer), seconds
 
 
-@pytest.mark.parametrize("seconds", [1, 1.5, 5, 20, 119])
+@pytest.mark.parametrize("seconds", [1, 1.5, 5, 20, 108])  # 108: the longest that fits stopTimeout 120
 def test_a_shutdown_deadline_the_synth_accepts_is_one_the_worker_accepts(seconds: float) -> None:
     def change(e: dict[str, Any]) -> None:
         e["dev"]["consumer"].update(shutdown_deadline_seconds=seconds, stop_timeout_seconds=120)

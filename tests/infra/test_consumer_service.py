@@ -85,7 +85,9 @@ def test_environment_is_the_consumer_contract(synth: Synth, env: str) -> None:
 def test_stop_timeout_exceeds_the_workers_shutdown_deadline(synth: Synth, env: str) -> None:
     container = _container(synth, env)
     deadline = float(_environment(synth, env)["CONSUMER_SHUTDOWN_DEADLINE_SECONDS"])
-    assert deadline < container["StopTimeout"] <= 120
+    # the deadline, then up to twice the final checkpoint timeout for a processor call that does not return
+    assert deadline + 2 * min(5.0, deadline) < container["StopTimeout"] <= 120
+    assert "CONSUMER_FINAL_CHECKPOINT_TIMEOUT_SECONDS" not in _environment(synth, env)  # min(5, deadline)
     assert container["LinuxParameters"]["InitProcessEnabled"] is True
     assert "EntryPoint" not in container and "Command" not in container  # the image's exec-form entrypoint
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"  # EMF metrics travel in the logs
