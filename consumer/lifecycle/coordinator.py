@@ -46,7 +46,7 @@ from consumer.lifecycle.messages import (
     WriteKind,
 )
 from consumer.lifecycle.ownership import Ownership
-from consumer.logs import log_event
+from consumer.logs import Repeated, log_event
 
 __all__ = ["Coordinator", "backoff"]
 
@@ -72,6 +72,9 @@ class Coordinator:
         self.leadership = Leadership(self.id, config.lease, now)
         self.duties = LeaderDuties(self.id, frozenset(s.name for s in config.streams), config.lease)
         self.owned: dict[str, Ownership] = {}
+        # Told at a bounded rate while DynamoDB is down.
+        self._scan_failures = Repeated(logger, "scan_failed", "scan_recovered")
+        self._own_read_failures = Repeated(logger, "own_read_failed", "own_read_recovered")
         self._read_own_at = float("inf")  # when to read our leases (and those given to us)
         self._was_fenced = False
         self._wake_leader: str | None = None
@@ -202,9 +205,10 @@ class Coordinator:
     def _on_own(self, asked: tuple[str, ...], leases: tuple[Lease, ...] | None, error: str) -> list[Action]:
         """Our leases as stored: drop those that moved on, note hand-off requests, start what we were given."""
         if leases is None:
-            log_event(logger, "own_read_failed", logging.WARNING, error=error)
+            self._own_read_failures.failed(self._now, error=error)
             self._read_own_at = min(self._read_own_at, self._now + _OWN_READ_RETRY)
             return []
+        self._own_read_failures.passed(self._now)
         current = {lease.key: lease for lease in leases}
         actions: list[Action] = []
         for key in sorted(set(asked) & set(self.owned)):
@@ -226,8 +230,9 @@ class Coordinator:
 
     def _on_table(self, ev: TableRead) -> list[Action]:
         if ev.snapshot is None:
-            log_event(logger, "scan_failed", logging.WARNING, error=ev.error)
+            self._scan_failures.failed(self._now, error=ev.error)
             return []
+        self._scan_failures.passed(self._now)
         if not self.duties.active:
             return []
         p = self.duties.on_table(ev.snapshot, self._now, self.shutting_down)

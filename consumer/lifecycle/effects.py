@@ -50,10 +50,10 @@ from consumer.lifecycle.messages import (
     WriteKind,
 )
 from consumer.lifecycle.retry import Verdict, is_throttle, operation, verdict
-from consumer.logs import log_event
+from consumer.logs import Repeated, log_event
 from consumer.metrics.sink import MetricsSink
 from consumer.retrieval.discovery import sync_leases
-from consumer.retrieval.kinesis import KinesisApi
+from consumer.retrieval.kinesis import KinesisApi, StreamMissingError
 
 __all__ = ["Effects", "ShardRunners"]
 
@@ -107,6 +107,7 @@ class Effects:
         self._validity = validity
         self._metrics = metrics
         self._clock = clock
+        self._discovery_failures: dict[str, Repeated] = {}  # per stream: told at a bounded rate
 
     def run(self, action: Action) -> Event | None:  # noqa: C901, PLR0911, PLR0912 - one case per action type
         """Carry ``action`` out; the event it leads to, if any (mypy checks that every action has a case)."""
@@ -248,6 +249,8 @@ class Effects:
 
     def _discover(self, a: Discover) -> Event:
         changed = more = False
+        missing: set[str] = set()
+        listed: set[str] = set()
         left = a.limit
         for stream in a.streams:
             if left <= 0:
@@ -256,8 +259,19 @@ class Effects:
             try:
                 done, rest = sync_leases(self._kinesis, self._repo, stream, a.leases, left)
                 changed, more, left = changed or bool(done), more or rest, left - done
-            except MissingResourceError:
-                logger.error("stream missing", extra={"event": "discovery_failed", "stream": stream})
+                listed.add(stream)
+                if (told := self._discovery_failures.get(stream)) is not None:
+                    told.passed(self._clock.monotonic(), stream=stream)
+            except StreamMissingError as exc:  # Kinesis said so, for this stream: the leader decides (once)
+                if exc.stream == stream:
+                    missing.add(stream)
+                else:  # never: ListShards names only this stream
+                    log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=str(exc))
+            except MissingResourceError as exc:  # e.g. the lease table: loud, every time
+                logger.error(
+                    "discovery failed",
+                    extra={"event": "discovery_failed", "stream": stream, "error": str(exc)},
+                )
             except Exception as exc:  # on the background lane: never let one stream's failure stall discovery
                 self._count_throttle(exc, stream)
                 if (
@@ -269,8 +283,11 @@ class Effects:
                         extra={"event": "discovery_refused", "stream": stream, "error": repr(exc)},
                     )
                     continue
-                log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=_describe(exc))
-        return Discovered(changed, more)
+                told = self._discovery_failures.setdefault(
+                    stream, Repeated(logger, "discovery_failed", "discovery_recovered")
+                )
+                told.failed(self._clock.monotonic(), stream=stream, error=_describe(exc))
+        return Discovered(changed, more, frozenset(missing), frozenset(listed))
 
     def _write(self, a: LeaseWrite) -> Event:
         try:

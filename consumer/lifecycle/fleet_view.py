@@ -35,6 +35,9 @@ class FleetView:
         # Hand-off requests in the table: key -> (who asked, when we first saw that request).
         self._requests: dict[str, tuple[str, float]] = {}
         self._told_durations: set[tuple[str, int]] = set()  # (worker, lease duration) mismatches logged
+        # Streams Kinesis said are gone (the leader's discovery): their leases are planned for by nobody, so
+        # nothing takes them and nothing churns, until a discovery lists the stream again.
+        self.gone: frozenset[str] = frozenset()
 
     def known_dead(self, obs: OwnerObservation) -> None:
         """A worker we proved dead ourselves (we claimed leadership from it): no need to watch it again."""
@@ -150,6 +153,8 @@ class FleetView:
         )
         plans: list[FleetPlan] = []
         for stream in self.streams():
+            if stream in self.gone:
+                continue
             p = plan_fleet(
                 FleetInput(
                     leases=tuple(x for x in self.snapshot.leases if x.stream == stream),

@@ -156,8 +156,32 @@ class LeaderDuties:
         self._discovering = False
         if not self.active:
             return []
-        if ev.changed:
+        if self._streams_gone(ev) or ev.changed:
             self.scan_soon(now)
         # From when it ended; with thousands of new shards, a second's worth of creations at a time.
         self._next_discovery = now + (1.0 if ev.more else self._cfg.discovery_interval)
         return []
+
+    def _streams_gone(self, ev: Discovered) -> bool:
+        """Take in which streams Kinesis says are gone (``ev.missing``) or there (``ev.listed``): a gone
+        stream's leases are assigned to nobody (``FleetView.gone``) and discovery, which goes on at its
+        interval, tells when a stream of that name exists again. Each change is told once; whether any."""
+        was = self.fleet.gone
+        now_gone = (was | ev.missing) - ev.listed
+        for stream in sorted(now_gone - was):
+            log_event(
+                logger,
+                "stream_gone",
+                logging.WARNING,
+                stream=stream,
+                leases=sum(1 for x in self.fleet.snapshot.leases if x.stream == stream),
+                doing="its leases are assigned to nobody; the other streams go on; discovery looks for it "
+                f"again every {self._cfg.discovery_interval:g} s and resumes it if it exists again",
+                fix="remove it from CONSUMER_STREAMS and roll the service, or recreate the stream",
+            )
+        for stream in sorted(was - now_gone):
+            log_event(
+                logger, "stream_back", logging.WARNING, stream=stream, doing="its leases are assigned again"
+            )
+        self.fleet.gone = now_gone
+        return now_gone != was

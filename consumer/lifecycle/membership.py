@@ -26,7 +26,7 @@ from consumer.lifecycle.messages import (
     Renew,
     Result,
 )
-from consumer.logs import log_event
+from consumer.logs import Repeated, log_event
 
 __all__ = ["Membership", "Signals"]
 
@@ -61,6 +61,9 @@ class Membership:
             "-inf"
         )  # a wake-up makes us poll fast (not the start: a fleet starts at once)
         self.given: frozenset[str] = frozenset()  # keys given to us, as our item last said
+        # Told at a bounded rate while DynamoDB is down (retried every 0.5 s and every idle poll).
+        self._heartbeat_failures = Repeated(logger, "heartbeat_failed", "heartbeat_recovered")
+        self._inbox_failures = Repeated(logger, "inbox_poll_failed", "inbox_poll_recovered")
 
     @property
     def fenced(self) -> bool:
@@ -108,19 +111,16 @@ class Membership:
 
     def on_heartbeat(self, ev: HeartbeatResult, now: float) -> list[Action]:
         if ev.result is Result.OK:
+            self._heartbeat_failures.passed(now, worker=self.worker_id)
             self.valid_until = max(self.valid_until, ev.sent_at + self._cfg.owner_validity)
             self._next_heartbeat = ev.sent_at + self._cfg.heartbeat_every
             return [Renew(ev.sent_at)]
         if ev.fenced:
             self._fence(now)
             return []
-        log_event(
-            logger,
-            "heartbeat_failed",
-            logging.WARNING,
-            worker=self.worker_id,
-            error=ev.error,
-            validity_left_s=round(self.valid_until - now, 2),
+        # Every 0.5 s while DynamoDB is down: the first at once, then a line per REPEAT_EVERY with the count.
+        self._heartbeat_failures.failed(
+            now, worker=self.worker_id, error=ev.error, validity_left_s=round(self.valid_until - now, 2)
         )
         self._next_heartbeat = now + _RETRY
         return []
@@ -133,11 +133,12 @@ class Membership:
         out = Signals()
         if ev.worker is None:
             if ev.error:  # a failing (e.g. throttled) read is not hammered: the next waits the quiet cadence
-                log_event(logger, "inbox_poll_failed", logging.WARNING, error=ev.error)
+                self._inbox_failures.failed(now, error=ev.error)
                 self._next_inbox = max(self._next_inbox, now + self._cfg.idle_poll)
             else:  # our item is gone (a live worker forgot us after a long silence): join again
                 self._fence(now)
             return out
+        self._inbox_failures.passed(now)
         if ev.worker.generation > self.generation:  # (an eventually consistent read may lag behind us)
             self._fence(now)
         if ev.worker.inbox > self._inbox:

@@ -150,6 +150,10 @@ class Reconciled:
 class Discovered:
     changed: bool  # leases were created or retired: read the table again now
     more: bool = False  # it stopped at its limit: discover again soon
+    # Streams Kinesis said do not exist (ResourceNotFoundException naming the stream), and streams it listed:
+    # only these two change what the leader believes of a stream (a timeout or a throttle tells nothing).
+    missing: frozenset[str] = frozenset()
+    listed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ class ShardConsumer:
             window=self.guard.window,
             jitter=random.random,
             done_wait=_DONE_FALLBACK,
+            retries=ctx.retries,
         )
         self.machine = ShardMachine(rules, ctx.clock.monotonic())
 

@@ -57,10 +57,10 @@ def finish(s: ShardState, outcome: Outcome, at: Position | None = None, detail: 
     )
 
 
-def good_round(s: ShardState, r: Rules) -> ShardState:
+def good_round(s: ShardState, r: Rules, now: float) -> ShardState:
     """A round (or the setup) went through: back to TOP, and the failures before it no longer count."""
     if s.failing_since is not None:
-        note(r, "shard_recovered", failures=s.failures)
+        r.retries.recovered(now, r.stream, r.shard, r.epoch)
     return replace(s, stage=Stage.TOP, failures=0, failing_since=None)
 
 
@@ -181,8 +181,8 @@ def _reading(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: C901, PLR09
             if s.halting:
                 return finish(s, Outcome.HALTED, s.halted_at), []
             if s.shard_end and not s.held:
-                return replace(good_round(s, r), phase=Phase.ENDING, stage=Stage.WAIT_DONE), []
-            return good_round(s, r), []
+                return replace(good_round(s, r, now), phase=Phase.ENDING, stage=Stage.WAIT_DONE), []
+            return good_round(s, r, now), []
         case Stage.NOTIFY | Stage.WAIT_DONE | Stage.FINAL | Stage.CALL | Stage.CHECK:
             raise _not_here(s)
         case _:

@@ -86,6 +86,7 @@ class ShardMachine:
         self.state = s
         if s.phase is Phase.FINISHED and before.phase is not Phase.FINISHED:
             assert s.outcome is not None
+            self.rules.retries.ended(self.rules.stream, self.rules.shard)
             actions.append(Finish(s.outcome, s.halted_at, s.detail))
         return actions
 
@@ -170,11 +171,11 @@ def _setup_result(s: ShardState, ev: Started | NotStarted | SetupFailed, now: fl
             began = replace(
                 s, phase=Phase.READING, mode=ev.mode, written=start, processed=start, saved_at=now
             )
-            return Step(good_round(began, r))
+            return Step(good_round(began, r, now))
         case NotStarted():
             return Step(finish(s, ev.outcome), why="nothing to consume: the lease moved, or the shard ended")
         case SetupFailed():
-            return Step(_failed(s, ev.verdict, ev.error, now, r))
+            return Step(_failed(s, ev.verdict, ev.error, now, r, "setup"))
         case _:
             assert_never(ev)
 
@@ -182,13 +183,13 @@ def _setup_result(s: ShardState, ev: Started | NotStarted | SetupFailed, now: fl
 def _fetch_result(s: ShardState, ev: Fetched | FetchFailed, now: float, r: Rules) -> Step:
     match ev:
         case Fetched() if ev.nothing:
-            return Step(good_round(s, r), why="nothing came back (interrupted, or an iterator renewed)")
+            return Step(good_round(s, r, now), why="nothing came back (interrupted, or an iterator renewed)")
         case Fetched():
             return Step(
                 replace(s, held=ev.count, held_last=ev.last, shard_end=ev.shard_end, stage=Stage.DELIVER)
             )
         case FetchFailed():
-            return Step(_failed(s, ev.verdict, ev.error, now, r))
+            return Step(_failed(s, ev.verdict, ev.error, now, r, "fetch"))
         case _:
             assert_never(ev)
 
@@ -226,14 +227,18 @@ def _checkpoint_result(
                     note(r, "final_checkpoint_failed", logging.WARNING, error=ev.error)
                     return finish(s, Outcome.STOPPED)
                 return replace(s, wake_at=now + r.final_retry)
-            return _failed(s, ev.verdict, ev.error, now, r)
+            return _failed(s, ev.verdict, ev.error, now, r, "checkpoint")
         case _:
             assert_never(ev)
 
 
-def _failed(s: ShardState, decided: retry.Verdict, error: str, now: float, r: Rules) -> ShardState:
+def _failed(
+    s: ShardState, decided: retry.Verdict, error: str, now: float, r: Rules, operation: str
+) -> ShardState:
     """``retry.next_try``'s answer, on made-up time: a bug or a refusal ends the shard FAILED; past the bound
-    (which throttles never reach) GAVE_UP; else wait a capped, jittered exponential backoff."""
+    (which throttles never reach) GAVE_UP; else wait a capped, jittered exponential backoff. A failure that
+    may pass is told through ``r.retries`` (the first of an episode at once, the rest in a worker's summary);
+    ``operation`` is what failed (setup, fetch, checkpoint)."""
     if decided is retry.Verdict.SURFACE:
         return finish(s, Outcome.FAILED, detail=error)
     throttled = decided is retry.Verdict.BACK_OFF
@@ -246,7 +251,8 @@ def _failed(s: ShardState, decided: retry.Verdict, error: str, now: float, r: Ru
         failing = round(now - since, 3)
         note(r, "shard_giving_up", logging.ERROR, failures=failures, failing_s=failing, error=error)
         return finish(s, Outcome.GAVE_UP)
-    level = logging.INFO if throttled else logging.WARNING
-    event = "throttled" if throttled else "transient_failure"
-    note(r, event, level, attempt=failures, delay_s=round(delay, 3), error=error)
+    if throttled:
+        note(r, "throttled", attempt=failures, delay_s=round(delay, 3), error=error)
+    else:
+        r.retries.failed(now, r.stream, r.shard, r.epoch, operation=operation, delay=delay, error=error)
     return replace(s, stage=Stage.TOP, failures=failures, failing_since=since, wake_at=now + delay)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from consumer.lifecycle.messages import Outcome
 from consumer.lifecycle.ownership_model import AT_ONCE, NEVER, Verdict
 from consumer.lifecycle.processor import ShutdownReason
+from consumer.lifecycle.retry_digest import RetryDigest
 from consumer.records import Position
 
 __all__ = ["AT_ONCE", "NEVER", "Mode", "Phase", "Rules", "ShardState", "Stage", "Step", "Verdict", "Work"]
@@ -88,6 +89,8 @@ class Rules:
     done_wait: float = 0.05
     room_recheck: float = 0.02  # a batch waiting for room in our window
     final_retry: float = 0.1  # between two tries of the final checkpoint
+    # Where retries are told (the worker's shards share one: a bounded number of lines whatever their number).
+    retries: RetryDigest = field(default_factory=RetryDigest, compare=False)
 
 
 @dataclass(frozen=True)

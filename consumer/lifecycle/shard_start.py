@@ -25,6 +25,7 @@ from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import InitializationInput, RecordProcessor, Timers
 from consumer.lifecycle.progress import ShardProgress
+from consumer.lifecycle.retry_digest import RetryDigest
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
 from consumer.records import Position
@@ -58,6 +59,8 @@ class ConsumerContext:
     event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
     # What the shard loops read (each fetch taken); the worker's heartbeats publish it for `status`.
     progress: ShardProgress = field(default_factory=ShardProgress)
+    # The worker's shards retrying a failure, told at a bounded rate whatever their number.
+    retries: RetryDigest = field(default_factory=RetryDigest)
     # The worker's runner, which drives every shard machine on a few threads (None: a consumer built outside
     # a worker runs on a small runner of its own).
     runner: ShardRunner | None = None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from consumer.checkpoint.checkpointer import ShardCheckpointer
 from consumer.checkpoint.policy import CheckpointPolicy, ExplicitCheckpoints, ManualCheckpoints
 from consumer.config import StreamSpec
-from consumer.errors import LeaseLostError
+from consumer.errors import LeaseLostError, MissingResourceError
 from consumer.leases.model import Lease
 from consumer.lifecycle import retry
 from consumer.lifecycle.delivery import DeliveryOutcome, deliver
@@ -136,14 +136,18 @@ class ShardWork:
                 f"Throttles.{retry.operation(exc)}", 1, self.lease.stream, self.lease.shard_id
             )
         if decided is retry.Verdict.SURFACE:
+            # A missing stream (deleted under us) is no bug: its message says it all, and the leader tells
+            # the operator once (``stream_gone``); no traceback.
+            missing = isinstance(exc, MissingResourceError)
             logger.error(
                 "shard loop failed",
-                exc_info=exc,
+                exc_info=None if missing else exc,
                 extra={
                     "event": "shard_failed",
                     "stream": self.lease.stream,
                     "shard": self.lease.shard_id,
                     "epoch": self.lease.epoch,
+                    **({"error": str(exc)} if missing else {}),
                 },
             )
             return decided, repr(exc)

@@ -28,6 +28,7 @@ __all__ = [
     "GetRecordsResult",
     "KinesisApi",
     "ShardInfo",
+    "StreamMissingError",
     "Subscription",
     "SubscriptionEvent",
     "ThrottledError",
@@ -36,6 +37,15 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+class StreamMissingError(MissingResourceError):
+    """Kinesis answered ResourceNotFoundException for a call that named ``stream``: it does not exist (or is
+    not ACTIVE). Only this (never a timeout, a refused connection or a throttle) means the stream is gone."""
+
+    def __init__(self, stream: str, message: str) -> None:
+        super().__init__(message)
+        self.stream = stream
 
 
 class ExpiredIteratorError(ConsumerError):
@@ -130,10 +140,11 @@ def _translate(stream: str, call: str = "") -> Iterator[None]:
                 f"Kinesis {call}: not found ({code}): its stream was deleted, or is not ACTIVE"
             ) from exc
         if code == "ResourceNotFoundException":
-            raise MissingResourceError(
+            raise StreamMissingError(
+                stream,
                 f"Kinesis stream {stream!r} does not exist (or is not ACTIVE). Create it with "
                 f"`aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
-                "streaming stack."
+                "streaming stack.",
             ) from exc
         raise classify(exc, "kinesis", stream or call) from exc
 

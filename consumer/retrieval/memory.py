@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from consumer.errors import MissingResourceError
 from consumer.retrieval.kinesis import (
     ExpiredIteratorError,
     GetRecordsResult,
     ShardInfo,
+    StreamMissingError,
     SubscriptionEvent,
     ThrottledError,
     WireRecord,
@@ -51,7 +51,7 @@ class InMemoryKinesis:
 
     def _stream(self, name: str) -> dict[str, _Shard]:
         if name not in self._streams:
-            raise MissingResourceError(f"Kinesis stream {name!r} does not exist")
+            raise StreamMissingError(name, f"Kinesis stream {name!r} does not exist")
         return self._streams[name]
 
     def put(self, stream: str, shard_id: str, data: bytes, partition_key: str = "pk") -> str:

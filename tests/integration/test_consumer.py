@@ -137,7 +137,7 @@ class Rounds:
             self.n += 1
             self._cond.notify_all()
 
-    def wait_next(self, timeout: float = 2.0) -> None:
+    def wait_next(self, timeout: float = 15.0) -> None:  # a safety net only: the test's loop takes rounds
         with self._cond:
             start = self.n
             self._cond.wait_for(lambda: self.n > start, timeout)

@@ -1,0 +1,107 @@
+"""A stream deleted under a running worker (``python -m consumer run``, two streams): the leader's discovery
+hears Kinesis say the stream does not exist, says so once (``stream_gone``), assigns its leases to nobody (no
+churn: no epoch moves, no more failures), and the other stream goes on; once a stream of that name exists
+again it says so (``stream_back``) and reads it. Before, each of its shards was taken, failed and was released
+several times a second, for ever."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .support import (
+    create_stream,
+    make_names,
+    put_numbered,
+    read_journal,
+    spawn_worker,
+    stop_process,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _events(path: Path, event: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if f'"event": "{event}"' in line]
+
+
+def _leases(dynamodb: Any, table: str, stream: str) -> dict[str, tuple[int, str | None]]:
+    """shard id -> (epoch, owner) of ``stream``'s leases."""
+    items = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+    return {
+        item["shard_id"]["S"]: (int(item["epoch"]["N"]), item.get("owner", {}).get("S"))
+        for item in items
+        if item["lease_key"]["S"].startswith(f"shard#{stream}#")
+    }
+
+
+def _heartbeat(dynamodb: Any, table: str, worker: str) -> int:
+    item = dynamodb.get_item(
+        TableName=table, Key={"lease_key": {"S": f"worker#{worker}"}}, ConsistentRead=True
+    )
+    return int(item["Item"]["heartbeat"]["N"])
+
+
+def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back(
+    emulators, kinesis_client, dynamodb_client, unique_name, tmp_path
+) -> None:
+    names = make_names(unique_name, dynamodb_client)
+    other = unique_name("other")
+    create_stream(kinesis_client, names.stream, 2)
+    create_stream(kinesis_client, other, 1)
+    put_numbered(kinesis_client, names.stream, "g", 4)
+    put_numbered(kinesis_client, other, "a", 4)
+    journal = tmp_path / "journal.jsonl"
+    log = journal.with_suffix(".w.log")
+    delivered = lambda: {e["p"] for e in read_journal(journal) if e["k"] == "d"}  # noqa: E731
+    proc = spawn_worker(emulators, names, "w", journal, CONSUMER_STREAMS=f"{names.stream},{other}")
+    try:
+        wait_until(lambda: len(delivered()) == 8, timeout=30, what="both streams delivered")
+        kinesis_client.delete_stream(StreamName=names.stream, EnforceConsumerDeletion=True)
+        wait_until(lambda: _events(log, "stream_gone"), timeout=20, what="the worker says the stream is gone")
+        # Whatever was under way when discovery heard of it (a take, a failure) settles within a scan.
+        wait_until(
+            lambda: all(
+                owner is None
+                for _, owner in _leases(dynamodb_client, names.lease_table, names.stream).values()
+            ),
+            timeout=10,
+            what="the gone stream's leases released",
+        )
+        leases = _leases(dynamodb_client, names.lease_table, names.stream)
+        failures = len(_events(log, "shard_failed"))
+        # A few seconds of a running fleet: three heartbeats (1.1 s apart), several scans and discoveries.
+        beat = _heartbeat(dynamodb_client, names.lease_table, "w")
+        wait_until(
+            lambda: _heartbeat(dynamodb_client, names.lease_table, "w") >= beat + 3,
+            timeout=15,
+            what="three more heartbeats",
+        )
+        put_numbered(kinesis_client, other, "b", 3)
+        wait_until(lambda: {"b0", "b1", "b2"} <= delivered(), timeout=15, what="the other stream goes on")
+        assert proc.poll() is None
+        assert _leases(dynamodb_client, names.lease_table, names.stream) == leases  # no take, no epoch moved
+        assert len(_events(log, "shard_failed")) == failures  # no more failures
+        assert len(_events(log, "stream_gone")) == 1  # told once
+        assert not _events(log, "discovery_failed")
+        gone = _events(log, "stream_gone")[0]
+        assert gone["level"] == "WARNING" and gone["stream"] == names.stream, gone
+        assert "CONSUMER_STREAMS" in gone["fix"] and "recreate" in gone["fix"], gone
+        assert not [
+            e for e in _events(log, "shard_failed") if "exc" in e
+        ]  # no traceback for a missing stream
+
+        create_stream(kinesis_client, names.stream, 1)
+        put_numbered(kinesis_client, names.stream, "c", 3)
+        wait_until(lambda: _events(log, "stream_back"), timeout=20, what="the worker sees the stream back")
+        wait_until(lambda: {"c0", "c1", "c2"} <= delivered(), timeout=30, what="the new stream read")
+    finally:
+        assert stop_process(proc) == 0
+    back = _events(log, "stream_back")
+    assert len(back) == 1 and back[0]["stream"] == names.stream, back
