@@ -157,10 +157,20 @@ def stored_checkpoints(dynamodb: Any, table: str) -> dict[str, tuple[str | None,
 
 
 def read_journal(path: Path) -> list[dict]:
+    """The JSON lines of a file (a journal, a worker's log) written so far; none if it does not exist yet."""
     if not path.exists():
         return []
     lines = path.read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def log_events(path: Path, event: str) -> list[dict[str, Any]]:
+    """The lines of a worker's JSON log (``spawn_worker``'s ``<journal>.<id>.log``) that are ``event``; other
+    lines, JSON or not (a warning Python printed), are not read."""
+    if not path.exists():
+        return []
+    marker = f'"event": "{event}"'
+    return [json.loads(line) for line in path.read_text().splitlines() if marker in line]
 
 
 def spawn_worker(

@@ -6,14 +6,13 @@ several times a second, for ever."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .support import (
     create_stream,
+    log_events,
     make_names,
     put_numbered,
     read_journal,
@@ -23,12 +22,6 @@ from .support import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-def _events(path: Path, event: str) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if f'"event": "{event}"' in line]
 
 
 def _leases(dynamodb: Any, table: str, stream: str) -> dict[str, tuple[int, str | None]]:
@@ -64,7 +57,9 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
     try:
         wait_until(lambda: len(delivered()) == 8, timeout=30, what="both streams delivered")
         kinesis_client.delete_stream(StreamName=names.stream, EnforceConsumerDeletion=True)
-        wait_until(lambda: _events(log, "stream_gone"), timeout=20, what="the worker says the stream is gone")
+        wait_until(
+            lambda: log_events(log, "stream_gone"), timeout=20, what="the worker says the stream is gone"
+        )
         # Whatever was under way when discovery heard of it (a take, a failure) settles within a scan.
         wait_until(
             lambda: all(
@@ -75,7 +70,7 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
             what="the gone stream's leases released",
         )
         leases = _leases(dynamodb_client, names.lease_table, names.stream)
-        failures = len(_events(log, "shard_failed"))
+        failures = len(log_events(log, "shard_failed"))
         # A few seconds of a running fleet: three heartbeats (1.1 s apart), several scans and discoveries.
         beat = _heartbeat(dynamodb_client, names.lease_table, "w")
         wait_until(
@@ -87,21 +82,21 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
         wait_until(lambda: {"b0", "b1", "b2"} <= delivered(), timeout=15, what="the other stream goes on")
         assert proc.poll() is None
         assert _leases(dynamodb_client, names.lease_table, names.stream) == leases  # no take, no epoch moved
-        assert len(_events(log, "shard_failed")) == failures  # no more failures
-        assert len(_events(log, "stream_gone")) == 1  # told once
-        assert not _events(log, "discovery_failed")
-        gone = _events(log, "stream_gone")[0]
+        assert len(log_events(log, "shard_failed")) == failures  # no more failures
+        assert len(log_events(log, "stream_gone")) == 1  # told once
+        assert not log_events(log, "discovery_failed")
+        gone = log_events(log, "stream_gone")[0]
         assert gone["level"] == "WARNING" and gone["stream"] == names.stream, gone
         assert "CONSUMER_STREAMS" in gone["fix"] and "recreate" in gone["fix"], gone
         assert not [
-            e for e in _events(log, "shard_failed") if "exc" in e
+            e for e in log_events(log, "shard_failed") if "exc" in e
         ]  # no traceback for a missing stream
 
         create_stream(kinesis_client, names.stream, 1)
         put_numbered(kinesis_client, names.stream, "c", 3)
-        wait_until(lambda: _events(log, "stream_back"), timeout=20, what="the worker sees the stream back")
+        wait_until(lambda: log_events(log, "stream_back"), timeout=20, what="the worker sees the stream back")
         wait_until(lambda: {"c0", "c1", "c2"} <= delivered(), timeout=30, what="the new stream read")
     finally:
         assert stop_process(proc) == 0
-    back = _events(log, "stream_back")
+    back = log_events(log, "stream_back")
     assert len(back) == 1 and back[0]["stream"] == names.stream, back

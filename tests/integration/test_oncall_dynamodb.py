@@ -14,6 +14,7 @@ from tools.tcp_proxy import FaultProxy, address
 
 from .support import (
     create_stream,
+    log_events,
     make_names,
     put_numbered,
     read_journal,
@@ -27,14 +28,6 @@ pytestmark = pytest.mark.integration
 LEASE = 6.0  # the owner's window is lease - margin = 4.8 s; a beat every 2.4 s
 MARGIN = 1.2
 RESUMED_WITHIN = 3.0  # seconds from DynamoDB answering again to the first record put after it delivered
-
-
-def _log_events(path, event: str) -> int:
-    return (
-        sum(1 for line in path.read_text().splitlines() if f'"event": "{event}"' in line)
-        if path.exists()
-        else 0
-    )
 
 
 def test_refused_dynamodb_past_the_window_resumes_soon_after_it_answers(
@@ -73,7 +66,7 @@ def test_refused_dynamodb_past_the_window_resumes_soon_after_it_answers(
             wait_until(lambda: len(delivered()) >= 5, timeout=30, what="the worker delivers")
             proxy.fault("refuse")
             wait_until(
-                lambda: _log_events(log, "heartbeat_window_closed") >= 1,
+                lambda: len(log_events(log, "heartbeat_window_closed")) >= 1,
                 timeout=LEASE,
                 what="the worker's heartbeat window closed",
             )
@@ -123,8 +116,8 @@ def test_sigterm_while_dynamodb_is_refused_exits_cleanly_and_the_next_worker_los
     assert code == 0
     assert took < 10 + 5 + 3, f"shutdown took {took:.1f}s: more than its deadline and final checkpoint wait"
     log = journal.with_suffix(".cut.log")
-    assert _log_events(log, "leadership_resigned") == 0  # it could not resign, and must not say it did
-    assert _log_events(log, "resign_failed") == 1
+    assert len(log_events(log, "leadership_resigned")) == 0  # it could not resign, and must not say it did
+    assert len(log_events(log, "resign_failed")) == 1
     put_numbered(kinesis_client, names.stream, "b", 20)
     successor = spawn_worker(emulators, names, "next", journal)
     try:

@@ -17,7 +17,17 @@ import pytest
 
 from consumer import BaseProcessor, ProcessRecordsInput
 
-from .support import LEASES, REPO, create_stream, make_names, put_records, stop_process, wait_until
+from .support import (
+    LEASES,
+    REPO,
+    create_stream,
+    log_events,
+    make_names,
+    put_records,
+    read_journal,
+    stop_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -37,12 +47,6 @@ def wait_for_release(path: Path) -> None:
     """Where the stack of the stuck call shows it is stuck."""
     while not path.exists():
         time.sleep(0.05)
-
-
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_a_processor_call_that_does_not_return_is_told_once_and_counted(
@@ -81,11 +85,11 @@ def test_a_processor_call_that_does_not_return_is_told_once_and_counted(
         return [m["ProcessorCallsSlow"] for m in list(metrics) if "ProcessorCallsSlow" in m]
 
     def told() -> list[dict]:
-        return [e for e in _lines(log) if e.get("event") == "processor_call_slow"]
+        return log_events(log, "processor_call_slow")
 
     try:
         put_records(kinesis_client, names.stream, [b"r0", b"r1"])
-        wait_until(lambda: len(_lines(journal)) == 2, timeout=30, what="r0 and r1 delivered")
+        wait_until(lambda: len(read_journal(journal)) == 2, timeout=30, what="r0 and r1 delivered")
         put_records(kinesis_client, names.stream, [b"r2", b"r3"])
         wait_until(told, timeout=4 * LEASES.lease_duration, what="the stuck call told")
         flushes = len(slow_gauges())
@@ -93,7 +97,9 @@ def test_a_processor_call_that_does_not_return_is_told_once_and_counted(
         assert len(told()) == 1  # once per call, not once per flush
         assert slow_gauges()[-1] == 1
         release.touch()
-        wait_until(lambda: len(_lines(journal)) == 4, timeout=10, what="r2 and r3 delivered once released")
+        wait_until(
+            lambda: len(read_journal(journal)) == 4, timeout=10, what="r2 and r3 delivered once released"
+        )
         wait_until(lambda: slow_gauges()[-1] == 0, timeout=10, what="the gauge back to 0")
     finally:
         release.touch()
@@ -104,4 +110,4 @@ def test_a_processor_call_that_does_not_return_is_told_once_and_counted(
         event["shard"] == "shardId-000000000000" and event["running_s"] >= LEASES.lease_duration
     )  # rounded to 0.1 s
     assert "wait_for_release" in event["stack"]
-    assert [x["p"] for x in _lines(journal)] == ["r0", "r1", "r2", "r3"]
+    assert [x["p"] for x in read_journal(journal)] == ["r0", "r1", "r2", "r3"]

@@ -7,21 +7,22 @@ nothing in the log said why."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from .support import LEASES, create_stream, make_names, put_records, spawn_worker, stop_process, wait_until
+from .support import (
+    LEASES,
+    create_stream,
+    log_events,
+    make_names,
+    put_records,
+    spawn_worker,
+    stop_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
 LONG = {"CONSUMER_LEASE_DURATION_SECONDS": "12", "CONSUMER_SAFETY_MARGIN_SECONDS": "2.4"}
-
-
-def _events(path, event: str) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if f'"event": "{event}"' in line]
 
 
 def _owners(dynamodb, table: str) -> dict[str, tuple[str | None, int]]:
@@ -79,9 +80,9 @@ def test_workers_with_different_lease_durations_neither_take_from_nor_depose_eac
         codes = [stop_process(p) for p in (second, first) if p is not None]
     assert codes == [0, 0]
     first_log, second_log = (journal.with_suffix(f".{w}.log") for w in ("first", "second"))
-    assert _events(first_log, "lease_expired") == _events(second_log, "lease_expired") == []
-    assert _events(second_log, "leadership_claimed") == []  # the first one led throughout
-    told = _events(first_log, "lease_duration_mismatch")
+    assert log_events(first_log, "lease_expired") == log_events(second_log, "lease_expired") == []
+    assert log_events(second_log, "leadership_claimed") == []  # the first one led throughout
+    told = log_events(first_log, "lease_duration_mismatch")
     assert [(e["worker"], e["its_lease_duration_s"]) for e in told] == [
         ("second", 12.0 if leader_lease == "short" else LEASES.lease_duration)
     ]

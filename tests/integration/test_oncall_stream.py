@@ -4,12 +4,11 @@ GetRecords, once named the operation as if it were the stream)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from .support import (
     create_stream,
+    log_events,
     make_names,
     put_records,
     read_journal,
@@ -19,12 +18,6 @@ from .support import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-def _events(path, event: str) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if f'"event": "{event}"' in line]
 
 
 def test_a_deleted_stream_is_named_in_the_failure_and_the_give_up(
@@ -41,12 +34,12 @@ def test_a_deleted_stream_is_named_in_the_failure_and_the_give_up(
             lambda: sum(e["k"] == "d" for e in read_journal(journal)) >= 5, timeout=30, what="deliveries"
         )
         kinesis_client.delete_stream(StreamName=names.stream, EnforceConsumerDeletion=True)
-        wait_until(lambda: _events(log, "shard_given_up"), timeout=30, what="the shard given up")
+        wait_until(lambda: log_events(log, "shard_given_up"), timeout=30, what="the shard given up")
         assert proc.poll() is None  # the worker goes on (its other streams would)
     finally:
         assert stop_process(proc) == 0
-    first = _events(log, "shard_given_up")[0]
+    first = log_events(log, "shard_given_up")[0]
     assert f"'{names.stream}'" in first["why"] and shard in first["why"], first
     assert "'GetRecords'" not in first["why"], first
-    failed = _events(log, "shard_failed")[0]
+    failed = log_events(log, "shard_failed")[0]
     assert (failed["stream"], failed["shard"]) == (names.stream, shard), failed

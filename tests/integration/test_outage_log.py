@@ -8,10 +8,7 @@ wrote about 1,000 lines a second."""
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,6 +17,7 @@ from tools.tcp_proxy import FaultProxy, address
 
 from .support import (
     create_stream,
+    log_events,
     make_names,
     put_numbered,
     read_journal,
@@ -32,12 +30,6 @@ pytestmark = pytest.mark.integration
 
 SHARDS = 6
 OUTAGE = 8.0  # seconds; more than REPEAT_EVERY, far less than the give-up bound set below
-
-
-def _events(path: Path, event: str) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if f'"event": "{event}"' in line]
 
 
 def test_kinesis_refused_logs_each_shards_first_failure_a_bounded_summary_and_each_recovery(
@@ -58,20 +50,24 @@ def test_kinesis_refused_logs_each_shards_first_failure_a_bounded_summary_and_ea
             CONSUMER_GIVE_UP_AFTER_SECONDS="120",
         )
         try:
-            wait_until(lambda: len(_events(log, "shard_started")) == SHARDS, timeout=30, what="every shard")
+            wait_until(
+                lambda: len(log_events(log, "shard_started")) == SHARDS, timeout=30, what="every shard"
+            )
             proxy.fault("refuse")
             began = time.monotonic()
             wait_until(
-                lambda: len(_events(log, "transient_failure")) == SHARDS,
+                lambda: len(log_events(log, "transient_failure")) == SHARDS,
                 timeout=15,
                 what="each shard's failure",
             )
-            wait_until(lambda: _events(log, "transient_failures"), timeout=2 * REPEAT_EVERY, what="a summary")
+            wait_until(
+                lambda: log_events(log, "transient_failures"), timeout=2 * REPEAT_EVERY, what="a summary"
+            )
             wait_until(lambda: time.monotonic() - began >= OUTAGE, timeout=2 * OUTAGE, what="the outage")
             proxy.heal()
             lasted = time.monotonic() - began
             wait_until(
-                lambda: len(_events(log, "shard_recovered")) == SHARDS,
+                lambda: len(log_events(log, "shard_recovered")) == SHARDS,
                 timeout=30,
                 what="each shard recovered",
             )
@@ -79,20 +75,20 @@ def test_kinesis_refused_logs_each_shards_first_failure_a_bounded_summary_and_ea
             wait_until(lambda: len(delivered()) == 5, timeout=30, what="records put after the outage")
         finally:
             assert stop_process(proc) == 0
-    first = _events(log, "transient_failure")
+    first = log_events(log, "transient_failure")
     assert sorted(e["shard"] for e in first) == sorted(shards)  # each shard's first failure, once
     assert all(e["level"] == "WARNING" and e["stream"] == names.stream and e["error"] for e in first), first
-    summaries = _events(log, "transient_failures")
+    summaries = log_events(log, "transient_failures")
     assert len(summaries) <= lasted / REPEAT_EVERY + 2, [s["ts"] for s in summaries]  # not SHARDS a second
     assert summaries[0]["shards"] == SHARDS and summaries[0]["streams"] == [names.stream], summaries[0]
     assert sum(summaries[0]["operations"].values()) == SHARDS and summaries[0]["max_delay_s"] > 0
-    recovered = _events(log, "shard_recovered")
+    recovered = log_events(log, "shard_recovered")
     assert sorted(e["shard"] for e in recovered) == sorted(shards)
     assert all(e["failures"] >= 2 for e in recovered), recovered  # it retried quietly meanwhile
-    discovery = _events(log, "discovery_failed")  # the leader's ListShards, every second here
+    discovery = log_events(log, "discovery_failed")  # the leader's ListShards, every second here
     assert 1 <= len(discovery) <= lasted / REPEAT_EVERY + 2, [e["ts"] for e in discovery]
-    assert not _events(log, "stream_gone")  # unreachable is not gone
-    assert not _events(log, "shard_giving_up")
+    assert not log_events(log, "stream_gone")  # unreachable is not gone
+    assert not log_events(log, "shard_giving_up")
 
 
 def test_dynamodb_refused_logs_heartbeat_scan_and_inbox_failures_at_a_bounded_rate(
@@ -113,12 +109,12 @@ def test_dynamodb_refused_logs_heartbeat_scan_and_inbox_failures_at_a_bounded_ra
             CONSUMER_SAFETY_MARGIN_SECONDS="2",
         )
         try:
-            wait_until(lambda: len(_events(log, "shard_started")) == 2, timeout=30, what="every shard")
+            wait_until(lambda: len(log_events(log, "shard_started")) == 2, timeout=30, what="every shard")
             proxy.fault("refuse")
             began = time.monotonic()
             wait_until(
                 lambda: all(
-                    _events(log, e) for e in ("heartbeat_failed", "scan_failed", "inbox_poll_failed")
+                    log_events(log, e) for e in ("heartbeat_failed", "scan_failed", "inbox_poll_failed")
                 ),
                 timeout=15,
                 what="the first heartbeat, scan and inbox poll failures",
@@ -127,7 +123,7 @@ def test_dynamodb_refused_logs_heartbeat_scan_and_inbox_failures_at_a_bounded_ra
             proxy.heal()
             lasted = time.monotonic() - began
             wait_until(
-                lambda: all(_events(log, e) for e in ("heartbeat_recovered", "scan_recovered")),
+                lambda: all(log_events(log, e) for e in ("heartbeat_recovered", "scan_recovered")),
                 timeout=30,
                 what="the heartbeat and scan recovered",
             )
@@ -135,10 +131,10 @@ def test_dynamodb_refused_logs_heartbeat_scan_and_inbox_failures_at_a_bounded_ra
             assert stop_process(proc) == 0
     bound = lasted / REPEAT_EVERY + 2
     for event in ("heartbeat_failed", "scan_failed", "inbox_poll_failed", "own_read_failed"):
-        told = _events(log, event)
+        told = log_events(log, event)
         if event == "own_read_failed" and not told:  # only while a read of its own leases was due
             continue
         assert 1 <= len(told) <= bound, (event, [e["ts"] for e in told])  # not one per retry
         assert told[0]["failures"] == 1 and told[0]["level"] == "WARNING", told[0]
-    [beat] = _events(log, "heartbeat_recovered")
+    [beat] = log_events(log, "heartbeat_recovered")
     assert beat["failures"] >= (OUTAGE - 5.0) / 0.5 - 1, beat  # every retry counted, though not each told
