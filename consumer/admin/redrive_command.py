@@ -36,7 +36,8 @@ end. The order of records is kept within each batch only.
 Exit codes: 0 every dead letter put back and deleted; 1 a message was left in the queue (reported); 2 a bad
 flag, or a missing queue or stream; 4 AWS unreachable. Needs sqs:ReceiveMessage, sqs:DeleteMessage,
 sqs:ChangeMessageVisibility, sqs:GetQueueAttributes and kinesis:PutRecords (kinesis:DescribeStreamSummary
-with --stream)."""
+with --stream; kms:Decrypt on the key of a KMS-encrypted queue, as the deployed one is): an operator's
+credentials, not the workers' task role."""
 
 
 def _queue(args: argparse.Namespace) -> tuple[str, str]:
