@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # The commands import boto3 and the worker when they run, not here: ``health`` (a container's health check,
 # every few seconds), ``--help`` and a refused setting then start in a fraction of the time.
 
-__all__ = ["main", "parser"]
+__all__ = ["OneLineParser", "main", "parser"]
 
 logger = logging.getLogger("consumer.cli")
 
@@ -156,22 +156,23 @@ def _run_epilog() -> str:
     return "\n".join(lines)
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors in the CLI's own form: one line on stderr and exit 2, not the usage block
-    (its subcommands' parsers are of this class too)."""
+    (its subcommands' parsers are of this class too; the benchmarks' and tools' command lines use it)."""
 
     def error(self, message: str) -> NoReturn:
+        """Print ``message`` as one line, ``error: <prog>: <message> (see <prog> --help)``, and exit 2."""
         print(f"error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_INVALID)
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line: ``run``, ``create-tables`` and the operator commands (``status``, ``drain`` ...)."""
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m consumer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--version", action="version", version=f"%(prog)s (kinesis-fleet-consumer) {__version__}")
-    # Typed as plain argparse's: the commands' modules register on it (its parsers are ``_Parser``s).
+    # Typed as plain argparse's: the commands' modules register on it (its parsers are ``OneLineParser``s).
     sub = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
         p.add_subparsers(dest="command", required=True, metavar="COMMAND"),

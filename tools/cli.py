@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Callable
-from typing import Final, NoReturn
+from typing import Final
+
+from consumer.cli import OneLineParser as Parser
 
 __all__ = ["COUNT", "SECONDS", "Parser", "at_least"]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line: ``error: <prog>: <message> (see <prog> --help)``, exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        """Print ``message`` as one line and exit 2."""
-        print(f"error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(2)
 
 
 def at_least(low: float, kind: type[float] = int, *, above: bool = False) -> Callable[[str], float]:
