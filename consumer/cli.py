@@ -131,7 +131,7 @@ def _create_tables(args: argparse.Namespace) -> int:
         if table in existing:  # refuse to report a wrongly keyed table as ready
             check_table_schema(ddb, table, setting)
     with aws_call("dynamodb", "create tables"):
-        create_tables(ddb, args.lease_table, args.checkpoint_table)
+        create_tables(ddb, args.lease_table, args.checkpoint_table, existing)
     for table, setting in settings.items():
         check_table_schema(ddb, table, setting)
     print(f"tables ready: {args.lease_table}, {args.checkpoint_table}")

@@ -90,9 +90,13 @@ def existing_tables(client: Any, names: tuple[str, ...]) -> set[str]:
     return found
 
 
-def create_tables(client: Any, lease_table: str, checkpoint_table: str) -> None:
-    """Create both tables (on-demand, key ``lease_key``) if missing, and wait until they exist."""
-    existing = existing_tables(client, (lease_table, checkpoint_table))
+def create_tables(
+    client: Any, lease_table: str, checkpoint_table: str, existing: set[str] | None = None
+) -> None:
+    """Create both tables (on-demand, key ``lease_key``) if missing, and wait until they exist. ``existing``:
+    which of them the caller already found (``existing_tables``); asked here when not given."""
+    if existing is None:
+        existing = existing_tables(client, (lease_table, checkpoint_table))
     for name in (lease_table, checkpoint_table):
         if name in existing:
             continue
