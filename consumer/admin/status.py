@@ -205,7 +205,7 @@ def _lag(
 def _worker_state(w: WorkerItem, now_ms: int, lease_ms: float) -> tuple[str, str | None]:
     last = w.heartbeat_ms or w.started_ms
     # A worker that publishes a longer lease duration beats less often: dead only once its own has run out.
-    if last and now_ms - last > max(lease_ms, w.lease_duration_ms):
+    if last and now_ms - last > w.silence_allowed(lease_ms / 1000) * 1000:
         return "dead", iso(last)
     if w.draining or w.drain_requested:
         return "draining", iso(w.started_ms)

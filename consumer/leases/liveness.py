@@ -84,7 +84,7 @@ class LivenessTracker:
         for w in workers:
             seen = self._seen.get(w.worker_id)
             if seen is None or (seen.incarnation, seen.heartbeat) != (w.incarnation, w.heartbeat):
-                duration = max(self._duration, w.lease_duration_ms / 1000)
+                duration = w.silence_allowed(self._duration)
                 self._seen[w.worker_id] = _Seen(w.heartbeat, w.incarnation, now, duration)
         for gone in set(self._seen) - present:
             del self._seen[gone]

@@ -102,6 +102,11 @@ class WorkerItem:
     def key(self) -> str:
         return worker_key(self.worker_id)
 
+    def silence_allowed(self, ours: float) -> float:
+        """Seconds its heartbeat may stand still before a judge whose lease duration is ``ours`` counts it
+        dead: the longer of ``ours`` and its own (a worker started with a longer lease beats less often)."""
+        return max(ours, self.lease_duration_ms / 1000)
+
 
 @dataclass(frozen=True)
 class Leader:

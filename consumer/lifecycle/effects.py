@@ -224,19 +224,24 @@ class Effects:
             return LeadershipResult(a, Result.FAILED, error=_describe(exc))
         return LeadershipResult(a, Result.OK, leader)
 
+    def register(self) -> None:
+        """Write our worker item afresh (at start, and to join again after a live worker forgot us): a new
+        incarnation, our streams and our lease duration."""
+        self._repo.register_worker(
+            WorkerItem(
+                self._id,
+                started_ms=self._clock.wall_ms(),
+                streams=frozenset(self._streams),
+                incarnation=new_incarnation(),
+                lease_duration_ms=self._lease_duration_ms,
+            )
+        )
+
     def _reconcile(self, keys: tuple[str, ...]) -> Event:
         me = self._repo.get_worker(self._id)
         if me is None:  # a live worker forgot us after a long silence: join again, holding nothing new
             log_event(logger, "worker_reregistered", logging.WARNING, worker=self._id)
-            self._repo.register_worker(
-                WorkerItem(
-                    self._id,
-                    started_ms=self._clock.wall_ms(),
-                    streams=frozenset(self._streams),
-                    incarnation=new_incarnation(),
-                    lease_duration_ms=self._lease_duration_ms,
-                )
-            )
+            self.register()
             me = self._repo.get_worker(self._id)
         asked = tuple(sorted({*keys, *(me.given if me is not None else ())}))
         return Reconciled(me, self._repo.get_leases(asked), asked)  # read after re-registering

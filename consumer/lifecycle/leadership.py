@@ -120,7 +120,7 @@ class Leadership:
             # does: the leader registered again).
             self._heartbeat, self._incarnation, self._since = beat, incarnation, now
         if ev.worker is not None:  # a leader started with a longer lease beats less often: wait for its own
-            self._silence = max(self._cfg.lease_duration, ev.worker.lease_duration_ms / 1000)
+            self._silence = ev.worker.silence_allowed(self._cfg.lease_duration)
         expires = self._since + self._silence
         if now < expires:
             # Check again the moment the lease runs out rather than at the next periodic check: otherwise a

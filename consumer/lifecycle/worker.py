@@ -17,7 +17,7 @@ from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock, SystemClock
 from consumer.config import WorkerConfig, polling_rate_warning
 from consumer.leases.liveness import OwnValidity
-from consumer.leases.model import Lease, WorkerItem, new_incarnation
+from consumer.leases.model import Lease
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.control import BackgroundControl
@@ -194,15 +194,7 @@ class Worker(BackgroundControl):
     def _run(self) -> None:
         if (warning := polling_rate_warning(self.config)) is not None:  # the settings, before any read
             log_event(logger, "config_warning", logging.WARNING, warning=warning)
-        self._repo.register_worker(
-            WorkerItem(
-                self.id,
-                started_ms=self._clock.wall_ms(),
-                streams=frozenset(s.name for s in self.config.streams),
-                incarnation=new_incarnation(),
-                lease_duration_ms=round(self.config.lease.lease_duration * 1000),
-            )
-        )
+        self._effects.register()
         log_event(logger, "worker_started", worker=self.id, streams=[s.name for s in self.config.streams])
         self._heartbeat_lane.start()
         try:
