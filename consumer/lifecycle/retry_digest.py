@@ -6,6 +6,12 @@ WARNING) and its recovery (``shard_recovered``, INFO) are told once, and the ret
 the whole worker at most every ``REPEAT_EVERY`` seconds (``transient_failures``, WARNING: how many shards
 retry, on which operation, since when, the longest next delay, the latest error).
 
+Throttles are not failures and come between successes (a shard throttled, then read, then throttled again), so
+they have no episodes: the worker's first throttle after a quiet ``REPEAT_EVERY`` is told at once
+(``throttled``, INFO, with its shard), and the ones after it at most once every ``REPEAT_EVERY`` seconds for the
+whole worker (``throttles``, INFO: how many since the last line, on how many shards, per operation). The
+``Throttles.<Operation>`` metric counts every one.
+
 Each shard machine calls it from its own step with its own ``now`` (monotonic), so it is tested on made-up
 time; the worker's shard consumers share one (``ConsumerContext.retries``). Thread-safe.
 """
@@ -42,6 +48,50 @@ class RetryDigest:
         self._lock = threading.Lock()
         self._retrying: dict[tuple[str, str], _Retrying] = {}
         self._told_at = float("-inf")
+        self._throttle_told_at = float("-inf")
+        self._throttles: list[tuple[str, str, str, float, str]] = []  # since the last throttle line
+
+    def throttled(
+        self, now: float, stream: str, shard: str, epoch: int, *, operation: str, delay: float, error: str
+    ) -> None:
+        """A shard's ``operation`` was throttled at ``now``; it tries again in ``delay`` seconds."""
+        with self._lock:
+            quiet = now - self._throttle_told_at >= self._every
+            if quiet and not self._throttles:
+                self._throttle_told_at = now
+                summary = None
+            else:
+                self._throttles.append((stream, shard, operation, delay, error))
+                summary = self._throttle_summary(now) if quiet else None
+        if quiet and summary is None:
+            log_event(
+                logger,
+                "throttled",
+                stream=stream,
+                shard=shard,
+                epoch=epoch,
+                operation=operation,
+                delay_s=round(delay, 3),
+                error=error,
+            )
+        elif summary is not None:
+            log_event(logger, "throttles", logging.INFO, **summary)
+
+    def _throttle_summary(self, now: float) -> dict[str, object]:
+        """The throttles since the last line, told now (under the lock)."""
+        told = self._throttles
+        self._throttles = []
+        since = self._throttle_told_at
+        self._throttle_told_at = now
+        return {
+            "throttles": len(told),
+            "shards": len({(stream, shard) for stream, shard, *_ in told}),
+            "operations": dict(Counter(operation for _, _, operation, _, _ in told)),
+            "streams": sorted({stream for stream, *_ in told}),
+            "over_s": round(now - since, 3),
+            "max_delay_s": round(max(delay for *_, delay, _ in told), 3),
+            "error": told[-1][4],
+        }
 
     def failed(
         self, now: float, stream: str, shard: str, epoch: int, *, operation: str, delay: float, error: str

@@ -237,7 +237,7 @@ def _failed(
 ) -> ShardState:
     """``retry.next_try``'s answer, on made-up time: a bug or a refusal ends the shard FAILED; past the bound
     (which throttles never reach) GAVE_UP; else wait a capped, jittered exponential backoff. A failure that
-    may pass is told through ``r.retries`` (the first of an episode at once, the rest in a worker's summary);
+    may pass, or a throttle, is told through ``r.retries`` (the first at once, the rest in a worker's summary);
     ``operation`` is what failed (setup, fetch, checkpoint)."""
     if decided is retry.Verdict.SURFACE:
         return finish(s, Outcome.FAILED, detail=error)
@@ -252,7 +252,7 @@ def _failed(
         note(r, "shard_giving_up", logging.ERROR, failures=failures, failing_s=failing, error=error)
         return finish(s, Outcome.GAVE_UP)
     if throttled:
-        note(r, "throttled", attempt=failures, delay_s=round(delay, 3), error=error)
+        r.retries.throttled(now, r.stream, r.shard, r.epoch, operation=operation, delay=delay, error=error)
     else:
         r.retries.failed(now, r.stream, r.shard, r.epoch, operation=operation, delay=delay, error=error)
     return replace(s, stage=Stage.TOP, failures=failures, failing_since=since, wake_at=now + delay)

@@ -15,7 +15,7 @@ from consumer.lifecycle import retry
 from consumer.lifecycle.messages import HeartbeatResult, InboxRead, Outcome, Result, TableRead
 from consumer.lifecycle.retry_digest import RetryDigest
 from consumer.lifecycle.shard_machine import ShardMachine
-from consumer.lifecycle.shard_messages import NotStarted, SetupFailed, Started
+from consumer.lifecycle.shard_messages import FetchFailed, NotStarted, SetupFailed, Started
 from consumer.lifecycle.shard_model import Rules
 from consumer.logs import REPEAT_EVERY
 from tests.unit.coordinator_support import T0, alive, coordinator, lead
@@ -121,3 +121,34 @@ def test_dynamodb_unreachable_tells_heartbeat_scan_and_inbox_failures_at_a_bound
     c.step(now, [HeartbeatResult(now, Result.OK)])
     [back] = _told(caplog, "heartbeat_recovered")
     assert back.failures == beats  # type: ignore[attr-defined]
+
+
+def test_a_fleet_wide_throttle_tells_the_first_and_then_a_bounded_count_of_every_throttle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every shard throttled about twice a second for 30 s (another application reading the stream): before, a
+    ``throttled`` line per shard per retry (3,000 here); now the first, then one ``throttles`` line at most every
+    ``REPEAT_EVERY`` seconds that counts them all."""
+    caplog.set_level(logging.INFO)
+    digest = RetryDigest()
+    machines = [ShardMachine(_rules(f"sh{i}", digest), T0) for i in range(SHARDS)]
+    for m in machines:
+        m.step(T0, [])
+        m.step(T0, [Started(None, m.state.mode)])  # now fetching
+    now, throttles = T0, 0
+    while now < T0 + OUTAGE:
+        for m in machines:
+            m.step(now, [FetchFailed(retry.Verdict.BACK_OFF, "Rate exceeded for shard")])
+            throttles += 1
+            assert not m.finished  # a throttle never gives the shard up
+            m.step(m.state.wake_at, [])  # its backoff over: it fetches again
+        now += 0.5
+    [first] = _told(caplog, "throttled")
+    assert first.shard == "sh0" and first.operation == "fetch"  # type: ignore[attr-defined]
+    summaries = _told(caplog, "throttles")
+    assert 1 <= len(summaries) <= OUTAGE / REPEAT_EVERY + 1, len(summaries)
+    assert all(r.levelno == logging.INFO for r in summaries)
+    assert summaries[-1].shards == SHARDS and summaries[-1].operations == {"fetch": summaries[-1].throttles}  # type: ignore[attr-defined]
+    # Nothing is lost from the count: the first line, the summaries, and those since the last line.
+    told = 1 + sum(r.throttles for r in summaries)  # type: ignore[attr-defined]
+    assert throttles - SHARDS * 2 * REPEAT_EVERY <= told <= throttles
