@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         LeaseLostError,
         MissingResourceError,
         ProcessorLoadError,
+        WorkerStateError,
     )
     from consumer.lifecycle.async_processor import AsyncBaseProcessor, AsyncRecordProcessor
     from consumer.lifecycle.processor import (
@@ -88,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "UnreachableError": "consumer.aws_errors",
     "Worker": "consumer.lifecycle.worker",
     "WorkerConfig": "consumer.config",
+    "WorkerStateError": "consumer.errors",
     "create_worker": "consumer.embed",
 }
 
@@ -138,6 +140,7 @@ __all__ = [
     "UnreachableError",
     "Worker",
     "WorkerConfig",
+    "WorkerStateError",
     "__version__",
     "create_worker",
 ]

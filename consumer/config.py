@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from consumer.lifecycle.processor import RecordProcessor
 
 __all__ = [
+    "PROCESSOR_CHECKPOINT_MODES",
     "CheckpointConfig",
     "HealthConfig",
     "InitialPosition",
@@ -41,6 +43,7 @@ __all__ = [
     "StreamSpec",
     "ThreadsConfig",
     "WorkerConfig",
+    "check_processor_factory",
     "default_text",
     "env_float",
     "env_int",
@@ -69,8 +72,56 @@ class StreamSpec:
     processor_factory: ProcessorFactory
 
     def __post_init__(self) -> None:
-        if not self.name or len(self.name) > 128:
-            raise ConfigError("streams", f"stream name must be 1..128 characters, got {self.name!r}")
+        if not isinstance(self.name, str) or not _STREAM_NAME.fullmatch(self.name):
+            raise ConfigError(
+                "streams",
+                f"stream name must be 1..128 characters of a-z, A-Z, 0-9, '_', '.', '-', got {self.name!r}",
+            )
+        check_processor_factory(
+            f"StreamSpec.processor_factory (stream {self.name!r})", self.processor_factory
+        )
+        _check_checkpoint_mode(self.name, self.processor_factory)
+
+
+# Kinesis's own rule for stream names (CreateStream's StreamName).
+_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
+
+
+# What a processor class may declare as its own ``checkpoint_mode`` (``explicit``: MultiLang's, only the
+# processor's checkpoint(position) calls write); anything else would silently run as auto.
+PROCESSOR_CHECKPOINT_MODES = ("auto", "manual", "explicit")
+
+
+def _check_checkpoint_mode(stream: str, factory: object) -> None:
+    """A processor class's ``checkpoint_mode`` must be one the worker knows: a typo (``"Manual"``) would
+    otherwise checkpoint each batch as it returns, records not done included."""
+    if not isinstance(factory, type):
+        return
+    mode = getattr(factory, "checkpoint_mode", None)
+    if mode is not None and mode not in PROCESSOR_CHECKPOINT_MODES:
+        raise ConfigError(
+            f"{factory.__name__}.checkpoint_mode (stream {stream!r})",
+            f"must be one of {', '.join(PROCESSOR_CHECKPOINT_MODES)}; got {mode!r}",
+        )
+
+
+def check_processor_factory(field: str, factory: object) -> None:
+    """Raise a ``ConfigError`` naming ``field`` unless ``factory`` is a class or a function making one
+    processor per shard (not a processor instance, nor an import path). What it makes is checked when it
+    runs: by the start-up checks (``ProcessorLoadError``)."""
+    if isinstance(factory, str):
+        raise ConfigError(
+            field,
+            f"got the string {factory!r}: give the class itself (a path is read from CONSUMER_PROCESSOR)",
+        )
+    if not callable(factory):
+        kind = type(factory).__name__
+        hint = (
+            f" pass the class {kind} (one processor is made per shard)"
+            if callable(getattr(factory, "process_records", None))
+            else " pass a processor class, or a function returning a new processor"
+        )
+        raise ConfigError(field, f"got a {kind!r} instance, not a class or factory:{hint}")
 
 
 def _for_stream(stream: str, factory: ProcessorFactory) -> ProcessorFactory:
@@ -86,6 +137,28 @@ def _for_stream(stream: str, factory: ProcessorFactory) -> ProcessorFactory:
         return processor
 
     return make
+
+
+def _stream_specs(streams: object) -> tuple[StreamSpec, ...]:
+    """``streams`` as a tuple, each a ``StreamSpec`` (errors name the field and the item)."""
+    if isinstance(streams, StreamSpec | str) or not isinstance(streams, Sequence):
+        raise ConfigError("streams", f"must be a tuple of StreamSpec, got {type(streams).__name__}")
+    for i, spec in enumerate(streams):
+        if not isinstance(spec, StreamSpec):
+            raise ConfigError(f"streams[{i}]", f"must be a StreamSpec, got {type(spec).__name__}")
+    return tuple(streams)
+
+
+# WorkerConfig's sections and the type each must have (a dict or another section is refused, naming it).
+_SECTION_TYPES: dict[str, type] = {
+    "lease": LeaseConfig,
+    "retrieval": RetrievalConfig,
+    "checkpoint": CheckpointConfig,
+    "processing": ProcessingConfig,
+    "shutdown": ShutdownConfig,
+    "health": HealthConfig,
+    "threads": ThreadsConfig,
+}
 
 
 def _default_worker_id() -> str:
@@ -111,8 +184,16 @@ class WorkerConfig:
 
     def __post_init__(self) -> None:
         for name in ("application", "lease_table", "checkpoint_table", "worker_id"):
-            if not getattr(self, name):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise ConfigError(name, f"must be a string, got {type(value).__name__}")
+            if not value.strip():
                 raise ConfigError(name, "must not be empty")
+        for name, kind in _SECTION_TYPES.items():
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise ConfigError(name, f"must be a {kind.__name__}, got {type(value).__name__}")
+        object.__setattr__(self, "streams", _stream_specs(self.streams))  # a list given is kept as a tuple
         if self.lease_table == self.checkpoint_table:
             raise ConfigError(
                 "checkpoint_table",

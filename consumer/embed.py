@@ -17,7 +17,13 @@ from botocore.config import Config
 from consumer.aws import WORKER_CALLS, ThrottleRetries, heartbeat_config, make_client
 from consumer.aws_errors import PROVIDER_FAILURES, classify
 from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
-from consumer.config import ProcessorFactory, WorkerConfig, env_float, worker_config_from_env
+from consumer.config import (
+    ProcessorFactory,
+    WorkerConfig,
+    check_processor_factory,
+    env_float,
+    worker_config_from_env,
+)
 from consumer.errors import ConfigError
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.lifecycle.worker import Worker
@@ -84,6 +90,7 @@ def create_worker(
       ``metrics_out`` (default stdout) every ``metrics_interval`` seconds (default
       ``CONSUMER_METRICS_INTERVAL_SECONDS`` or 10).
     """
+    _check_arguments(config, processor, session)
     source = dict(os.environ if env is None else env)
     # What errors name: the variables the settings came from, or (a typed config alone) the config.
     named_by = source if config is None or env is not None else {}
@@ -115,6 +122,21 @@ def create_worker(
     return _build(
         config, clients, metrics or EmfMetrics(config.application, config.worker_id, metrics_out), interval
     )
+
+
+def _check_arguments(config: object, processor: object, session: object) -> None:
+    """Arguments of the wrong kind, named (not an ``AttributeError`` from inside the checks)."""
+    if config is not None and not isinstance(config, WorkerConfig):
+        raise ConfigError(
+            "config",
+            f"must be a consumer.WorkerConfig (or None to read CONSUMER_*), got {type(config).__name__}",
+        )
+    if processor is not None:
+        check_processor_factory("processor", processor)
+    if session is not None and not callable(getattr(session, "client", None)):
+        raise ConfigError(
+            "session", f"must be a boto3.Session (give a region as region=...), got {type(session).__name__}"
+        )
 
 
 def _checked(processor: ProcessorFactory | None) -> ProcessorFactory | None:

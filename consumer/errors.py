@@ -42,6 +42,11 @@ class ConfigError(ConsumerError, ValueError):
         self.field = field
 
 
+class WorkerStateError(ConsumerError, RuntimeError):
+    """A worker was used out of order: started twice, stopped or joined before it was started, or asked to
+    handle signals off the main thread. The worker is left as it was."""
+
+
 class MissingResourceError(ConsumerError):
     """A stream, table or queue does not exist; the message says which and how to create it."""
 
@@ -55,6 +60,12 @@ class TransientError(ConsumerError):
     a 5xx, throttling. The caller retries in place with backoff (one policy: ``consumer.lifecycle.retry``)."""
 
     retriable = True
+
+
+class ProcessorSetupError(TransientError):
+    """The processor's factory or ``initialize`` raised when a shard started (its database unreachable, say).
+    Retried in place with the shard's backoff, like a failure that may pass, and the lease handed to another
+    worker after ``CONSUMER_GIVE_UP_AFTER_SECONDS`` of it: never a lease moving several times a second."""
 
 
 class ThrottledError(TransientError):

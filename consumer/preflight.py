@@ -17,7 +17,7 @@ import boto3
 
 from consumer.aws import region
 from consumer.aws_errors import aws_call
-from consumer.config import WorkerConfig
+from consumer.config import PROCESSOR_CHECKPOINT_MODES, WorkerConfig
 from consumer.dynamo import from_item
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
 from consumer.loader import CALLBACKS
@@ -230,6 +230,12 @@ def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, 
             raise ProcessorLoadError(
                 f"{setting}: the factory returned a {type(processor).__name__!r}, not a record processor "
                 f"(it lacks {', '.join(missing)}; subclass consumer.BaseProcessor)"
+            )
+        mode = getattr(processor, "checkpoint_mode", None)
+        if mode is not None and mode not in PROCESSOR_CHECKPOINT_MODES:  # a typo would run as auto
+            raise ProcessorLoadError(
+                f"{setting}: {type(processor).__name__}.checkpoint_mode must be one of "
+                f"{', '.join(PROCESSOR_CHECKPOINT_MODES)}; got {mode!r}"
             )
         if callable(check := getattr(processor, "check_source_stream", None)):
             check(spec.name)  # e.g. a copier whose target is this very stream (a typed config's, too)

@@ -127,6 +127,14 @@ class CheckpointWriter:
         if self._on_saved is not None:
             self._on_saved(pos)
 
+    def check_own(self, record: Record) -> None:
+        """Raise ``ValueError`` unless ``record`` was read from this writer's shard."""
+        if (record.stream, record.shard_id) != (self._stream, self._shard):
+            raise ValueError(
+                f"checkpoint({record.stream}/{record.shard_id} record {record.position}) on the checkpointer "
+                f"of {self._stream}/{self._shard}: checkpoint a record with its own shard's checkpointer"
+            )
+
     def flush_pending(self) -> None:
         """Send again the write that failed transiently, if any (raises ``TransientError`` again)."""
         if (pos := self.pending) is not None:
@@ -153,7 +161,10 @@ class ShardCheckpointer:
         await asyncio.to_thread(self.checkpoint, position)
 
     def checkpoint(self, position: Position | Record | None = None) -> None:
-        """Checkpoint ``position`` (a record or position), or the callback's default position."""
+        """Checkpoint ``position`` (a record or position), or the callback's default position. A record of
+        another shard is refused (``ValueError``): its sequence number means nothing in this one."""
+        if isinstance(position, Record):
+            self._writer.check_own(position)
         pos = position.position if isinstance(position, Record) else position
         if pos is None:
             pos = self._default()

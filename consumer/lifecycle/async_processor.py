@@ -51,7 +51,12 @@ class AsyncRecordProcessor(Protocol):
     """A record processor whose callbacks are coroutines; same meaning and inputs as ``RecordProcessor``.
 
     Checkpoint from a coroutine with ``await data.checkpointer.acheckpoint()``: the write runs on a thread,
-    so the loop (and the other shards' coroutines) go on meanwhile."""
+    so the loop (and the other shards' coroutines) go on meanwhile.
+
+    A coroutine is never cancelled when the lease is lost: it runs to its end (``data.guard`` then says the
+    lease is gone, checkpoints raise ``LeaseLostError``, ``done()`` is ignored, and the shard's new owner may
+    already have started), and ``lease_lost`` follows. When the worker stops, a callback still running after
+    ``shutdown.deadline`` and then ``shutdown.final_checkpoint_timeout`` is cancelled (``CancelledError``)."""
 
     async def initialize(self, data: InitializationInput) -> None:
         """The shard's ownership begins (before its first batch)."""

@@ -9,6 +9,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any, Self
 
+from consumer.errors import WorkerStateError
 from consumer.logs import log_event
 
 __all__ = ["BackgroundControl"]
@@ -42,10 +43,14 @@ class BackgroundControl:
         """Run the worker on a thread of its own and return at once (``join()`` waits for it to end).
 
         With ``handle_signals`` (from the main thread only) SIGTERM and SIGINT start the graceful shutdown;
-        the previous handlers come back when ``join()`` or ``stop()`` sees the worker stopped."""
+        the previous handlers come back when ``join()`` or ``stop()`` sees the worker stopped. A call out of
+        order (a second start, ``handle_signals`` off the main thread) raises ``WorkerStateError`` and leaves
+        the worker as it was."""
+        if handle_signals:
+            _need_main_thread()
         with self._control:
             if self._thread is not None:
-                raise RuntimeError(f"worker {self.id} was already started; create a new one to run again")
+                raise WorkerStateError(f"worker {self.id} was already started; create a new one to run again")
             self._thread = threading.Thread(target=self._run_capturing, name=f"worker-{self.id}", daemon=True)
         if handle_signals:
             self._install_signal_handlers()
@@ -54,7 +59,13 @@ class BackgroundControl:
     def stop(self, timeout: float | None = None) -> bool:
         """Begin the graceful shutdown (hand-offs, final checkpoints, deregistration) and wait up to
         ``timeout`` seconds (None: until it ends). True when the worker has stopped; re-raises the error
-        that ended it, if any."""
+        that ended it, if any. Before ``start()`` it raises ``WorkerStateError`` and changes nothing (a worker
+        running in ``run()`` is stopped with ``request_shutdown()``)."""
+        if self._thread is None:
+            raise WorkerStateError(
+                f"worker {self.id} was not started with start(); a worker running in run() stops with "
+                "request_shutdown()"
+            )
         self.request_shutdown()
         return self.join(timeout)
 
@@ -63,7 +74,7 @@ class BackgroundControl:
         has stopped; re-raises the error that ended it, if any. Ctrl-C interrupts the wait."""
         thread = self._thread
         if thread is None:
-            raise RuntimeError(f"worker {self.id} was not started; call start() first")
+            raise WorkerStateError(f"worker {self.id} was not started; call start() first")
         # Waiting on an event, not in Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
         # looking finished while it still runs, and the process would exit in the middle of the shutdown.
         if not self._finished.wait(timeout):
@@ -100,8 +111,7 @@ class BackgroundControl:
             self._finished.set()
 
     def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("handle_signals=True needs the main thread (Python delivers signals there)")
+        _need_main_thread()
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
             log_event(logger, "signal_received", signal=signal.Signals(signum).name)
@@ -116,3 +126,8 @@ class BackgroundControl:
         for sig, handler in self._saved_handlers.items():
             signal.signal(sig, handler)
         self._saved_handlers.clear()
+
+
+def _need_main_thread() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        raise WorkerStateError("handle_signals=True needs the main thread (Python delivers signals there)")

@@ -53,7 +53,8 @@ class Checkpointer(Protocol):
     """Writes this shard's checkpoint, fenced by the ownership epoch. Raises ``LeaseLostError`` when fenced."""
 
     def checkpoint(self, position: Position | Record | None = None) -> None:
-        """Checkpoint ``position`` (a record or position), or everything delivered and done so far."""
+        """Checkpoint ``position`` (a record or position), or everything delivered and done so far. A record
+        of another shard raises ``ValueError``."""
         ...
 
     async def acheckpoint(self, position: Position | Record | None = None) -> None:
@@ -109,7 +110,8 @@ class ProcessRecordsInput:
 
 @dataclass(frozen=True)
 class LeaseLostInput:
-    """The lease is gone; nothing can be checkpointed any more."""
+    """The lease is gone; nothing can be checkpointed any more (``checkpoint()`` raises ``LeaseLostError``, and
+    ``done()`` on this ownership's records is ignored: the next owner gets them again)."""
 
     stream: str
     shard_id: str

@@ -17,7 +17,8 @@ from consumer.checkpoint.policy import (
 )
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock
-from consumer.config import StreamSpec, WorkerConfig
+from consumer.config import PROCESSOR_CHECKPOINT_MODES, StreamSpec, WorkerConfig
+from consumer.errors import ConfigError, LeaseLostError, ProcessorSetupError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
 from consumer.lifecycle.async_processor import EventLoopThread, adapt
@@ -100,9 +101,10 @@ def start_shard(
     timers: Timers | None = None,
 ) -> Started | Outcome:
     """Everything before the first fetch; ``LOST`` if the checkpoint's epoch is not ours, ``SHARD_END`` if
-    the shard was already finished. Raises ``TransientError`` (the caller retries) or the processor's error.
-    ``wake``: called when records are marked done or a checkpoint is written (the runner steps the shard);
-    ``timers``: the processor's, on the shard's lane."""
+        the shard was already finished. Raises ``TransientError`` (the caller retries; ``ProcessorSetupError`` when
+    the processor's factory or ``initialize`` raised) or, for a bug of ours, the error itself.
+        ``wake``: called when records are marked done or a checkpoint is written (the runner steps the shard);
+        ``timers``: the processor's, on the shard's lane."""
     stored = ctx.checkpoints.get(lease.stream, lease.shard_id)
     fields: dict[str, object] = {"stream": lease.stream, "shard": lease.shard_id, "epoch": lease.epoch}
     if stored is None or stored.epoch != lease.epoch:
@@ -111,7 +113,10 @@ def start_shard(
     start = stored.position
     if start is not None and start.is_shard_end:
         return Outcome.SHARD_END
-    processor = adapt(spec.processor_factory(), ctx.event_loop)
+    try:
+        processor = adapt(spec.processor_factory(), ctx.event_loop)
+    except Exception as exc:
+        raise ProcessorSetupError(f"the processor's factory raised {type(exc).__name__}: {exc}") from exc
     # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
     # count records as done the moment they were handed over.
     mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)
@@ -123,8 +128,13 @@ def start_shard(
         policy = manual
     elif mode == "explicit":  # only the processor's checkpoint(position) calls write (MultiLang)
         policy = ExplicitCheckpoints()
-    else:
+    elif mode == "auto":
         policy = AutoCheckpoints(start, cp.auto_interval, ctx.clock)
+    else:  # the start-up checks refuse it first; a typo must not run as auto, records not done included
+        raise ConfigError(
+            f"{type(processor).__name__}.checkpoint_mode",
+            f"must be one of {', '.join(PROCESSOR_CHECKPOINT_MODES)}; got {mode!r}",
+        )
 
     def saved(_: Position) -> None:
         ctx.metrics.add("Checkpoints", 1, lease.stream, lease.shard_id)
@@ -134,9 +144,14 @@ def start_shard(
         ctx.checkpoints, lease.stream, lease.shard_id, guard, start, guard.mark_lost, saved
     )
     initial = "TRIM_HORIZON" if lease.parents else ctx.config.retrieval.initial_position
-    processor.initialize(
-        InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, guard, timers)
-    )
+    try:
+        processor.initialize(
+            InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, guard, timers)
+        )
+    except LeaseLostError:
+        raise
+    except Exception as exc:  # retried with backoff: ``ProcessorSetupError``
+        raise ProcessorSetupError(f"the processor's initialize raised {type(exc).__name__}: {exc}") from exc
     log_event(
         logger, "shard_started", logging.INFO, starting_position=str(start) if start else initial, **fields
     )

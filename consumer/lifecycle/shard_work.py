@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from consumer.checkpoint.checkpointer import ShardCheckpointer
 from consumer.checkpoint.policy import CheckpointPolicy, ExplicitCheckpoints, ManualCheckpoints
 from consumer.config import StreamSpec
-from consumer.errors import LeaseLostError, MissingResourceError
+from consumer.errors import LeaseLostError, MissingResourceError, ProcessorSetupError
 from consumer.leases.model import Lease
 from consumer.lifecycle import retry
 from consumer.lifecycle.delivery import DeliveryOutcome, deliver
@@ -91,6 +91,7 @@ class ShardWork:
         self.calling: ProcessorCall | None = None  # process_records under way (the worker's SlowCallWatch)
         self._lock = threading.Lock()  # orders a stop against the loop entering or leaving a fetch
         self._fetching = False  # the machine waits on a fetch (a requested stop lets it finish)
+        self._setup_told = False  # a processor setup failure's traceback was logged
 
     def log(self, event: str, level: int = logging.INFO, **fields: object) -> None:
         """Log ``event`` with the lease's identity."""
@@ -134,6 +135,19 @@ class ShardWork:
         if decided is retry.Verdict.BACK_OFF:
             self._ctx.metrics.add(
                 f"Throttles.{retry.operation(exc)}", 1, self.lease.stream, self.lease.shard_id
+            )
+        if isinstance(exc, ProcessorSetupError) and not self._setup_told:
+            self._setup_told = True  # its traceback once per ownership; the retries go to the digest
+            logger.warning(
+                "processor setup failed",
+                exc_info=exc.__cause__ or exc,
+                extra={
+                    "event": "processor_setup_failed",
+                    "stream": self.lease.stream,
+                    "shard": self.lease.shard_id,
+                    "epoch": self.lease.epoch,
+                    "error": str(exc),
+                },
             )
         if decided is retry.Verdict.SURFACE:
             # A missing stream (deleted under us) is no bug: its message says it all, and the leader tells
