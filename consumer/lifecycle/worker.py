@@ -23,6 +23,7 @@ from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
+from consumer.lifecycle.fanout_start import register_with_retries
 from consumer.lifecycle.handoff_writes import HandoffWriter
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import (
@@ -303,15 +304,16 @@ class Worker(BackgroundControl):
 
     # -- the rest ---------------------------------------------------------------------------------
     def _register_fanout(self) -> None:
-        """Enhanced fan-out: one registered stream consumer per stream, shared by the whole fleet."""
+        """Enhanced fan-out: one registered stream consumer per stream, shared by the whole fleet (found or
+        registered under the retry policy of ``fanout_start``: a fleet starting at once is throttled)."""
         retrieval = self.config.retrieval
         if retrieval.mode != "fanout":
             return
         api = self._ctx.fanout
         assert api is not None and retrieval.fanout_consumer_name is not None
         for spec in self.config.streams:
-            self._ctx.fanout_arns[spec.name] = api.register_consumer(
-                spec.name, retrieval.fanout_consumer_name
+            self._ctx.fanout_arns[spec.name] = register_with_retries(
+                api, spec.name, retrieval.fanout_consumer_name
             )
             log_event(logger, "fanout_consumer_ready", stream=spec.name, arn=self._ctx.fanout_arns[spec.name])
 

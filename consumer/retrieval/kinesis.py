@@ -6,6 +6,7 @@ in :mod:`consumer.retrieval.wire_records`, re-exported here."""
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from consumer.aws_errors import PROVIDER_FAILURES, classify
 from consumer.errors import ConsumerError, MissingResourceError, ThrottledError
+from consumer.logs import log_event
 from consumer.retrieval.wire_records import KPL_MAGIC, WireRecord, to_records
 
 __all__ = [
@@ -37,6 +39,14 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_ACTIVE_WITHIN = 60.0  # seconds a registered stream consumer has to become ACTIVE (AWS: a few seconds)
+
+
+def _code(exc: BaseException) -> str:
+    """The AWS error code behind one of our errors ("" if none)."""
+    cause = exc.__cause__
+    return str(cause.response.get("Error", {}).get("Code", "")) if isinstance(cause, ClientError) else ""
 
 
 class StreamMissingError(MissingResourceError):
@@ -210,23 +220,43 @@ class BotoKinesis:
         return GetRecordsResult(records, out.get("NextShardIterator"), out.get("MillisBehindLatest"))
 
     def register_consumer(self, stream: str, name: str) -> str:
+        """Find or register ``name``, then wait for it to be ACTIVE. A whole fleet may do this at once: a
+        RegisterStreamConsumer refused because another worker's is under way (ResourceInUseException) is
+        taken as registered, and DescribeStreamConsumer (20 a second per stream) is polled every 1-2 s,
+        jittered, a throttled poll waiting longer. Any other failure (a throttled DescribeStreamSummary,
+        ListStreamConsumers or RegisterStreamConsumer included) is raised for the caller's retry policy."""
         with _translate(stream):
             arn = self._c.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
             existing = {
-                c["ConsumerName"]: c
-                for c in self._c.list_stream_consumers(StreamARN=arn).get("Consumers", [])
+                c["ConsumerName"] for c in self._c.list_stream_consumers(StreamARN=arn).get("Consumers", [])
             }
-            if name not in existing:
-                self._count("RegisterStreamConsumer")
-                self._c.register_stream_consumer(StreamARN=arn, ConsumerName=name)
-            for _ in range(120):
-                desc = self._c.describe_stream_consumer(StreamARN=arn, ConsumerName=name)[
-                    "ConsumerDescription"
-                ]
-                if desc["ConsumerStatus"] == "ACTIVE":
-                    return str(desc["ConsumerARN"])
-                time.sleep(0.5)
-        raise MissingResourceError(f"stream consumer {name!r} of {stream!r} did not become ACTIVE")
+        if name not in existing:
+            self._count("RegisterStreamConsumer")
+            try:
+                with _translate(stream):
+                    self._c.register_stream_consumer(StreamARN=arn, ConsumerName=name)
+            except ThrottledError as exc:
+                if _code(exc) != "ResourceInUseException":
+                    raise
+                log_event(logger, "fanout_consumer_registered_meanwhile", stream=stream, consumer=name)
+        deadline = time.monotonic() + _ACTIVE_WITHIN
+        while time.monotonic() < deadline:
+            try:
+                with _translate(stream):
+                    desc = self._c.describe_stream_consumer(StreamARN=arn, ConsumerName=name)[
+                        "ConsumerDescription"
+                    ]
+            except ThrottledError:
+                time.sleep(random.uniform(2.0, 4.0))
+                continue
+            except StreamMissingError:  # another worker's registration, not visible yet
+                desc = {"ConsumerStatus": "CREATING"}
+            if desc["ConsumerStatus"] == "ACTIVE":
+                return str(desc["ConsumerARN"])
+            time.sleep(random.uniform(1.0, 2.0))
+        raise MissingResourceError(
+            f"stream consumer {name!r} of {stream!r} did not become ACTIVE within {_ACTIVE_WITHIN:.0f} s"
+        )
 
     def subscribe(
         self,
