@@ -25,7 +25,8 @@ __all__ = ["add_import_kcl_command"]
 def _run(args: argparse.Namespace) -> int:
     if not args.kcl_table:
         raise ConfigError(
-            "--kcl-table", "is required (the KCL application's lease table: its applicationName)"
+            "--kcl-table",
+            "is required (the KCL application's lease table: its tableName, else its applicationName)",
         )
     if args.failover_millis <= 0:
         raise ConfigError("--failover-millis", f"must be > 0, got {args.failover_millis}")
@@ -72,7 +73,7 @@ def add_import_kcl_command(sub: argparse._SubParsersAction[argparse.ArgumentPars
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--kcl-table", help="the KCL lease table (the KCL names it after applicationName)")
+    p.add_argument("--kcl-table", help="the KCL lease table: its tableName setting, else its applicationName")
     p.add_argument(
         "--stream", help="the stream of single-stream lease keys; with multi-stream keys, a filter"
     )

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import queue
+import select
 import shutil
 import subprocess
 import threading
@@ -63,11 +64,38 @@ def _read_stdout(pipe: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
     lines.put(None)
 
 
+_MAX_LINE = 65536  # a longer stderr line is logged in pieces of this size
+_QUIET = 0.2  # seconds without more stderr after which a line without its newline yet is logged as it is
+
+
 def _read_stderr(pipe: IO[bytes], tail: _Tail, shard: str, pid: int) -> None:
+    """One ``child_stderr`` event per line the child writes (``text`` keeps its newline), however the pipe
+    cuts it up, as the KCL's daemon logs its children's stderr; text without a newline (amazon-kclpy's sample
+    writes its lines so) is logged once the child has written nothing more for ``_QUIET`` seconds."""
     fd = pipe.fileno()
-    while chunk := os.read(fd, 65536):
+    pending = b""
+
+    def emit(data: bytes) -> None:
+        log_event(logger, "child_stderr", shard=shard, pid=pid, text=data.decode("utf-8", "replace"))
+
+    while True:
+        if pending and not select.select([fd], [], [], _QUIET)[0]:
+            emit(pending)  # quiet: the child wrote this much and no newline yet
+            pending = b""
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
         tail.add(chunk)
-        log_event(logger, "child_stderr", shard=shard, pid=pid, text=chunk.decode("utf-8", "replace"))
+        pending += chunk
+        cut = pending.rfind(b"\n") + 1
+        if not cut and len(pending) >= _MAX_LINE:
+            cut = len(pending)
+        for line in pending[:cut].splitlines(keepends=True):
+            emit(line)
+        pending = pending[cut:]
+    if pending:  # the last text, without a newline, at exit
+        emit(pending)
 
 
 def _abandon(proc: subprocess.Popen[bytes]) -> None:

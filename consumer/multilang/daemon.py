@@ -10,6 +10,7 @@ variables name others.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -46,6 +47,8 @@ _VARIABLE_KEY = {
     "CONSUMER_IDLE_TIME_SECONDS": "idleTimeBetweenReadsInMillis",
     "CONSUMER_INITIAL_POSITION": "initialPositionInStream",
     "CONSUMER_INITIAL_TIMESTAMP": "initialPositionInStreamExtended",
+    "CONSUMER_RETRIEVAL": "retrievalMode",
+    "lease.max_leases_per_worker": "maxLeasesForWorker",
 }
 
 
@@ -69,6 +72,8 @@ def _variables(s: MultiLangSettings) -> dict[str, str]:
     out.update({k: repr(v) for k, v in seconds.items() if v is not None})
     if s.max_records is not None:
         out["CONSUMER_MAX_RECORDS"] = str(s.max_records)
+    if s.retrieval_mode is not None:
+        out["CONSUMER_RETRIEVAL"] = s.retrieval_mode
     return out
 
 
@@ -91,12 +96,44 @@ def multilang_config(
     )
     try:
         config = worker_config_from_env(merged, load_processor, processor=processor_factory(settings))
+        fitted = _fit_handoff(settings, config)
+        if fitted is not settings:  # the children's bound changed: their factory with it
+            config = worker_config_from_env(merged, load_processor, processor=processor_factory(fitted))
+        if settings.max_leases_per_worker is not None:  # no CONSUMER_* variable: the typed setting
+            config = dataclasses.replace(
+                config,
+                lease=dataclasses.replace(config.lease, max_leases_per_worker=settings.max_leases_per_worker),
+            )
     except ConfigError as exc:
         key = _VARIABLE_KEY.get(exc.field)
         if key is None:
             raise
         raise ConfigError(f"{settings.source}: {key}", str(exc)[len(exc.field) + 2 :]) from None
     return config, merged
+
+
+def _fit_handoff(settings: MultiLangSettings, config: WorkerConfig) -> MultiLangSettings:
+    """The child's time to answer ``shutdownRequested`` fits in the worker's shutdown deadline, less the final
+    checkpoint's time (``CONSUMER_SHUTDOWN_DEADLINE_SECONDS`` is bounded by the container's stop timeout):
+    a child still busy past it would hold the stop past that deadline, its checkpoint refused and its lease
+    left to expire. A ``gracefulLeaseHandoffTimeoutMillis`` longer than that is cut, with one warning."""
+    room = config.shutdown.deadline - config.shutdown.final_checkpoint_timeout
+    room = room if room > 0 else config.shutdown.deadline / 2
+    if settings.shutdown_timeout <= room:
+        return settings
+    if settings.shutdown_timeout_given:
+        log_event(
+            logger,
+            "multilang_setting_capped",
+            logging.WARNING,
+            key="gracefulLeaseHandoffTimeoutMillis",
+            given_s=settings.shutdown_timeout,
+            used_s=room,
+            why="a child answers shutdownRequested within the worker's shutdown deadline "
+            f"({config.shutdown.deadline:g}s, CONSUMER_SHUTDOWN_DEADLINE_SECONDS) less its final checkpoint "
+            f"timeout ({config.shutdown.final_checkpoint_timeout:g}s)",
+        )
+    return dataclasses.replace(settings, shutdown_timeout=room)
 
 
 def _in_file_terms(
@@ -131,7 +168,7 @@ def _in_file_terms(
 
 def _check(settings: MultiLangSettings, path: Path) -> int:
     """``--check``: each key of the file and what becomes of it."""
-    for key, value in parse_text(properties_text(path), str(path)).items():
+    for key, value in parse_text(properties_text(path), str(path)).items():  # keys as the KCL reads them
         fate = KEYS[key]
         what = f"-> {fate.target}" if fate.kind == "mapped" else f"ignored: {fate.why}"
         print(f"{key} = {value}  {what}")
@@ -155,7 +192,9 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.embed import create_worker
 
     try:
-        worker = create_worker(config, env=env, region=settings.region)
+        worker = create_worker(
+            config, env=env, region=settings.region, endpoints=dict(settings.endpoints) or None
+        )
     except ConsumerError as exc:
         raise _in_file_terms(exc, settings, os.environ, args) from None
     attach_heartbeat(worker, config.health)

@@ -120,6 +120,18 @@ class MultiLangProcessor:
             self._failed(exc, "shardEnded")
             raise
         self._finish("shardEnded", data.checkpointer, self._s.response_timeout, must=True)
+        if self._confirmed != SHARD_END:  # the child answered without checkpoint(): say it in its terms
+            log_event(
+                logger,
+                "multilang_shard_end_not_checkpointed",
+                logging.ERROR,
+                stream=self._stream,
+                shard=self._shard,
+                checkpoint=str(self._confirmed) if self._confirmed else None,
+                hint="the child must call checkpointer.checkpoint() (no position: SHARD_END) in shard_ended "
+                "(amazon-kclpy v3) or in shutdown with reason TERMINATE (v2); the shard halts and its "
+                "children wait until a child does",
+            )
 
     def lease_lost(self, data: LeaseLostInput) -> None:
         """``leaseLost``: checkpoints are answered ``ShutdownException``; then the child ends."""
@@ -274,6 +286,8 @@ class MultiLangProcessor:
             else (self._unconfirmed[-1][0].position if self._unconfirmed else None)
         )
         target = request.position
+        if self._confirmed is not None and target in (self._confirmed, protocol.announced(self._confirmed)):
+            return None  # the checkpoint already stored (as initialize told it): nothing to write, as the KCL
         if target is None:
             target = SHARD_END if action == "shardEnded" else delivered
         elif target.sequence == "invalid" or delivered is None or delivered < target:

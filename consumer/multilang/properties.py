@@ -16,8 +16,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from consumer.errors import ConfigError
+from consumer.multilang.java_properties import parse_text
 
-__all__ = ["KEYS", "Fate", "MultiLangSettings", "parse_properties", "properties_text", "read_properties"]
+__all__ = [
+    "KEYS",
+    "Fate",
+    "MultiLangSettings",
+    "parse_properties",
+    "parse_text",
+    "properties_text",
+    "read_properties",
+]
 
 
 @dataclass(frozen=True)
@@ -89,7 +98,9 @@ KEYS: dict[str, Fate] = {
     "coordinatorStateDeletionProtectionEnabled": Fate("ignored", "", _IGNORED_COORD),
     "coordinatorStateTags": Fate("ignored", "", _IGNORED_COORD),
     "gracefulLeaseHandoffTimeoutMillis": Fate(
-        "mapped", "how long the child may take to answer shutdownRequested"
+        "mapped",
+        "how long the child may take to answer shutdownRequested (at most the shutdown deadline less the "
+        "final checkpoint timeout)",
     ),
     "isGracefulLeaseHandoffEnabled": Fate(
         "refused-unless-default", "", "hand-offs are always graceful here (true is the default)"
@@ -114,15 +125,70 @@ KEYS: dict[str, Fate] = {
     "staleWorkerMetricsEntryCleanupDuration": Fate("ignored", "", _IGNORED_METRICS),
     "leaseAssignmentIntervalMillis": Fate("mapped", "lease.scan_interval (the leader plans after each scan)"),
     "timeoutInSeconds": Fate("mapped", "how long the child may take to answer any message (default 60)"),
+    # The other keys the KCL's MultiLangDaemonConfiguration reads (KCL 2.x/3.x), beyond the sample file's.
+    "workerIdentifier": Fate("mapped", "WorkerConfig.worker_id (as workerId)"),
+    "kinesisEndpoint": Fate("mapped", "the Kinesis client's endpoint (create_worker endpoints['kinesis'])"),
+    "dynamoDBEndpoint": Fate(
+        "mapped", "the DynamoDB client's endpoint (create_worker endpoints['dynamodb'])"
+    ),
+    "dynamoDBRegionName": Fate(
+        "refused-unless-default", "", "every client uses regionName (accepted when it is the same region)"
+    ),
+    "cloudWatchRegionName": Fate("ignored", "", "metrics are CloudWatch EMF on stdout, not PutMetricData"),
+    "maxLeasesForWorker": Fate("mapped", "lease.max_leases_per_worker"),
+    "retrievalMode": Fate(
+        "mapped",
+        "retrieval.mode (POLLING: polling, FANOUT: fanout; DEFAULT: this consumer's default, polling)",
+    ),
+    "tableName": Fate(
+        "ignored",
+        "",
+        "the KCL's own lease table, never used here: import its checkpoints with import-kcl --kcl-table <it>",
+    ),
+    "maxLeasesToStealAtOneTime": Fate("ignored", "", "the leader's plan moves leases (docs/protocol.md)"),
+    "ignoreUnexpectedChildShards": Fate("ignored", "", "child shards are found by discovery"),
+    "maxLeaseRenewalThreads": Fate("ignored", "", "one heartbeat item per worker keeps all its leases"),
+    "initialLeaseTableReadCapacity": Fate(
+        "ignored", "", "the tables are made by create-tables or the state stack"
+    ),
+    "initialLeaseTableWriteCapacity": Fate(
+        "ignored", "", "the tables are made by create-tables or the state stack"
+    ),
+    "listShardsBackoffTimeInMillis": Fate(
+        "ignored", "", "ListShards is retried with this consumer's backoff"
+    ),
+    "maxListShardsRetryAttempts": Fate("ignored", "", "ListShards is retried with this consumer's backoff"),
+    "shardPrioritization": Fate("ignored", "", "parents are always read before their children"),
+    "skipShardSyncAtWorkerInitializationIfLeasesExist": Fate("ignored", "", "discovery runs on the leader"),
+    "schedulerInitializationBackoffTimeMillis": Fate(
+        "ignored", "", "start-up checks fail at once, in one line"
+    ),
+    "metricsLevel": Fate("ignored", "", "metrics are CloudWatch EMF on stdout at one level"),
+    "metricsEnabledDimensions": Fate("ignored", "", "metrics are CloudWatch EMF on stdout at one level"),
+    "logWarningForTaskAfterMillis": Fate("ignored", "", "a slow child is bounded by timeoutInSeconds"),
+    "retryGetRecordsInSeconds": Fate("ignored", "", "GetRecords is retried with this consumer's backoff"),
+    "maxGetRecordsThreadPool": Fate("ignored", "", "one reader per owned shard"),
+    "shutdownGraceMillis": Fate(
+        "ignored",
+        "",
+        "a stop is bounded by CONSUMER_SHUTDOWN_DEADLINE_SECONDS and gracefulLeaseHandoffTimeoutMillis",
+    ),
 }
 
+_DEFAULT_CHAINS = (
+    "DefaultCredentialsProvider",
+    "DefaultAWSCredentialsProviderChain",
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+    "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+)
 _DEFAULTS_ACCEPTED: dict[str, tuple[str, ...]] = {
-    "AwsCredentialsProvider": ("DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain"),
-    "AwsCredentialsProviderDynamoDB": ("DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain"),
-    "AwsCredentialsProviderCloudWatch": ("DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain"),
+    "AwsCredentialsProvider": _DEFAULT_CHAINS,
+    "AwsCredentialsProviderDynamoDB": _DEFAULT_CHAINS,
+    "AwsCredentialsProviderCloudWatch": _DEFAULT_CHAINS,
     "callProcessRecordsEvenForEmptyRecordList": ("false",),
     "isGracefulLeaseHandoffEnabled": ("true",),
 }
+_RETRIEVAL_MODES = {"POLLING": "polling", "FANOUT": "fanout", "DEFAULT": None}
 _ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):stream/(?P<name>[\w.-]+)$"
 )
@@ -150,6 +216,10 @@ class MultiLangSettings:
     metrics_interval: float | None = None
     response_timeout: float = 60.0
     shutdown_timeout: float = 30.0  # KCL gracefulLeaseHandoffTimeoutMillis default 30000
+    shutdown_timeout_given: bool = False  # gracefulLeaseHandoffTimeoutMillis is in the file
+    max_leases_per_worker: int | None = None
+    retrieval_mode: str | None = None  # "polling" or "fanout"; None: this consumer's default
+    endpoints: tuple[tuple[str, str], ...] = ()  # (service, URL): kinesisEndpoint, dynamoDBEndpoint
     ignored: tuple[tuple[str, str], ...] = field(default=())
 
 
@@ -176,20 +246,6 @@ def properties_text(path: Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return data.decode("iso-8859-1")
-
-
-def parse_text(text: str, source: str) -> dict[str, str]:
-    """Java properties as the KCL's files use them: ``key = value`` or ``key: value``, ``#``/``!`` comments."""
-    out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"^([^=:\s]+)\s*[=:]?\s*(.*)$", line)
-        if match is None:
-            raise ConfigError(f"{source}:{number}", f"not a 'key = value' line: {line!r}")
-        out[match.group(1)] = match.group(2).strip()
-    return out
 
 
 def _millis(props: Mapping[str, str], key: str, source: str) -> float | None:
@@ -219,9 +275,8 @@ def _ignored(props: Mapping[str, str], source: str) -> tuple[tuple[str, str], ..
             )
         if not value or fate.kind == "mapped":
             continue
-        if fate.kind == "refused" or (
-            fate.kind == "refused-unless-default" and value not in _DEFAULTS_ACCEPTED[key]
-        ):
+        accepted = _DEFAULTS_ACCEPTED.get(key, (props.get("regionName", ""),))
+        if fate.kind == "refused" or (fate.kind == "refused-unless-default" and value not in accepted):
             raise ConfigError(f"{source}: {key}", f"{value!r} is refused: {fate.why}")
         ignored.append((key, fate.why))
     return tuple(ignored)
@@ -241,6 +296,12 @@ def _initial(props: Mapping[str, str], source: str) -> tuple[str, datetime | Non
                 f"{source}: initialPositionInStreamExtended", "is required with AT_TIMESTAMP (epoch seconds)"
             )
         return position, None
+    if props.get("initialPositionInStream") and position != "AT_TIMESTAMP":
+        raise ConfigError(
+            f"{source}: initialPositionInStreamExtended",
+            f"is set with initialPositionInStream = {position} (the KCL applies whichever of the two it reads "
+            "last): remove one, or set initialPositionInStream = AT_TIMESTAMP",
+        )
     try:
         return "AT_TIMESTAMP", datetime.fromtimestamp(float(raw), UTC)
     except (ValueError, OverflowError):
@@ -271,11 +332,19 @@ def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> Mu
             raise ConfigError(f"{source}: {key}", "is required")
         return props[key]
 
-    command = tuple(shlex.split(required("executableName")))
+    executable = required("executableName")
+    try:  # split as a shell would (quotes group words), where the KCL splits on spaces alone
+        command = tuple(shlex.split(executable))
+    except ValueError as exc:
+        raise ConfigError(
+            f"{source}: executableName",
+            f'cannot be split into words ({exc}): quote a path with a \' or " in it, e.g. "/home/o\'brien/app.py"',
+        ) from None
     region = props.get("regionName") or None
     stream = _stream(props, source, region)
     position, timestamp = _initial(props, source)
     max_records = _number(props, "maxRecords", source, int)
+    max_leases = _number(props, "maxLeasesForWorker", source, int)
     return MultiLangSettings(
         source=source,
         command=command,
@@ -283,7 +352,7 @@ def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> Mu
         application=required("applicationName"),
         stream=stream,
         region=region,
-        worker_id=props.get("workerId") or None,
+        worker_id=props.get("workerId") or props.get("workerIdentifier") or None,
         initial_position=position,
         initial_timestamp=timestamp,
         lease_duration=_millis(props, "failoverTimeMillis", source),
@@ -295,8 +364,33 @@ def parse_properties(props: Mapping[str, str], source: str, workdir: Path) -> Mu
         metrics_interval=_millis(props, "metricsBufferTimeMillis", source),
         response_timeout=_number(props, "timeoutInSeconds", source, float) or 60.0,
         shutdown_timeout=_millis(props, "gracefulLeaseHandoffTimeoutMillis", source) or 30.0,
+        shutdown_timeout_given=bool(props.get("gracefulLeaseHandoffTimeoutMillis")),
+        max_leases_per_worker=int(max_leases) if max_leases is not None else None,
+        retrieval_mode=_retrieval_mode(props, source),
+        endpoints=_endpoints(props, source),
         ignored=ignored,
     )
+
+
+def _retrieval_mode(props: Mapping[str, str], source: str) -> str | None:
+    raw = props.get("retrievalMode")
+    if not raw:
+        return None
+    if raw.upper() not in _RETRIEVAL_MODES:
+        raise ConfigError(f"{source}: retrievalMode", f"must be POLLING, FANOUT or DEFAULT; got {raw!r}")
+    return _RETRIEVAL_MODES[raw.upper()]
+
+
+def _endpoints(props: Mapping[str, str], source: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for key, service in (("kinesisEndpoint", "kinesis"), ("dynamoDBEndpoint", "dynamodb")):
+        if url := props.get(key):
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ConfigError(
+                    f"{source}: {key}", f"not a URL: {url!r} (an endpoint is http(s)://host[:port])"
+                )
+            out.append((service, url))
+    return tuple(out)
 
 
 def _stream(props: Mapping[str, str], source: str, region: str | None) -> str:

@@ -79,10 +79,20 @@ def initialize(shard_id: str, start: Position | None, initial_position: str) -> 
         {
             "action": "initialize",
             "shardId": shard_id,
-            "sequenceNumber": start.sequence,
-            "subSequenceNumber": max(start.sub_sequence, 0),
+            "sequenceNumber": announced(start).sequence,
+            "subSequenceNumber": announced(start).sub_sequence,
         }
     )
+
+
+def announced(start: Position) -> Position:
+    """The checkpoint as the child is told it. A position just before a record (sub-sequence -1: after
+    ``import-kcl`` of a ``TRIM_HORIZON``/``AT_TIMESTAMP`` lease, or a replay) is not that record's sequence
+    number, which would tell the child the record is done already: it is the number below it (sequence numbers
+    are compared as integers; no record has it)."""
+    if start.sub_sequence >= 0 or not start.sequence.isdigit() or int(start.sequence) == 0:
+        return Position(start.sequence, max(start.sub_sequence, 0))
+    return Position(str(int(start.sequence) - 1), 0)
 
 
 def record_json(record: Record) -> str:
