@@ -119,9 +119,11 @@ def create_worker(
             run_preflight(config, Clients(clients.checking), named_by, target)
         except PROVIDER_FAILURES as exc:  # one the checks did not name: the CLI's wording too
             raise classify(exc) from exc
-    return _build(
-        config, clients, metrics or EmfMetrics(config.application, config.worker_id, metrics_out), interval
-    )
+    if metrics is None:
+        metrics = EmfMetrics(
+            config.application, config.worker_id, metrics_out, shard_dimension=_shard_dimension(source)
+        )
+    return _build(config, clients, metrics, interval)
 
 
 def _check_arguments(config: object, processor: object, session: object) -> None:
@@ -144,6 +146,15 @@ def _checked(processor: ProcessorFactory | None) -> ProcessorFactory | None:
         return None
     name = getattr(processor, "__qualname__", type(processor).__name__)
     return checked_factory(f"{getattr(processor, '__module__', '?')}:{name}", processor)
+
+
+def _shard_dimension(env: Mapping[str, str]) -> bool:
+    """``CONSUMER_METRICS_DIMENSIONS``: ``shard`` (the default) publishes each metric per stream and per shard;
+    ``stream`` per stream only, whose count of CloudWatch custom metrics does not grow with the shards."""
+    value = env.get("CONSUMER_METRICS_DIMENSIONS", "shard").strip().lower()
+    if value not in ("shard", "stream"):
+        raise ConfigError("CONSUMER_METRICS_DIMENSIONS", f"must be shard or stream, got {value!r}")
+    return value == "shard"
 
 
 def _metrics_interval(env: Mapping[str, str]) -> float:

@@ -164,6 +164,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
     ),
     EnvVar("CONSUMER_METRICS_INTERVAL_SECONDS", "metrics_interval", "EMF metrics flush", default="10"),
     EnvVar(
+        "CONSUMER_METRICS_DIMENSIONS",
+        "metrics_dimensions",
+        "`shard`: each metric per stream and per shard; `stream`: per stream only (custom metrics that do not "
+        "grow with the shards)",
+        default="shard",
+    ),
+    EnvVar(
         "CONSUMER_LOG_LEVEL",
         "log_level",
         "DEBUG, INFO, WARNING, ERROR or CRITICAL (WARN and FATAL are aliases)",

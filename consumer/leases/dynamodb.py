@@ -11,7 +11,7 @@ from typing import Any
 
 from consumer.clock import Clock, SystemClock
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
-from consumer.errors import LeaseConflictError
+from consumer.errors import LeaseConflictError, ThrottledError
 from consumer.leases.dynamodb_items import (
     fence_dead,
     lease_from,
@@ -25,6 +25,11 @@ from consumer.leases.repository import OwnerObservation, TableSnapshot, check_re
 from consumer.records import Position
 
 __all__ = ["DynamoDBLeaseRepository"]
+
+# BatchGetItem answers the keys of a throttled partition as UnprocessedKeys. Requests that serve none of them
+# are sent again at once this many times, then the read is a throttle (``ThrottledError``) for the caller's
+# retry policy to back off: never a tight loop of requests on the coordinator's thread.
+_UNPROCESSED_ROUNDS = 3
 
 # Attributes that describe one ownership and so go when the owner changes.
 _PER_OWNER = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
@@ -65,15 +70,24 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
     def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
         out: list[Lease] = []
         todo = [to_item({"lease_key": k}) for k in dict.fromkeys(keys)]
+        idle = 0  # requests in a row that read nothing
         with translate_errors(self.table, "get leases"):
             while todo:
-                batch, todo = todo[:100], todo[100:]
+                batch, todo = todo[:100], todo[100:]  # BatchGetItem's most keys a request
                 self.calls.add("BatchGetItem")
                 page = self._c.batch_get_item(
                     RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
                 )
-                out += [lease_from(from_item(r)) for r in page.get("Responses", {}).get(self.table, [])]
-                todo = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []) + todo
+                read = page.get("Responses", {}).get(self.table, [])
+                out += [lease_from(from_item(r)) for r in read]
+                unprocessed = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+                idle = 0 if read or not unprocessed else idle + 1
+                if idle >= _UNPROCESSED_ROUNDS:
+                    raise ThrottledError(
+                        f"get leases on {self.table}: BatchGetItem left {len(unprocessed) + len(todo)} keys "
+                        f"unread (UnprocessedKeys) {idle} times in a row"
+                    )
+                todo = unprocessed + todo
         return tuple(out)
 
     def create_lease(self, lease: Lease) -> bool:

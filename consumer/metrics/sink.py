@@ -55,12 +55,20 @@ class EmfMetrics:
     Each document carries two dimension sets, [Application, Stream] and [Application, Stream, Shard], so
     alarms can use the per-stream rollup while dashboards drill into shards. Counters are added up, gauges keep
     their maximum, and a distribution (``HandoffLatencyMs``) keeps each value, written as an array.
+
+    Every (metric name, shard) of the second set is a CloudWatch custom metric of its own, billed monthly: its
+    count grows with the shards (docs/protocol.md, "Quotas at scale"). ``shard_dimension=False`` keeps only
+    the per-stream set, whose count does not; ``Shard`` stays in each document as a property (CloudWatch Logs
+    Insights can still break a metric down by shard), it just creates no metric.
     """
 
-    def __init__(self, application: str, worker_id: str, out: TextIO | None = None) -> None:
+    def __init__(
+        self, application: str, worker_id: str, out: TextIO | None = None, *, shard_dimension: bool = True
+    ) -> None:
         self._app = application
         self._worker = worker_id
         self._out = out or sys.stdout
+        self._shard_dimension = shard_dimension
         self._lock = threading.Lock()
         self._values: dict[tuple[str, str | None], dict[str, float]] = defaultdict(dict)
         self._samples: dict[tuple[str, str | None], dict[str, list[float]]] = defaultdict(dict)
@@ -89,7 +97,8 @@ class EmfMetrics:
             dims = [["Application", "Stream"]]
             doc: dict[str, object] = {"Application": self._app, "Stream": stream, "WorkerId": self._worker}
             if shard is not None:
-                dims.append(["Application", "Stream", "Shard"])
+                if self._shard_dimension:
+                    dims.append(["Application", "Stream", "Shard"])
                 doc["Shard"] = shard
             doc["_aws"] = {
                 "Timestamp": now,

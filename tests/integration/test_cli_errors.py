@@ -158,6 +158,13 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
             ("CONSUMER_METRICS_INTERVAL_SECONDS", "'often'"),
         ),
         Case(
+            "metrics dimensions",
+            run,
+            {"CONSUMER_METRICS_DIMENSIONS": "worker"},
+            2,
+            ("CONSUMER_METRICS_DIMENSIONS", "shard or stream", "'worker'"),
+        ),
+        Case(
             "inf lease",
             run,
             {"CONSUMER_LEASE_DURATION_SECONDS": "inf"},
