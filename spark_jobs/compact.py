@@ -124,6 +124,11 @@ def read_raw(
     if len(names) != 1:
         raise ValueError(f"raw patterns must share one file-name glob, got {sorted(names)}")
     name = names.pop()
+    if len(folders) == 1:
+        # Given one path, Spark looks for a streaming sink's log (_spark_metadata) in it, and when that path is
+        # a glob it logs a WARN with a Java stack trace, "FileNotFoundException: File .../stream=*/... does not
+        # exist", on every one-hour run: give it the hour's stream folders themselves.
+        folders = storage.glob(spark, folders[0]) or folders
 
     def reader() -> DataFrameReader:
         schema = "value string, stream string, date string, hour string"
@@ -160,9 +165,11 @@ def _is_read_failure(exc: BaseException) -> bool:
 
 def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
     """Compact the range; returns counts (lines, valid, curated, duplicates, malformed, one per quarantine
-    reason) and ``corrupt_objects``: the URIs of the objects that could not be read."""
+    reason), ``corrupt_objects``: the URIs of the objects that could not be read, and ``ignored_files``: the
+    files in the range's hour folders that are not raw objects (``*.jsonl.gz``), which are not read."""
     storage.configure(spark)
-    patterns = storage.existing(spark, raw_patterns(options.input, options.start, options.end))
+    files = storage.hour_files(spark, raw_patterns(options.input, options.start, options.end))
+    patterns = files.patterns
     counts: dict[str, Any] = {
         "lines": 0,
         "valid": 0,
@@ -171,13 +178,20 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
         "malformed": 0,
         **dict.fromkeys(REASONS, 0),
         "corrupt_objects": [],
+        "ignored_files": files.ignored,
     }
+    if counts["ignored_files"]:
+        log.warning(
+            "%d files in the hour folders are not raw objects (*.jsonl.gz) and are not read: %s",
+            len(counts["ignored_files"]),
+            " ".join(counts["ignored_files"][:10]) + (" ..." if len(counts["ignored_files"]) > 10 else ""),
+        )
     if not patterns:
         log.warning(
             "no raw objects in %s for %s..%s; nothing to do", options.input, options.start, options.end
         )
         return counts
-    empty = storage.empty_objects(spark, patterns)  # read as empty by Hadoop, yet no gzip data
+    empty = files.empty  # read as empty by Hadoop, yet no gzip data
     unreadable, checked = dict(empty), False
     while True:
         staging = storage.Staging(spark, [options.output, options.quarantine])

@@ -10,22 +10,27 @@ fails leaves every output as it was, and one that succeeds replaces each partiti
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "JOB_SQL_CONF",
+    "HourFiles",
     "Staging",
     "check_root",
     "configure",
     "existing",
     "get_session",
+    "glob",
     "gzip_error",
+    "hour_files",
     "join",
     "unreadable_objects",
     "write_partitioned",
@@ -95,6 +100,12 @@ def existing(spark: SparkSession, patterns: list[str]) -> list[str]:
     return found
 
 
+def glob(spark: SparkSession, pattern: str) -> list[str]:
+    """The paths ``pattern`` matches (URIs, sorted), asking its Hadoop file system; none: an empty list."""
+    fs, path = _fs(spark, pattern)
+    return sorted(str(status.getPath().toString()) for status in fs.globStatus(path) or [])
+
+
 def gzip_error(content: bytes) -> str | None:
     """Why ``content`` is not complete gzip data, as Hadoop reads it, or None: one or more whole members back
     to back (CRC and length checked) and nothing else: no empty object, no trailing bytes, not even zeros
@@ -123,17 +134,41 @@ def gzip_error(content: bytes) -> str | None:
     return None
 
 
-def empty_objects(spark: SparkSession, patterns: list[str]) -> dict[str, str]:
-    """Objects matched by ``patterns`` that hold no byte at all: {URI as in ``_metadata.file_path``: why}.
-    Hadoop reads such an object as empty rather than failing, but it is no gzip data: the sink never writes
-    one, so something cut it short."""
-    out = {}
+@dataclass(frozen=True)
+class HourFiles:
+    """What the hour folders of a range hold, from one listing of each: see :func:`hour_files`."""
+
+    #: The patterns that match at least one object (file): the hours to read.
+    patterns: list[str]
+    #: Objects that hold no byte at all: {URI as in ``_metadata.file_path``: why}. Hadoop reads such an object
+    #: as empty rather than failing, but it is no gzip data: the sink never writes one, so something cut it short.
+    empty: dict[str, str]
+    #: Files that the name glob does not match, hidden ones (``_*``, ``.*``, as Spark hides them) left out, as
+    #: URIs, sorted: not read (an object re-uploaded uncompressed as ``.jsonl``, a ``.jsonl.gz.tmp``).
+    ignored: list[str]
+
+
+def hour_files(spark: SparkSession, patterns: list[str]) -> HourFiles:
+    """Sort the files right in the folders of ``patterns`` (``<folder glob>/<name glob>``), listing each folder
+    glob once through the Hadoop file system."""
+    found, empty, ignored = [], {}, set()
     for pattern in patterns:
-        fs, path = _fs(spark, pattern)
+        folder, name = pattern.rsplit("/", 1)
+        fs, path = _fs(spark, join(folder, "*"))
+        matched = False
         for status in fs.globStatus(path) or []:
-            if status.isFile() and status.getLen() == 0:
-                out[str(status.getPath().toUri().toString())] = "empty object: no gzip member"
-    return out
+            file, uri = status.getPath().getName(), str(status.getPath().toUri().toString())
+            if not status.isFile():
+                continue
+            if fnmatch.fnmatchcase(file, name):
+                matched = True
+                if status.getLen() == 0:
+                    empty[uri] = "empty object: no gzip member"
+            elif not file.startswith(("_", ".")):
+                ignored.add(uri)
+        if matched:
+            found.append(pattern)
+    return HourFiles(found, empty, sorted(ignored))
 
 
 def unreadable_objects(spark: SparkSession, patterns: list[str]) -> dict[str, str]:
@@ -171,13 +206,24 @@ class Staging:
         return join(root, f"_staging-{self.run}")
 
     def recover(self, root: str) -> None:
-        """Put back partitions a crashed commit left in the trash; drop leftover staging and trash."""
+        """Put back partitions a crashed commit left in the trash; drop leftover staging and trash.
+
+        A partition in the trash whose new one is in place stays new, unless that run's staging still holds
+        the new one: then its move was cut short (on S3 a move copies object by object, then deletes), the
+        partition in place may be in part, and the old one is put back."""
         fs, base = _fs(self.spark, root)
         jvm: Any = self.spark.sparkContext._jvm
         for trash in fs.globStatus(jvm.org.apache.hadoop.fs.Path(base, "_trash-*")) or []:
+            run = trash.getPath().getName()[len("_trash-") :]
             for part in fs.globStatus(jvm.org.apache.hadoop.fs.Path(trash.getPath(), "date=*/hour=*")) or []:
                 relative = f"{part.getPath().getParent().getName()}/{part.getPath().getName()}"
                 target = jvm.org.apache.hadoop.fs.Path(base, relative)
+                staged = jvm.org.apache.hadoop.fs.Path(base, f"_staging-{run}/{relative}")
+                if fs.exists(target) and fs.exists(staged):
+                    log.warning(
+                        "dropping %s, moved in only in part, for the one in %s", relative, trash.getPath()
+                    )
+                    fs.delete(target, True)
                 if not fs.exists(target):
                     log.warning("restoring %s from %s", relative, trash.getPath())
                     self._move(fs, part.getPath(), target)
