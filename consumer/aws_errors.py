@@ -180,7 +180,7 @@ def classify(exc: ProviderFailure, service: str = "aws", what: str = "", setting
         at = f" at {url}" if url else ""
         return UnreachableError(
             f"cannot reach {label}{at}{doing}: {type(exc).__name__}; check {endpoint_variables(service)} "
-            "(unset for AWS), AWS_REGION and the network",
+            "(unset for AWS; or endpoint_url= / endpoints= given in code), AWS_REGION and the network",
             unsent=isinstance(exc, EndpointConnectionError | ConnectTimeoutError),  # no connection made
         )
     if isinstance(exc, ClientError):

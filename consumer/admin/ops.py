@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,13 +46,31 @@ class ReplayPlan:
     new_checkpoint: Position  # records after this position are delivered again
 
 
+# Between two GetRecords of one shard, start to start: an operator's walk shares the shard's 5 reads a second
+# with its owner, so it takes at most 2 of them.
+WALK_INTERVAL = 0.5
+
+
 def first_sequence(
-    kinesis: Any, stream: str, shard_id: str, *, max_calls: int = 100, **iterator: Any
+    kinesis: Any,
+    stream: str,
+    shard_id: str,
+    *,
+    max_calls: int = 100,
+    interval: float = WALK_INTERVAL,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    **iterator: Any,
 ) -> str | None:
     """The sequence number of the first record an iterator of ``iterator`` (``ShardIteratorType`` and its
-    arguments) reaches within ``max_calls`` GetRecords calls; None when the shard has nothing there yet."""
+    arguments) reaches within ``max_calls`` GetRecords calls, ``interval`` seconds apart (start to start); None
+    when the shard has nothing there yet."""
     it = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, **iterator)["ShardIterator"]
+    last = float("-inf")
     for _ in range(max_calls):
+        if (wait := last + interval - clock()) > 0:
+            sleep(wait)
+        last = clock()
         out = kinesis.get_records(ShardIterator=it, Limit=1)
         if out["Records"]:
             return str(out["Records"][0]["SequenceNumber"])

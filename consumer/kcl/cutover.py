@@ -90,7 +90,8 @@ def _parents_first(leases: list[KclLease]) -> list[KclLease]:
 
 def _first_record(kinesis: Any, stream: str, shard: str, **iterator: Any) -> str | None:
     with aws_call("kinesis", f"read {stream}/{shard}"):
-        return first_sequence(kinesis, stream, shard, max_calls=1000, **iterator)
+        # The KCL fleet is stopped and ours not started: the shard's 5 reads a second are the walk's.
+        return first_sequence(kinesis, stream, shard, max_calls=1000, interval=0.2, **iterator)
 
 
 def _just_before_first(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consumer.errors import ConfigError
-from consumer.settings.checks import positive
+from consumer.settings.checks import check_types, positive
 
 __all__ = ["LeaseConfig"]
 
@@ -35,6 +35,7 @@ class LeaseConfig:
     )
 
     def __post_init__(self) -> None:
+        check_types("lease", self)
         positive("lease.lease_duration", self.lease_duration)
         for name in ("give_up_after", "forget_workers_after"):
             if getattr(self, name) is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from consumer.errors import ConfigError
-from consumer.settings.checks import choice, positive
+from consumer.settings.checks import check_types, choice, positive
 
 __all__ = ["CheckpointConfig", "HealthConfig", "ProcessingConfig", "ShutdownConfig"]
 
@@ -27,6 +27,7 @@ class CheckpointConfig:
     max_pending_records: int = 100_000
 
     def __post_init__(self) -> None:
+        check_types("checkpoint", self)
         choice("checkpoint.mode", self.mode, ("auto", "manual"))
         positive("checkpoint.flush_interval", self.flush_interval)
         if self.max_pending_records < 1:
@@ -48,6 +49,7 @@ class ProcessingConfig:
     dlq_url: str | None = None
 
     def __post_init__(self) -> None:
+        check_types("processing", self)
         if self.max_attempts < 1:
             raise ConfigError("processing.max_attempts", f"must be >= 1, got {self.max_attempts}")
         positive("processing.backoff_base", self.backoff_base)
@@ -64,6 +66,7 @@ class ShutdownConfig:
     final_checkpoint_timeout: float = 5.0
 
     def __post_init__(self) -> None:
+        check_types("shutdown", self)
         positive("shutdown.deadline", self.deadline)
         if not 0 < self.final_checkpoint_timeout <= self.deadline:
             raise ConfigError(
@@ -81,4 +84,5 @@ class HealthConfig:
     max_age: float = 30.0
 
     def __post_init__(self) -> None:
+        check_types("health", self)
         positive("health.max_age", self.max_age)

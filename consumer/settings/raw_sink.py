@@ -19,6 +19,7 @@ from typing import Any
 
 from consumer.errors import ConfigError
 from consumer.logs import log_event
+from consumer.settings.checks import check_types
 
 __all__ = [
     "DEPRECATED_RAW_VARIABLES",
@@ -69,6 +70,7 @@ class RawSinkConfig:
     max_age: float = 60.0
 
     def __post_init__(self) -> None:
+        check_types("raw_sink", self)
         name = self.bucket.strip()
         if not name:
             raise ConfigError("raw_sink.bucket", "the raw sink needs a bucket name")

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Literal
 
 from consumer.errors import ConfigError
-from consumer.settings.checks import choice, positive
+from consumer.settings.checks import check_types, choice, positive
 
 __all__ = ["InitialPosition", "RetrievalConfig"]
 
@@ -35,6 +35,7 @@ class RetrievalConfig:
     prefetch_batches: int = 1  # fetched ahead while the processor works (0: fetch only when asked)
 
     def __post_init__(self) -> None:
+        check_types("retrieval", self)
         choice("retrieval.mode", self.mode, ("polling", "fanout"))
         if not 1 <= self.max_records <= 10000:
             raise ConfigError("retrieval.max_records", f"must be 1..10000, got {self.max_records}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consumer.errors import ConfigError
+from consumer.settings.checks import check_types
 
 __all__ = ["FANOUT_SUBSCRIPTIONS", "ThreadsConfig"]
 
@@ -26,6 +27,7 @@ class ThreadsConfig:
     processor_threads: int = 256  # a thread per shard up to here, as before for realistic shard counts
 
     def __post_init__(self) -> None:
+        check_types("threads", self)
         for name in ("fetch_threads", "processor_threads"):
             if not 1 <= getattr(self, name) <= 4096:
                 raise ConfigError(f"threads.{name}", f"must be 1..4096, got {getattr(self, name)}")

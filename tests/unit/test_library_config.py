@@ -13,7 +13,9 @@ from consumer import (
     LeaseConfig,
     ProcessRecordsInput,
     RetrievalConfig,
+    ShutdownConfig,
     StreamSpec,
+    ThreadsConfig,
     WorkerConfig,
 )
 
@@ -130,3 +132,39 @@ def test_a_factory_making_a_processor_with_an_unknown_checkpoint_mode_is_refused
         match=r"Buffering.checkpoint_mode must be one of auto, manual, explicit; got 'Manual'",
     ):
         _construct(config, {})
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: LeaseConfig(lease_duration="10"), "lease.lease_duration: must be a number, got str '10'"),
+        (lambda: LeaseConfig(lease_duration=True), "lease.lease_duration: must be a number, got bool True"),
+        (
+            lambda: LeaseConfig(give_up_after="30"),
+            "lease.give_up_after: must be a number or None, got str '30'",
+        ),
+        (
+            lambda: RetrievalConfig(max_records=10.5),
+            "retrieval.max_records: must be an integer, got float 10.5",
+        ),
+        (
+            lambda: RetrievalConfig(mode="Polling"),
+            "retrieval.mode: must be one of 'polling', 'fanout', got str 'Polling'",
+        ),
+        (
+            lambda: ThreadsConfig(fetch_threads=None),
+            "threads.fetch_threads: must be an integer, got NoneType None",
+        ),
+        (lambda: ShutdownConfig(deadline="20"), "shutdown.deadline: must be a number, got str '20'"),
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_one_error_naming_it(make: Any, message: str) -> None:
+    """Before: a ``TypeError`` from a comparison deep in a check ("'>' not supported..."), or ``True`` taken
+    as 1 second."""
+    with pytest.raises(ConfigError) as caught:
+        make()
+    assert str(caught.value) == message
+
+
+def test_ints_are_numbers() -> None:
+    assert LeaseConfig(lease_duration=12, safety_margin=3).lease_duration == 12
