@@ -36,7 +36,13 @@ _FIRST = {"spark": 0, "spark-b": 0, "infra": 1}  # see pytest_collection_modifyi
 #: halve the longest group of ``make test``, which otherwise ran alone at the end; the split balances their
 #: CPU (about 2 minutes each on a quiet machine). A new Spark module goes with the first unless listed here.
 _SPARK_B = frozenset(
-    {"test_compact_files.py", "test_raw_roundtrip.py", "test_codegen.py", "test_transforms.py"}
+    {
+        "test_compact_files.py",
+        "test_raw_roundtrip.py",
+        "test_codegen.py",
+        "test_transforms.py",
+        "test_analyst_cli.py",
+    }
 )
 _MAX_NAME = 63  # the tightest limit of the lot: S3 bucket names (3-63 chars, lowercase, digits, hyphens)
 
