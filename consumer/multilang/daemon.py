@@ -94,6 +94,8 @@ def multilang_config(
         or env.get("CONSUMER_CHECKPOINT_TABLE")
         or f"{settings.application}-fleet-checkpoints"
     )
+    if settings.retrieval_mode == "fanout" and not env.get("CONSUMER_FANOUT_NAME"):
+        merged["CONSUMER_FANOUT_NAME"] = settings.application  # the KCL's consumerName default
     try:
         config = worker_config_from_env(merged, load_processor, processor=processor_factory(settings))
         fitted = _fit_handoff(settings, config)

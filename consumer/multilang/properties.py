@@ -138,7 +138,8 @@ KEYS: dict[str, Fate] = {
     "maxLeasesForWorker": Fate("mapped", "lease.max_leases_per_worker"),
     "retrievalMode": Fate(
         "mapped",
-        "retrieval.mode (POLLING: polling, FANOUT: fanout; DEFAULT: this consumer's default, polling)",
+        "retrieval.mode (POLLING: polling, FANOUT: fanout, its stream consumer named applicationName as the "
+        "KCL's unless CONSUMER_FANOUT_NAME is set; DEFAULT: this consumer's default, polling)",
     ),
     "tableName": Fate(
         "ignored",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from consumer.errors import ConfigError
@@ -44,3 +46,21 @@ def test_java_properties_syntax() -> None:
 def test_a_bad_escape_names_the_line() -> None:
     with pytest.raises(ConfigError, match=r"^f:2: malformed \\uXXXX escape"):
         parse_text("a = 1\nb = \\u12\n", "f")
+
+
+def test_retrieval_mode_fanout_names_the_stream_consumer_after_the_application_as_the_kcl_does(
+    tmp_path: Path,
+) -> None:
+    """Before, ``retrievalMode = FANOUT`` passed ``--check`` and the daemon then stopped with
+    ``CONSUMER_FANOUT_NAME: is required``, a variable the file cannot set."""
+    from consumer.multilang.daemon import multilang_config
+    from consumer.multilang.properties import parse_properties
+
+    text = (
+        "executableName = app.py\nstreamName = orders\napplicationName = orders-app\nretrievalMode = FANOUT\n"
+    )
+    settings = parse_properties(parse_text(text, "app.properties"), "app.properties", tmp_path)
+    config, _ = multilang_config(settings, {})
+    assert (config.retrieval.mode, config.retrieval.fanout_consumer_name) == ("fanout", "orders-app")
+    config, _ = multilang_config(settings, {"CONSUMER_FANOUT_NAME": "mine"})
+    assert config.retrieval.fanout_consumer_name == "mine"
