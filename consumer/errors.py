@@ -70,7 +70,12 @@ class ProcessorSetupError(TransientError):
 
 class ThrottledError(TransientError):
     """A provider refused a call for now because a rate or throughput limit was reached. It slows the caller
-    down and is retried; it is never an outage, so it does not count towards giving a shard up."""
+    down and is retried; it is never an outage, so it does not count towards giving a shard up. ``operation``:
+    the provider operation, when no botocore error behind it says so (e.g. BatchGetItem's unprocessed keys)."""
+
+    def __init__(self, message: str, *, operation: str = "") -> None:
+        super().__init__(message)
+        self.operation = operation
 
 
 class UnreachableError(TransientError):

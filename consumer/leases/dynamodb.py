@@ -85,7 +85,8 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
                 if idle >= _UNPROCESSED_ROUNDS:
                     raise ThrottledError(
                         f"get leases on {self.table}: BatchGetItem left {len(unprocessed) + len(todo)} keys "
-                        f"unread (UnprocessedKeys) {idle} times in a row"
+                        f"unread (UnprocessedKeys) {idle} times in a row",
+                        operation="BatchGetItem",
                     )
                 todo = unprocessed + todo
         return tuple(out)

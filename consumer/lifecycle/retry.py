@@ -45,7 +45,7 @@ def is_throttle(exc: BaseException) -> bool:
 def operation(exc: BaseException) -> str:
     """The provider operation that raised ``exc`` (botocore's, where the error was translated), or "unknown"."""
     cause = exc.__cause__
-    return str(getattr(cause, "operation_name", "") or "unknown")
+    return str(getattr(cause, "operation_name", "") or getattr(exc, "operation", "") or "unknown")
 
 
 @dataclass(frozen=True)

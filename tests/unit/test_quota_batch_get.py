@@ -11,6 +11,7 @@ import pytest
 
 from consumer.errors import ThrottledError
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.lifecycle import retry
 
 TABLE = "leases"
 
@@ -70,6 +71,7 @@ def test_no_progress_is_a_throttle_not_a_tight_loop() -> None:
     coordinator backs it off), instead of being sent again at once, forever."""
     client = _ThrottledBatchGet(served_per_call=30, dry_after=2)
     repo = DynamoDBLeaseRepository(client, TABLE, "checkpoints")
-    with pytest.raises(ThrottledError, match="UnprocessedKeys"):
+    with pytest.raises(ThrottledError, match="UnprocessedKeys") as raised:
         repo.get_leases(_keys(150))
     assert client.calls <= 2 + 4  # two that served some, then a bounded number of empty rounds
+    assert retry.operation(raised.value) == "BatchGetItem"  # counted as Throttles.BatchGetItem
