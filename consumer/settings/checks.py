@@ -21,7 +21,9 @@ def check_types(section: str, settings: Any) -> None:
     hints = _hints(type(settings))
     for f in dataclasses.fields(settings):
         value, want = getattr(settings, f.name), hints[f.name]
-        if not _fits(value, want):
+        if typing.get_origin(want) is Literal:
+            choice(f"{section}.{f.name}", value, typing.get_args(want))
+        elif not _fits(value, want):
             raise ConfigError(
                 f"{section}.{f.name}", f"must be {_describe(want)}, got {type(value).__name__} {value!r}"
             )
@@ -76,7 +78,7 @@ def positive(name: str, value: float) -> None:
         raise ConfigError(name, f"must be a finite number > 0, got {value!r}")
 
 
-def choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+def choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
     """``value`` is one of ``allowed``, else a :class:`ConfigError` naming ``name`` and the allowed values."""
     if value not in allowed:
-        raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
+        raise ConfigError(name, f"must be one of {', '.join(map(str, allowed))}; got {value!r}")

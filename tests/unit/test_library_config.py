@@ -149,7 +149,7 @@ def test_a_factory_making_a_processor_with_an_unknown_checkpoint_mode_is_refused
         ),
         (
             lambda: RetrievalConfig(mode="Polling"),
-            "retrieval.mode: must be one of 'polling', 'fanout', got str 'Polling'",
+            "retrieval.mode: must be one of polling, fanout; got 'Polling'",
         ),
         (
             lambda: ThreadsConfig(fetch_threads=None),
