@@ -3,7 +3,7 @@
     spark-submit --py-files spark_jobs.zip compact.py \\
         --input s3://bucket/raw --output s3://bucket/curated --quarantine s3://bucket/quarantine \\
         --start 2026-11-21T00 --end 2026-11-21T23 [--event-id-field event_id] \\
-        [--payload-columns "amount DECIMAL(38,18), sku STRING"]
+        [--payload-columns "amount DECIMAL(38,18), sku STRING"] [--only-stale]
 
 Each hour partition of the output is a function of that hour's raw objects only, and is replaced as a whole:
 re-running an hour picks up late objects and gives the same row set, and partitions outside the range are
@@ -11,7 +11,8 @@ never touched. Hours with no valid line are left as they are. Malformed lines ne
 counted (logged and returned) and written with their reason to the quarantine path, partitioned the same way;
 an object that cannot be read (a truncated or corrupt gzip) is quarantined whole and named in the summary,
 and the rest of the range is compacted. Both outputs are staged and committed together at the end, so a run
-that fails changes nothing.
+that fails changes nothing. With ``--only-stale`` an hour whose output is newer than all of its raw objects is
+skipped (:mod:`spark_jobs.freshness`): the schedule re-runs the last few hours that way to pick up late objects.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from pyspark.sql import DataFrame, DataFrameReader, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs import storage
+from spark_jobs import freshness, storage
 from spark_jobs.args import OneLineParser, check_roots
 from spark_jobs.hours import hour_range, partition_dirs
 from spark_jobs.schemas import REASONS
@@ -65,6 +66,8 @@ class CompactOptions:
     end: str
     event_id_field: str | None = None
     payload_columns: str | None = None
+    #: Skip each hour whose curated (or quarantine) partition is newer than all of its raw objects.
+    only_stale: bool = False
 
 
 def parse_args(argv: Sequence[str] | None = None) -> CompactOptions:
@@ -81,9 +84,21 @@ def parse_args(argv: Sequence[str] | None = None) -> CompactOptions:
         default=None,
         help="typed columns parsed from the payload text, e.g. 'amount DECIMAL(38,18), sku STRING'",
     )
+    parser.add_argument(
+        "--only-stale",
+        action="store_true",
+        help="rewrite only the hours whose output is older than one of their raw objects, or absent",
+    )
     ns = parser.parse_args(argv)
     options = CompactOptions(
-        ns.input, ns.output, ns.quarantine, ns.start, ns.end, ns.event_id_field, ns.payload_columns
+        ns.input,
+        ns.output,
+        ns.quarantine,
+        ns.start,
+        ns.end,
+        ns.event_id_field,
+        ns.payload_columns,
+        ns.only_stale,
     )
     try:
         check_roots(
@@ -159,6 +174,26 @@ def _hours(patterns: list[str]) -> list[tuple[str, str]]:
     return [(p.rsplit("/date=", 1)[1][:10], p.rsplit("/hour=", 1)[1][:2]) for p in patterns]
 
 
+def _stale(
+    spark: SparkSession, options: CompactOptions, files: storage.HourFiles, counts: dict[str, Any]
+) -> list[str]:
+    """The patterns of ``files`` whose hour is stale; records ``rewritten`` and ``skipped_fresh`` in ``counts``."""
+    stale, rewritten, skipped = [], [], []
+    for pattern, (date, hour) in zip(files.patterns, _hours(files.patterns), strict=True):
+        outputs = [
+            freshness.partition(spark, root, date, hour) for root in (options.output, options.quarantine)
+        ]
+        if freshness.compaction_is_fresh(files.newest[pattern], outputs):
+            skipped.append(freshness.hour_label(date, hour))
+        else:
+            stale.append(pattern)
+            rewritten.append(freshness.hour_label(date, hour))
+    counts["rewritten"], counts["skipped_fresh"] = rewritten, skipped
+    if skipped:
+        log.info("skipping %d hours whose output is newer than their raw objects: %s", len(skipped), skipped)
+    return stale
+
+
 def _is_read_failure(exc: BaseException) -> bool:
     return "FAILED_READ_FILE" in str(exc)
 
@@ -166,8 +201,11 @@ def _is_read_failure(exc: BaseException) -> bool:
 def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
     """Compact the range; returns counts (lines, valid, curated, duplicates, malformed, one per quarantine
     reason), ``corrupt_objects``: the URIs of the objects that could not be read, and ``ignored_files``: the
-    files in the range's hour folders that are not raw objects (``*.jsonl.gz``), which are not read."""
+    files in the range's hour folders that are not raw objects (``*.jsonl.gz``), which are not read. With
+    ``only_stale`` also ``rewritten`` and ``skipped_fresh``: the hours (``YYYY-MM-DDTHH``) with raw objects that
+    were compacted, and the ones skipped because their output is newer than all of their raw objects."""
     storage.configure(spark)
+    listed_at = freshness.clock(spark, options.output)  # before the listing: the markers' time
     files = storage.hour_files(spark, raw_patterns(options.input, options.start, options.end))
     patterns = files.patterns
     counts: dict[str, Any] = {
@@ -180,6 +218,8 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
         "corrupt_objects": [],
         "ignored_files": files.ignored,
     }
+    if options.only_stale:
+        patterns = _stale(spark, options, files, counts)
     if counts["ignored_files"]:
         log.warning(
             "%d files in the hour folders are not raw objects (*.jsonl.gz) and are not read: %s",
@@ -187,11 +227,14 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
             " ".join(counts["ignored_files"][:10]) + (" ..." if len(counts["ignored_files"]) > 10 else ""),
         )
     if not patterns:
-        log.warning(
-            "no raw objects in %s for %s..%s; nothing to do", options.input, options.start, options.end
-        )
+        if not counts.get("skipped_fresh"):
+            log.warning(
+                "no raw objects in %s for %s..%s; nothing to do", options.input, options.start, options.end
+            )
         return counts
-    empty = files.empty  # read as empty by Hadoop, yet no gzip data
+    stale_hours = set(_hours(patterns))
+    # read as empty by Hadoop, yet no gzip data
+    empty = {uri: why for uri, why in files.empty.items() if _hours([uri])[0] in stale_hours}
     unreadable, checked = dict(empty), False
     while True:
         staging = storage.Staging(spark, [options.output, options.quarantine])
@@ -208,10 +251,12 @@ def run(spark: SparkSession, options: CompactOptions) -> dict[str, Any]:
                 raise
             log.warning("%d raw objects cannot be read; compacting without them", len(unreadable))
     try:
-        staging.commit({options.quarantine: _hours(patterns)})  # both roots, or neither
+        committed = staging.commit({options.quarantine: _hours(patterns)})  # both roots, or neither
     except Exception:
         staging.abort()
         raise
+    for root, partitions in committed.items():
+        freshness.mark(spark, root, partitions, listed_at)
     counts["corrupt_objects"] = sorted(unreadable)
     if counts["malformed"] or unreadable:
         log.warning(

@@ -15,7 +15,7 @@ import logging
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -146,12 +146,16 @@ class HourFiles:
     #: Files that the name glob does not match, hidden ones (``_*``, ``.*``, as Spark hides them) left out, as
     #: URIs, sorted: not read (an object re-uploaded uncompressed as ``.jsonl``, a ``.jsonl.gz.tmp``).
     ignored: list[str]
+    #: The newest modification time of the objects each pattern of :attr:`patterns` matches, ms since the epoch,
+    #: as the file system reports it.
+    newest: dict[str, int] = field(default_factory=dict)
 
 
 def hour_files(spark: SparkSession, patterns: list[str]) -> HourFiles:
     """Sort the files right in the folders of ``patterns`` (``<folder glob>/<name glob>``), listing each folder
     glob once through the Hadoop file system."""
     found, empty, ignored = [], {}, set()
+    newest: dict[str, int] = {}
     for pattern in patterns:
         folder, name = pattern.rsplit("/", 1)
         fs, path = _fs(spark, join(folder, "*"))
@@ -162,13 +166,14 @@ def hour_files(spark: SparkSession, patterns: list[str]) -> HourFiles:
                 continue
             if fnmatch.fnmatchcase(file, name):
                 matched = True
+                newest[pattern] = max(newest.get(pattern, 0), int(status.getModificationTime()))
                 if status.getLen() == 0:
                     empty[uri] = "empty object: no gzip member"
             elif not file.startswith(("_", ".")):
                 ignored.add(uri)
         if matched:
             found.append(pattern)
-    return HourFiles(found, empty, sorted(ignored))
+    return HourFiles(found, empty, sorted(ignored), newest)
 
 
 def unreadable_objects(spark: SparkSession, patterns: list[str]) -> dict[str, str]:

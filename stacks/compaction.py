@@ -17,7 +17,7 @@ from stacks.nag import LOG_GROUP_NOT_KMS, skip_checkov
 from stacks.retention import log_retention
 from stacks.spark_code import SparkJobsCode
 
-__all__ = ["CompactionSchedule", "hour_expression"]
+__all__ = ["ONLY_STALE", "CompactionSchedule", "hour_expression", "job_arguments"]
 
 _HOUR = "'[Y0001]-[M01]-[D01]T[H01]'"
 # When the run was due: the scheduler's time, else (a manual run) the execution's start.
@@ -27,6 +27,17 @@ _DUE = (
 )
 
 
+#: Whether the run is the schedule's (no range in the input): then the jobs rewrite only stale hours.
+ONLY_STALE = "{% $not($exists($states.input.start) or $exists($states.input.end)) %}"
+
+
+def job_arguments(arguments: list[str]) -> str:
+    """JSONata for a job's arguments: ``arguments``, the window, and ``--only-stale`` if the window says so."""
+    fixed = ", ".join(f"'{argument}'" for argument in arguments)
+    window = "'--start', $states.input.start, '--end', $states.input.end"
+    return f"{{% $append([{fixed}, {window}], $states.input.only_stale ? ['--only-stale'] : []) %}}"
+
+
 def hour_expression(key: str, hours_before_due: int) -> str:
     """JSONata for ``--start``/``--end``: the input's ``key`` if given (a backfill), else an hour before due."""
     shifted = f"$toMillis({_DUE}) - {hours_before_due * 3_600_000}"
@@ -34,11 +45,15 @@ def hour_expression(key: str, hours_before_due: int) -> str:
 
 
 class CompactionSchedule(Construct):
-    """Compacts the previous UTC hour of raw data into curated Parquet, then aggregates that hour into the
-    per-minute and per-hour metrics tables, every hour, retrying failed runs.
+    """Compacts the last ``compaction_lookback_hours`` full UTC hours of raw data into curated Parquet, then
+    aggregates them into the per-minute and per-hour metrics tables, every hour, retrying failed runs. A
+    scheduled run passes ``--only-stale`` to both jobs: of those hours it rewrites only the ones whose output
+    is older than their input (late raw objects: a worker catching up on a backlog, a flush after a failover),
+    or absent (the hour just ended).
 
-    The job reads the inclusive hour range ``start..end`` (``YYYY-MM-DDTHH``); a manual execution with
-    ``{"start": "...", "end": "..."}`` as input re-runs any range (the job's output is idempotent per hour).
+    The jobs read the inclusive hour range ``start..end`` (``YYYY-MM-DDTHH``); a manual execution with
+    ``{"start": "...", "end": "..."}`` as input re-runs any range, rewriting every hour of it (no
+    ``--only-stale``: for fixes and backfills; the jobs' output is idempotent per hour).
     """
 
     def __init__(
@@ -59,8 +74,12 @@ class CompactionSchedule(Construct):
         window = sfn.Pass.jsonata(
             self,
             "Window",
-            # spark_jobs/compact.py takes an inclusive range: the previous hour is start == end.
-            outputs={"start": hour_expression("start", 1), "end": hour_expression("end", 1)},
+            # spark_jobs/compact.py takes an inclusive range: the last N full hours are N back .. 1 back.
+            outputs={
+                "start": hour_expression("start", settings.compaction_lookback_hours),
+                "end": hour_expression("end", 1),
+                "only_stale": ONLY_STALE,
+            },
         )
         compact = self._job_state(
             "RunCompaction",
@@ -101,7 +120,7 @@ class CompactionSchedule(Construct):
             "Schedule",
             schedule=scheduler.ScheduleExpression.expression(settings.compaction_schedule),
             enabled=settings.compaction_enabled,
-            description="Compact the previous hour of raw data",
+            description=f"Compact the last {settings.compaction_lookback_hours} hours of raw data (stale ones)",
             target=targets.StepFunctionsStartExecution(
                 self.state_machine,
                 input=scheduler.ScheduleTargetInput.from_object(
@@ -138,13 +157,7 @@ class CompactionSchedule(Construct):
                     "JobDriver": {
                         "SparkSubmit": {
                             "EntryPoint": code.entry_point_uris[job],
-                            "EntryPointArguments": [
-                                *arguments,
-                                "--start",
-                                "{% $states.input.start %}",
-                                "--end",
-                                "{% $states.input.end %}",
-                            ],
+                            "EntryPointArguments": job_arguments(arguments),
                             "SparkSubmitParameters": f"--py-files {code.package_uri}",
                         }
                     },

@@ -201,6 +201,8 @@ class AnalyticsSettings:
     compaction_schedule: str
     compaction_enabled: bool
     compaction_retries: int
+    #: Each scheduled run covers the last this many full UTC hours, rewriting only the stale ones.
+    compaction_lookback_hours: int
     job_timeout_minutes: int
     raw_expiration_days: int
     curated_infrequent_access_days: int
@@ -509,6 +511,8 @@ def _analytics(a: _Section) -> AnalyticsSettings:
         compaction_schedule=_schedule(a),
         compaction_enabled=a.flag("compaction_enabled"),
         compaction_retries=a.integer("compaction_retries", 0, 10),
+        # At most 12: well within raw_expiration_days (at least 1), so a run never looks for expired raw objects.
+        compaction_lookback_hours=a.integer("compaction_lookback_hours", 1, 12),
         job_timeout_minutes=a.integer("job_timeout_minutes", 5, 1440),
         raw_expiration_days=a.integer("raw_expiration_days", 1),
         curated_infrequent_access_days=a.integer("curated_infrequent_access_days", 30),

@@ -129,22 +129,72 @@ def test_compaction_runs_the_job_with_retries(synth: Synth, env: str) -> None:
     assert submit["EntryPoint"].endswith("/spark/compact.py")
     assert submit["SparkSubmitParameters"].startswith("--py-files s3://")
     assert submit["SparkSubmitParameters"].endswith("/spark/spark_jobs.zip")
-    args = dict(zip(submit["EntryPointArguments"][::2], submit["EntryPointArguments"][1::2], strict=True))
-    assert set(args) == {"--input", "--output", "--quarantine", "--start", "--end"}
+    args, window_args = _arguments(submit["EntryPointArguments"])
+    assert set(args) == {"--input", "--output", "--quarantine"}
+    assert window_args == WINDOW_ARGUMENTS
     assert args["--input"].startswith("s3://DataLakeRaw") and args["--input"].endswith("/raw/")
     assert args["--output"].startswith("s3://DataLakeCurated")
     assert run["Next"] == "RunAggregation" and run["Output"] == "{% $states.input %}"
     aggregate = definition["States"]["RunAggregation"]["Arguments"]["JobDriver"]["SparkSubmit"]
     assert aggregate["EntryPoint"].endswith("/spark/aggregate.py")
-    agg_args = dict(
-        zip(aggregate["EntryPointArguments"][::2], aggregate["EntryPointArguments"][1::2], strict=True)
-    )
+    agg_args, agg_window_args = _arguments(aggregate["EntryPointArguments"])
     assert agg_args["--input"] == args["--output"]  # aggregates what compaction just wrote
-    assert agg_args["--output"].endswith("/metrics/") and agg_args["--start"] == args["--start"]
+    assert agg_args["--output"].endswith("/metrics/") and agg_window_args == WINDOW_ARGUMENTS
+
+
+# What follows a job's own arguments: the window, and the flag when the window asks for it.
+WINDOW_ARGUMENTS = "'--start', $states.input.start, '--end', $states.input.end], $states.input.only_stale ? ['--only-stale'] : [])"
+
+
+def _arguments(expression: str) -> tuple[dict[str, str], str]:
+    """A job's ``EntryPointArguments`` (one JSONata expression): its fixed arguments, and the rest."""
+    assert expression.startswith("{% $append([") and expression.endswith(" %}"), expression
+    body = expression.removeprefix("{% $append([").removesuffix(" %}")
+    fixed, rest = body.split(", '--start', ", 1)
+    values = [v.strip().strip("'") for v in fixed.split(", ")]
+    return dict(zip(values[::2], values[1::2], strict=True)), "'--start', " + rest
+
+
+def _evaluate(expression: str, input_: dict[str, Any], start_time: str) -> Any:
+    """A ``{% ... %}`` JSONata template of the definition, evaluated as Step Functions does."""
+    import jsonata  # jsonata-python (requirements/dev.txt)
+
+    assert expression.startswith("{%") and expression.endswith("%}"), expression
+    compiled = jsonata.Jsonata(expression[2:-2].strip())
+    compiled.assign("states", {"input": input_, "context": {"Execution": {"StartTime": start_time}}})
+    return compiled.evaluate(None)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_scheduled_runs_look_back_and_rewrite_only_stale_hours(synth: Synth, env: str) -> None:
+    """A scheduled run covers the last N full hours, N hours back to 1 hour back, with ``--only-stale`` on both
+    jobs; a manual run of a range rewrites the range (no flag)."""
+    lookback = synth.settings[env]["analytics"]["compaction_lookback_hours"]
+    assert lookback == 3
+    definition = _definition(synth, env)
     window = definition["States"]["Window"]["Output"]
-    # Both ends are the previous hour (the job's range is inclusive), unless the input names a range.
-    assert window["start"] == window["end"].replace("input.end", "input.start")
-    assert "- 3600000" in window["start"]
+    assert f"- {lookback * 3_600_000}, " in window["start"] and "- 3600000, " in window["end"]
+    assert window["only_stale"] == "{% $not($exists($states.input.start) or $exists($states.input.end)) %}"
+    for job in ("RunCompaction", "RunAggregation"):
+        arguments = definition["States"][job]["Arguments"]["JobDriver"]["SparkSubmit"]["EntryPointArguments"]
+        assert arguments.endswith(WINDOW_ARGUMENTS + " %}"), arguments
+
+    # Evaluated: the schedule's input, then a manual range.
+    cases = [
+        (
+            {"scheduled_time": "2026-11-21T05:15:00.000Z"},
+            ["2026-11-21T02", "2026-11-21T04", ["--only-stale"]],
+        ),
+        ({"start": "2026-11-20T00", "end": "2026-11-20T23"}, ["2026-11-20T00", "2026-11-20T23", []]),
+    ]
+    for input_, (start, end, flag) in cases:
+        state = {k: _evaluate(v, input_, "2026-11-21T05:16:02.000Z") for k, v in window.items()}
+        assert (state["start"], state["end"]) == (start, end), (input_, state)
+        for job in ("RunCompaction", "RunAggregation"):
+            submit = definition["States"][job]["Arguments"]["JobDriver"]["SparkSubmit"]
+            argv = _evaluate(submit["EntryPointArguments"], state, "2026-11-21T05:16:02.000Z")
+            assert argv[-4 - len(flag) :] == ["--start", start, "--end", end, *flag], (job, input_, argv)
+            assert argv.count("--only-stale") == len(flag)
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)

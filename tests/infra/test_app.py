@@ -134,6 +134,22 @@ REFUSALS = {
         lambda e, tmp: e["dev"]["analytics"].update(compaction_schedule="rate(1 hours)"),
         "environments.dev.analytics.compaction_schedule: 'rate(1 hours)' is not a schedule",
     ),
+    "lookback-of-zero": (  # a scheduled run would cover no hour
+        lambda e, tmp: e["dev"]["analytics"].update(compaction_lookback_hours=0),
+        "environments.dev.analytics.compaction_lookback_hours: must be >= 1, got 0",
+    ),
+    "lookback-past-twelve": (  # past 12 a run may look for raw objects past raw_expiration_days
+        lambda e, tmp: e["prod"]["analytics"].update(compaction_lookback_hours=13),
+        "environments.prod.analytics.compaction_lookback_hours: must be <= 12, got 13",
+    ),
+    "lookback-not-an-integer": (
+        lambda e, tmp: e["staging"]["analytics"].update(compaction_lookback_hours="3"),
+        "environments.staging.analytics.compaction_lookback_hours: must be an integer, got '3'",
+    ),
+    "lookback-missing": (
+        lambda e, tmp: e["staging"]["analytics"].pop("compaction_lookback_hours"),
+        "environments.staging.analytics.compaction_lookback_hours: is required",
+    ),
     "more-nat-gateways-than-zones": (  # silently built one NAT gateway per zone
         lambda e, tmp: e["dev"]["capacity"].update(nat_gateways=3),
         "environments.dev.capacity.nat_gateways: 3 exceeds capacity.max_azs (2)",
