@@ -23,6 +23,7 @@ from consumer.settings.checks import check_types
 
 __all__ = [
     "DEPRECATED_RAW_VARIABLES",
+    "MAX_BYTES_LIMIT",
     "RAW_SINK_VARIABLES",
     "RawSinkConfig",
     "raw_sink_config_from_env",
@@ -32,6 +33,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# S3's "safe characters" for keys (and '=' for key=value folders): the others need URL-encoding or are
+# mangled by tools, and a lake path (s3://bucket/prefix/...) must read back as written.
+_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()=/-]*$")
+_PREFIX_MAX = 512  # of the 1,024 bytes of a key; the rest is the partition and the object name (~220)
+#: A PUT takes at most 5 GiB, and each shard holds up to this much per arrival hour in memory.
+MAX_BYTES_LIMIT = 1024 * 1024 * 1024
 
 #: The variable that sets each field.
 RAW_SINK_VARIABLES: dict[str, str] = {
@@ -56,6 +63,27 @@ _warned_lock = threading.Lock()
 def _whole(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(name, f"must be a whole number > 0, got {value!r}")
+
+
+def _check_prefix(prefix: str) -> None:
+    """A key prefix that S3 and the lake's readers keep as written: safe characters, no empty, ``.`` or
+    ``..`` folder (``a//b``, ``raw/../x``: path tools collapse them, and the compaction reads another place)."""
+    if not _PREFIX.match(prefix):
+        bad = sorted({c for c in prefix if not _PREFIX.match(c)})
+        raise ConfigError(
+            "raw_sink.prefix",
+            f"{prefix!r} has characters an S3 key prefix should not ({''.join(bad)!r}); use letters, digits, "
+            "'/' and !_.*'()=-",
+        )
+    if len(prefix.encode()) > _PREFIX_MAX:
+        raise ConfigError(
+            "raw_sink.prefix", f"must be at most {_PREFIX_MAX} bytes, got {len(prefix.encode())}"
+        )
+    if any(part in ("", ".", "..") for part in prefix.strip("/").split("/")) and prefix.strip("/"):
+        raise ConfigError(
+            "raw_sink.prefix",
+            f"{prefix!r} has an empty, '.' or '..' folder; give folders separated by one '/'",
+        )
 
 
 @dataclass(frozen=True)
@@ -84,7 +112,14 @@ class RawSinkConfig:
                 "raw_sink.bucket", f"{name!r} is not an S3 bucket name (3-63 characters: a-z, 0-9, '.', '-')"
             )
         object.__setattr__(self, "bucket", name)
+        _check_prefix(self.prefix)
         _whole("raw_sink.max_bytes", self.max_bytes)
+        if self.max_bytes > MAX_BYTES_LIMIT:
+            raise ConfigError(
+                "raw_sink.max_bytes",
+                f"must be at most {MAX_BYTES_LIMIT} (1 GiB: a buffer is held in memory per shard and hour, "
+                f"and one S3 PUT takes at most 5 GiB), got {self.max_bytes}",
+            )
         _whole("raw_sink.max_records", self.max_records)
         if isinstance(self.max_age, bool) or not (
             isinstance(self.max_age, int | float) and self.max_age > 0 and math.isfinite(self.max_age)

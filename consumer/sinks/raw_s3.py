@@ -50,6 +50,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _FAILURE_LOG_INTERVAL = 60.0  # the same flush failure is logged at most once a minute
+_RETRY_MIN = 1.0  # after a failed write, the next try waits this long, doubled on each failure ...
+_RETRY_MAX = 30.0  # ... up to this
+_LINE_OVERHEAD = 200  # a line's fields besides the data, about
+
+
+def _size(record: Record) -> int:
+    """About the bytes of ``record``'s line (what ``max_bytes`` counts)."""
+    return len(record.data) + _LINE_OVERHEAD
 
 
 @dataclass
@@ -110,6 +118,8 @@ class RawS3Sink:
         self._epoch = 0
         self._shard = ""
         self._last_failure = ("", 0.0)  # (message, when logged)
+        self._retry_at = 0.0  # no write before this (monotonic): the backoff after a failed one
+        self._retry_delay = 0.0
         self.objects_written = 0
 
     def required_resources(self) -> list[Resource]:
@@ -123,19 +133,43 @@ class RawS3Sink:
         self._arm()
 
     def process_records(self, data: ProcessRecordsInput) -> None:
+        """Buffer the batch and write the buffers that are full (or, with no age timer, old).
+
+        A failed write never raises (only a lost lease does): the records are buffered, so a batch retried by
+        the worker would be buffered twice, and a failure it sees as the processor's would halt the shard
+        after a few quick attempts. They stay in their buffer, unacknowledged, and are tried again with
+        backoff (:meth:`_age_flush`, or the next batch); fetching pauses at ``max_pending_records``."""
         for r in data.records:
             buf = self._buffers.setdefault(_hour(r), _Buffer())
             buf.records.append(r)
-            buf.size += len(r.data) + 200
-            if buf.size >= self.max_bytes or len(buf.records) >= self.max_records:
-                self._write(_hour(r))
-        if self._timers is None:  # no age timer: the buffers past their age go with this batch
-            try:
-                self._write_old()
-            except LeaseLostError:
-                raise
-            except Exception as exc:  # this batch is buffered: kept, and tried again with the next one
-                self._flush_failed(exc)
+            buf.size += _size(r)
+        self._write_due(aged=self._timers is None)
+
+    def _write_due(self, *, aged: bool) -> None:
+        """Write the buffers that are full (and past their age when ``aged``), unless a failure's backoff
+        runs; a failure is logged (rate-limited) and sets the next backoff."""
+        if time.monotonic() < self._retry_at:
+            return
+        now = time.monotonic()
+        due = [
+            h
+            for h, b in self._buffers.items()
+            if b.size >= self.max_bytes
+            or len(b.records) >= self.max_records
+            or (aged and now - b.born >= self.max_age)
+        ]
+        try:
+            for hour in sorted(due):
+                self._write(hour)
+        except LeaseLostError:
+            raise
+        except Exception as exc:  # kept: tried again after the backoff
+            self._retry_delay = min(_RETRY_MAX, max(_RETRY_MIN, self._retry_delay * 2))
+            self._retry_at = time.monotonic() + self._retry_delay
+            self._flush_failed(exc)
+        else:
+            if due:
+                self._retry_delay = 0.0
 
     def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
         self._stopped = True
@@ -155,6 +189,7 @@ class RawS3Sink:
 
     # -- writing -----------------------------------------------------------------------------------
     def flush(self) -> None:
+        """Write every buffer now (shutdown, hand-off, shard end), whatever a backoff says; raises if one fails."""
         for hour in sorted(self._buffers):
             self._write(hour)
 
@@ -163,24 +198,16 @@ class RawS3Sink:
             self._timers.call_later(min(1.0, self.max_age / 4), self._age_flush)
 
     def _age_flush(self) -> None:
-        """The age timer (on the shard's lane, between the worker's calls): write the buffers past their
-        age; a failure keeps them for the next tick, or for a batch, whose own write raises to delivery's
-        policy (a bug is logged in full)."""
+        """The age timer (on the shard's lane, between the worker's calls): write the buffers that are full or
+        past their age; a failure keeps them for the next tick after its backoff (a bug is logged in full)."""
         if self._stopped:
             return
         try:
-            self._write_old()
+            self._write_due(aged=True)
         except LeaseLostError:
             self._stopped = True
             return
-        except Exception as exc:  # the timer goes on: the buffers are tried again next tick
-            self._flush_failed(exc)
         self._arm()
-
-    def _write_old(self) -> None:
-        old = [h for h, b in self._buffers.items() if time.monotonic() - b.born >= self.max_age]
-        for hour in sorted(old):
-            self._write(hour)
 
     def _flush_failed(self, exc: Exception) -> None:
         """One short line per distinct failure (at most once a minute while it repeats), not a traceback
@@ -201,15 +228,31 @@ class RawS3Sink:
         )
 
     def _write(self, hour: tuple[str, str]) -> None:
-        """Upload one hour's buffer, then mark its records done."""
+        """Upload one hour's buffer, in objects of at most ``max_records`` records and about ``max_bytes``
+        (one record at least), marking each object's records done once it is written."""
         buf = self._buffers.get(hour)
-        if buf is None or not buf.records:
-            return
+        while buf is not None and buf.records:
+            count, size = 0, 0
+            for r in buf.records:
+                if count and (count >= self.max_records or size + _size(r) > self.max_bytes):
+                    break
+                count, size = count + 1, size + _size(r)
+            written = buf.records[:count]
+            self._put(written)
+            del buf.records[:count]
+            buf.size -= size
+            if not buf.records:
+                del self._buffers[hour]
+            for r in written:
+                r.done()
+
+    def _put(self, records: list[Record]) -> None:
+        """Write ``records`` (one shard, one hour, in order) as one object."""
         body = io.BytesIO()
         with gzip.GzipFile(fileobj=body, mode="wb", mtime=0) as gz:  # mtime 0: same bytes on re-delivery
-            for r in buf.records:
+            for r in records:
                 gz.write(encode_line(r, self._epoch) + b"\n")
-        key = object_key(self.prefix, buf.records)
+        key = object_key(self.prefix, records)
         if self._guard is not None:
             self._guard.ensure_valid()  # fenced: a zombie never writes a batch the new owner also writes
         try:
@@ -227,8 +270,5 @@ class RawS3Sink:
                     "CONSUMER_RAW_BUCKET"
                 ) from exc
             raise classify(exc, "s3", f"put s3://{self.bucket}/{key}") from exc
-        del self._buffers[hour]
         self.objects_written += 1
-        log_event(logger, "raw_object_written", logging.DEBUG, key=key, records=len(buf.records))
-        for r in buf.records:
-            r.done()
+        log_event(logger, "raw_object_written", logging.DEBUG, key=key, records=len(records))
