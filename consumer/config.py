@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import socket
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from consumer.env_vars import ENV_VARS, PROCESSOR_ENV_VARS, EnvVar, variable_for
 from consumer.errors import ConfigError, ProcessorLoadError
@@ -23,11 +22,16 @@ from consumer.settings.lease import LeaseConfig
 from consumer.settings.processing import CheckpointConfig, HealthConfig, ProcessingConfig, ShutdownConfig
 from consumer.settings.raw_sink import RawSinkConfig, raw_sink_config_from_env
 from consumer.settings.retrieval import InitialPosition, RetrievalConfig
+from consumer.settings.streams import (
+    PROCESSOR_CHECKPOINT_MODES,
+    ProcessorFactory,
+    ProcessorLoader,
+    StreamSpec,
+    check_processor_factory,
+    for_stream,
+    stream_specs,
+)
 from consumer.settings.threads import ThreadsConfig
-
-if TYPE_CHECKING:
-    from consumer.lifecycle.async_processor import AsyncRecordProcessor
-    from consumer.lifecycle.processor import RecordProcessor
 
 __all__ = [
     "PROCESSOR_CHECKPOINT_MODES",
@@ -36,6 +40,7 @@ __all__ = [
     "InitialPosition",
     "LeaseConfig",
     "ProcessingConfig",
+    "ProcessorFactory",
     "ProcessorLoader",
     "RawSinkConfig",
     "RetrievalConfig",
@@ -55,99 +60,7 @@ __all__ = [
     "worker_config_from_env",
 ]
 
-# A processor class or any callable making one processor per shard (synchronous or asyncio).
-ProcessorFactory = Callable[[], "RecordProcessor | AsyncRecordProcessor"]
-# What turns ``package.module:Class`` into a factory (``consumer.loader.load_processor``); it is given the
-# environment the config is read from, so that a processor's declared settings are read from it too.
-ProcessorLoader = Callable[[str, Mapping[str, str]], ProcessorFactory]
-
 _S = TypeVar("_S")
-
-
-@dataclass(frozen=True)
-class StreamSpec:
-    """One stream this application consumes and the factory of its record processors (one per shard)."""
-
-    name: str
-    processor_factory: ProcessorFactory
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _STREAM_NAME.fullmatch(self.name):
-            raise ConfigError(
-                "streams",
-                f"stream name must be 1..128 characters of a-z, A-Z, 0-9, '_', '.', '-', got {self.name!r}",
-            )
-        check_processor_factory(
-            f"StreamSpec.processor_factory (stream {self.name!r})", self.processor_factory
-        )
-        _check_checkpoint_mode(self.name, self.processor_factory)
-
-
-# Kinesis's own rule for stream names (CreateStream's StreamName).
-_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
-
-
-# What a processor class may declare as its own ``checkpoint_mode`` (``explicit``: MultiLang's, only the
-# processor's checkpoint(position) calls write); anything else would silently run as auto.
-PROCESSOR_CHECKPOINT_MODES = ("auto", "manual", "explicit")
-
-
-def _check_checkpoint_mode(stream: str, factory: object) -> None:
-    """A processor class's ``checkpoint_mode`` must be one the worker knows: a typo (``"Manual"``) would
-    otherwise checkpoint each batch as it returns, records not done included."""
-    if not isinstance(factory, type):
-        return
-    mode = getattr(factory, "checkpoint_mode", None)
-    if mode is not None and mode not in PROCESSOR_CHECKPOINT_MODES:
-        raise ConfigError(
-            f"{factory.__name__}.checkpoint_mode (stream {stream!r})",
-            f"must be one of {', '.join(PROCESSOR_CHECKPOINT_MODES)}; got {mode!r}",
-        )
-
-
-def check_processor_factory(field: str, factory: object) -> None:
-    """Raise a ``ConfigError`` naming ``field`` unless ``factory`` is a class or a function making one
-    processor per shard (not a processor instance, nor an import path). What it makes is checked when it
-    runs: by the start-up checks (``ProcessorLoadError``)."""
-    if isinstance(factory, str):
-        raise ConfigError(
-            field,
-            f"got the string {factory!r}: give the class itself (a path is read from CONSUMER_PROCESSOR)",
-        )
-    if not callable(factory):
-        kind = type(factory).__name__
-        hint = (
-            f" pass the class {kind} (one processor is made per shard)"
-            if callable(getattr(factory, "process_records", None))
-            else " pass a processor class, or a function returning a new processor"
-        )
-        raise ConfigError(field, f"got a {kind!r} instance, not a class or factory:{hint}")
-
-
-def _for_stream(stream: str, factory: ProcessorFactory) -> ProcessorFactory:
-    """``factory`` whose processors are told, as they are made, which stream they will read: a processor
-    with a ``check_source_stream(stream)`` method (e.g. the stream copier, whose target must be another
-    stream) refuses a stream it cannot serve there, when the start-up checks construct it once."""
-
-    def make() -> RecordProcessor | AsyncRecordProcessor:
-        processor = factory()
-        check = getattr(processor, "check_source_stream", None)
-        if callable(check):
-            check(stream)
-        return processor
-
-    return make
-
-
-def _stream_specs(streams: object) -> tuple[StreamSpec, ...]:
-    """``streams`` as a tuple, each a ``StreamSpec`` (errors name the field and the item)."""
-    if isinstance(streams, StreamSpec | str) or not isinstance(streams, Sequence):
-        raise ConfigError("streams", f"must be a tuple of StreamSpec, got {type(streams).__name__}")
-    for i, spec in enumerate(streams):
-        if not isinstance(spec, StreamSpec):
-            raise ConfigError(f"streams[{i}]", f"must be a StreamSpec, got {type(spec).__name__}")
-    return tuple(streams)
-
 
 # WorkerConfig's sections and the type each must have (a dict or another section is refused, naming it).
 _SECTION_TYPES: dict[str, type] = {
@@ -193,7 +106,7 @@ class WorkerConfig:
             value = getattr(self, name)
             if not isinstance(value, kind):
                 raise ConfigError(name, f"must be a {kind.__name__}, got {type(value).__name__}")
-        object.__setattr__(self, "streams", _stream_specs(self.streams))  # a list given is kept as a tuple
+        object.__setattr__(self, "streams", stream_specs(self.streams))  # a list given is kept as a tuple
         if self.lease_table == self.checkpoint_table:
             raise ConfigError(
                 "checkpoint_table",
@@ -215,16 +128,7 @@ class WorkerConfig:
 
 # -- from the environment -------------------------------------------------------------------------------
 
-_SECTIONS: dict[str, type] = {
-    "lease": LeaseConfig,
-    "retrieval": RetrievalConfig,
-    "checkpoint": CheckpointConfig,
-    "processing": ProcessingConfig,
-    "shutdown": ShutdownConfig,
-    "health": HealthConfig,
-    "threads": ThreadsConfig,
-    "raw_sink": RawSinkConfig,
-}
+_SECTIONS: dict[str, type] = {**_SECTION_TYPES, "raw_sink": RawSinkConfig}
 # Processor settings the environment sets (a processor declares one as its ``settings_type``).
 _PROCESSOR_SETTINGS: dict[type, Callable[[Mapping[str, str]], Any]] = {
     RawSinkConfig: raw_sink_config_from_env
@@ -323,7 +227,7 @@ def _from_env(
         name, _, path = item.partition("=")
         path = path or default_processor
         if not path and processor is not None:
-            specs.append(StreamSpec(name.strip(), _for_stream(name.strip(), processor)))
+            specs.append(StreamSpec(name.strip(), for_stream(name.strip(), processor)))
             continue
         if not path:
             raise ConfigError(
@@ -334,7 +238,7 @@ def _from_env(
             factory = load_processor(path.strip(), env)
         except ProcessorLoadError as exc:
             raise ProcessorLoadError(f"{setting}: {exc}") from exc.__cause__
-        specs.append(StreamSpec(name.strip(), _for_stream(name.strip(), factory)))
+        specs.append(StreamSpec(name.strip(), for_stream(name.strip(), factory)))
     ts_raw = env.get("CONSUMER_INITIAL_TIMESTAMP", "").strip()
     timestamp = parse_timestamp(ts_raw, "CONSUMER_INITIAL_TIMESTAMP") if ts_raw else None
     lease_duration = f("CONSUMER_LEASE_DURATION_SECONDS", "lease.lease_duration")

@@ -182,11 +182,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
 #: configuration and handed to the sink), and those the other processors read when the worker constructs one.
 PROCESSOR_ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("CONSUMER_RAW_BUCKET", "raw_sink.bucket", "raw S3 sink: target bucket", required=True),
-    EnvVar("CONSUMER_RAW_PREFIX", "raw_sink.prefix", "raw S3 sink: key prefix"),
+    EnvVar(
+        "CONSUMER_RAW_PREFIX",
+        "raw_sink.prefix",
+        "raw S3 sink: key prefix: letters, digits, `/` and `!_.*'()=-`, no empty, `.` or `..` folder, "
+        "at most 512 bytes",
+    ),
     EnvVar(
         "CONSUMER_RAW_MAX_BYTES",
         "raw_sink.max_bytes",
-        "raw S3 sink: flush a buffer at this size (was RAW_MAX_BYTES, still read)",
+        "raw S3 sink: flush a buffer at this size, at most `1073741824` (was RAW_MAX_BYTES, still read)",
     ),
     EnvVar(
         "CONSUMER_RAW_MAX_RECORDS",

@@ -12,16 +12,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from consumer.settings.streams import STREAM_NAME
 
 __all__ = ["MAX_RECORD_BYTES", "DeadLetter", "NotADeadLetter", "parse_dead_letter"]
 
 #: Kinesis takes a record whose data and partition key (UTF-8) add up to at most 1 MiB.
 MAX_RECORD_BYTES = 1024 * 1024
 _MAX_PARTITION_KEY = 256  # characters (Kinesis: 1 to 256 Unicode characters)
-_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 
 
 class NotADeadLetter(ValueError):
@@ -72,7 +72,7 @@ def parse_dead_letter(body: str) -> DeadLetter:
     if not isinstance(doc, dict):
         raise NotADeadLetter(f"not a JSON object (a {type(doc).__name__})")
     stream = _text(doc, "stream")
-    if not _STREAM_NAME.fullmatch(stream):
+    if not STREAM_NAME.fullmatch(stream):
         raise NotADeadLetter(f"field 'stream' is not a stream name: {stream[:130]!r}")
     shard_id = _text(doc, "shard_id")
     if not shard_id:

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Any
 
 from consumer.errors import ConfigError, MissingResourceError
+from consumer.settings.streams import STREAM_NAME
 
 __all__ = ["EXIT_LEFT", "add_redrive_command"]
 
 #: The exit code of a redrive that left a message in the queue (not a dead letter, or not taken back).
 EXIT_LEFT = 1
 _QUEUE_VARIABLE = "CONSUMER_DLQ_URL"
-_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 
 _DESCRIPTION = """\
 Receives the dead-letter queue's messages (10 at a time), puts each record back into the stream it was read
@@ -65,7 +64,7 @@ def _checked_flags(args: argparse.Namespace) -> tuple[str, str]:
         raise ConfigError("--max", f"must be >= 1, got {args.max}")
     if args.stream is not None:
         args.stream = args.stream.strip()
-        if not _STREAM_NAME.fullmatch(args.stream):
+        if not STREAM_NAME.fullmatch(args.stream):
             raise ConfigError(
                 "--stream", f"must be a stream name (1-128 of a-z A-Z 0-9 _ . -), got {args.stream!r}"
             )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from consumer.errors import ConfigError
 from consumer.multilang.java_properties import parse_text
+from consumer.multilang.kcl_keys import DEFAULTS_ACCEPTED, KEYS, Fate
 
 __all__ = [
     "KEYS",
@@ -29,166 +30,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Fate:
-    """What happens to one KCL key: ``mapped`` (to ``target``), ``ignored`` or ``refused`` (with ``why``)."""
-
-    kind: str  # "mapped", "ignored", "refused-unless-default"
-    target: str
-    why: str = ""
-
-
-_IGNORED_METRICS = (
-    "KCL 3.x worker-utilisation balancing: this consumer balances leases by count (docs/protocol.md)"
-)
-_IGNORED_COORD = "KCL 3.x coordinator state table: this consumer keeps leadership in its lease table"
-
-#: Every key this daemon knows: the sample file's, plus ``timeoutInSeconds`` of the KCL's MultiLang config.
-KEYS: dict[str, Fate] = {
-    "executableName": Fate("mapped", "the child command, started once per owned shard"),
-    "streamArn": Fate("mapped", "the stream (its name; the region must match regionName)"),
-    "streamName": Fate("mapped", "the stream (streamArn takes precedence)"),
-    "applicationName": Fate(
-        "mapped", "WorkerConfig.application; default table names <name>-fleet-leases/-checkpoints"
-    ),
-    "AwsCredentialsProvider": Fate("refused-unless-default", "", "credentials come from the AWS_* chain"),
-    "AwsCredentialsProviderDynamoDB": Fate(
-        "refused-unless-default", "", "credentials come from the AWS_* chain"
-    ),
-    "AwsCredentialsProviderCloudWatch": Fate(
-        "refused-unless-default", "", "credentials come from the AWS_* chain"
-    ),
-    "processingLanguage": Fate("ignored", "", "only appended to the KCL's user agent"),
-    "initialPositionInStream": Fate("mapped", "retrieval.initial_position"),
-    "initialPositionInStreamExtended": Fate(
-        "mapped", "retrieval.initial_timestamp (epoch seconds; AT_TIMESTAMP)"
-    ),
-    "regionName": Fate("mapped", "the AWS region of every client"),
-    "failoverTimeMillis": Fate("mapped", "lease.lease_duration"),
-    "workerId": Fate("mapped", "WorkerConfig.worker_id"),
-    "shardSyncIntervalMillis": Fate("mapped", "lease.discovery_interval"),
-    "maxRecords": Fate("mapped", "retrieval.max_records"),
-    "idleTimeBetweenReadsInMillis": Fate("mapped", "retrieval.idle_time_between_reads"),
-    "callProcessRecordsEvenForEmptyRecordList": Fate(
-        "refused-unless-default", "", "this consumer delivers only non-empty batches (false is the default)"
-    ),
-    "parentShardPollIntervalMillis": Fate("ignored", "", "parents are tracked by the leader's lease scan"),
-    "cleanupLeasesUponShardCompletion": Fate(
-        "ignored", "", "ended leases are kept until their shard is trimmed, then deleted by discovery"
-    ),
-    "taskBackoffTimeMillis": Fate(
-        "mapped", "the child's restart backoff (doubling per failure, at most 10 s)"
-    ),
-    "metricsBufferTimeMillis": Fate("mapped", "the metrics flush interval (CloudWatch EMF on stdout)"),
-    "metricsMaxQueueSize": Fate("ignored", "", "metrics are aggregated per interval, not queued"),
-    "validateSequenceNumberBeforeCheckpointing": Fate(
-        "ignored",
-        "",
-        "checkpoints are checked against the records delivered to the child, without a Kinesis call",
-    ),
-    "maxActiveThreads": Fate("ignored", "", "one thread per owned shard"),
-    "clientVersionConfig": Fate(
-        "ignored", "", "the lease table is this consumer's (import a KCL table: import-kcl)"
-    ),
-    "coordinatorStateTableName": Fate("ignored", "", _IGNORED_COORD),
-    "coordinatorStateBillingMode": Fate("ignored", "", _IGNORED_COORD),
-    "coordinatorStateReadCapacity": Fate("ignored", "", _IGNORED_COORD),
-    "coordinatorStateWriteCapacity": Fate("ignored", "", _IGNORED_COORD),
-    "coordinatorStatePointInTimeRecoveryEnabled": Fate("ignored", "", _IGNORED_COORD),
-    "coordinatorStateDeletionProtectionEnabled": Fate("ignored", "", _IGNORED_COORD),
-    "coordinatorStateTags": Fate("ignored", "", _IGNORED_COORD),
-    "gracefulLeaseHandoffTimeoutMillis": Fate(
-        "mapped",
-        "how long the child may take to answer shutdownRequested (at most the shutdown deadline less the "
-        "final checkpoint timeout)",
-    ),
-    "isGracefulLeaseHandoffEnabled": Fate(
-        "refused-unless-default", "", "hand-offs are always graceful here (true is the default)"
-    ),
-    "workerMetricsTableName": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsBillingMode": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsReadCapacity": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsWriteCapacity": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsPointInTimeRecoveryEnabled": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsDeletionProtectionEnabled": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsTags": Fate("ignored", "", _IGNORED_METRICS),
-    "inMemoryWorkerMetricsCaptureFrequencyMillis": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsReporterFreqInMillis": Fate("ignored", "", _IGNORED_METRICS),
-    "noOfPersistedMetricsPerWorkerMetrics": Fate("ignored", "", _IGNORED_METRICS),
-    "disableWorkerMetrics": Fate("ignored", "", _IGNORED_METRICS),
-    "maxThroughputPerHostKBps": Fate("refused", "", "this consumer does not throttle processing per host"),
-    "dampeningPercentage": Fate("ignored", "", _IGNORED_METRICS),
-    "reBalanceThresholdPercentage": Fate("ignored", "", _IGNORED_METRICS),
-    "allowThroughputOvershoot": Fate("ignored", "", _IGNORED_METRICS),
-    "varianceBalancingFrequency": Fate("ignored", "", _IGNORED_METRICS),
-    "workerMetricsEMAAlpha": Fate("ignored", "", _IGNORED_METRICS),
-    "staleWorkerMetricsEntryCleanupDuration": Fate("ignored", "", _IGNORED_METRICS),
-    "leaseAssignmentIntervalMillis": Fate("mapped", "lease.scan_interval (the leader plans after each scan)"),
-    "timeoutInSeconds": Fate("mapped", "how long the child may take to answer any message (default 60)"),
-    # The other keys the KCL's MultiLangDaemonConfiguration reads (KCL 2.x/3.x), beyond the sample file's.
-    "workerIdentifier": Fate("mapped", "WorkerConfig.worker_id (as workerId)"),
-    "kinesisEndpoint": Fate("mapped", "the Kinesis client's endpoint (create_worker endpoints['kinesis'])"),
-    "dynamoDBEndpoint": Fate(
-        "mapped", "the DynamoDB client's endpoint (create_worker endpoints['dynamodb'])"
-    ),
-    "dynamoDBRegionName": Fate(
-        "refused-unless-default", "", "every client uses regionName (accepted when it is the same region)"
-    ),
-    "cloudWatchRegionName": Fate("ignored", "", "metrics are CloudWatch EMF on stdout, not PutMetricData"),
-    "maxLeasesForWorker": Fate("mapped", "lease.max_leases_per_worker"),
-    "retrievalMode": Fate(
-        "mapped",
-        "retrieval.mode (POLLING: polling, FANOUT: fanout, its stream consumer named applicationName as the "
-        "KCL's unless CONSUMER_FANOUT_NAME is set; DEFAULT: this consumer's default, polling)",
-    ),
-    "tableName": Fate(
-        "ignored",
-        "",
-        "the KCL's own lease table, never used here: import its checkpoints with import-kcl --kcl-table <it>",
-    ),
-    "maxLeasesToStealAtOneTime": Fate("ignored", "", "the leader's plan moves leases (docs/protocol.md)"),
-    "ignoreUnexpectedChildShards": Fate("ignored", "", "child shards are found by discovery"),
-    "maxLeaseRenewalThreads": Fate("ignored", "", "one heartbeat item per worker keeps all its leases"),
-    "initialLeaseTableReadCapacity": Fate(
-        "ignored", "", "the tables are made by create-tables or the state stack"
-    ),
-    "initialLeaseTableWriteCapacity": Fate(
-        "ignored", "", "the tables are made by create-tables or the state stack"
-    ),
-    "listShardsBackoffTimeInMillis": Fate(
-        "ignored", "", "ListShards is retried with this consumer's backoff"
-    ),
-    "maxListShardsRetryAttempts": Fate("ignored", "", "ListShards is retried with this consumer's backoff"),
-    "shardPrioritization": Fate("ignored", "", "parents are always read before their children"),
-    "skipShardSyncAtWorkerInitializationIfLeasesExist": Fate("ignored", "", "discovery runs on the leader"),
-    "schedulerInitializationBackoffTimeMillis": Fate(
-        "ignored", "", "start-up checks fail at once, in one line"
-    ),
-    "metricsLevel": Fate("ignored", "", "metrics are CloudWatch EMF on stdout at one level"),
-    "metricsEnabledDimensions": Fate("ignored", "", "metrics are CloudWatch EMF on stdout at one level"),
-    "logWarningForTaskAfterMillis": Fate("ignored", "", "a slow child is bounded by timeoutInSeconds"),
-    "retryGetRecordsInSeconds": Fate("ignored", "", "GetRecords is retried with this consumer's backoff"),
-    "maxGetRecordsThreadPool": Fate("ignored", "", "one reader per owned shard"),
-    "shutdownGraceMillis": Fate(
-        "ignored",
-        "",
-        "a stop is bounded by CONSUMER_SHUTDOWN_DEADLINE_SECONDS and gracefulLeaseHandoffTimeoutMillis",
-    ),
-}
-
-_DEFAULT_CHAINS = (
-    "DefaultCredentialsProvider",
-    "DefaultAWSCredentialsProviderChain",
-    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
-    "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
-)
-_DEFAULTS_ACCEPTED: dict[str, tuple[str, ...]] = {
-    "AwsCredentialsProvider": _DEFAULT_CHAINS,
-    "AwsCredentialsProviderDynamoDB": _DEFAULT_CHAINS,
-    "AwsCredentialsProviderCloudWatch": _DEFAULT_CHAINS,
-    "callProcessRecordsEvenForEmptyRecordList": ("false",),
-    "isGracefulLeaseHandoffEnabled": ("true",),
-}
 _RETRIEVAL_MODES = {"POLLING": "polling", "FANOUT": "fanout", "DEFAULT": None}
 _ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):stream/(?P<name>[\w.-]+)$"
@@ -276,7 +117,7 @@ def _ignored(props: Mapping[str, str], source: str) -> tuple[tuple[str, str], ..
             )
         if not value or fate.kind == "mapped":
             continue
-        accepted = _DEFAULTS_ACCEPTED.get(key, (props.get("regionName", ""),))
+        accepted = DEFAULTS_ACCEPTED.get(key, (props.get("regionName", ""),))
         if fate.kind == "refused" or (fate.kind == "refused-unless-default" and value not in accepted):
             raise ConfigError(f"{source}: {key}", f"{value!r} is refused: {fate.why}")
         ignored.append((key, fate.why))
