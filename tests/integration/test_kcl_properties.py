@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kclpy_support import events
+from tests.integration.kclpy_support import events, spawn_daemon
 from tests.integration.support import REPO, create_stream, make_names
 from tests.unit.helpers import wait_until
 
@@ -140,7 +140,6 @@ def test_endpoints_and_lease_cap_of_the_file_are_the_ones_used(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSUMER_", "AWS_ENDPOINT_URL"))}
     env.update({k: v for k, v in emulators.env().items() if not k.startswith("AWS_ENDPOINT_URL")})
     env.update(
-        CONSUMER_WORKER_ID="w1",
         CONSUMER_SCAN_INTERVAL_SECONDS="0.5",
         CONSUMER_DISCOVERY_INTERVAL_SECONDS="0.5",
         CONSUMER_INBOX_POLL_SECONDS="0.2",
@@ -148,14 +147,7 @@ def test_endpoints_and_lease_cap_of_the_file_are_the_ones_used(
         CONSUMER_SHUTDOWN_DEADLINE_SECONDS="3",  # the child never answers: the stop waits this long
     )
     log = tmp_path / "daemon.log"
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "consumer", "multilang", str(path),
-                "--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table,
-            ],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+    proc = spawn_daemon(path, names, env, "w1", log)
     try:
         wait_until(
             lambda: proc.poll() is not None or any(e.get("event") == "child_started" for e in events(log)),

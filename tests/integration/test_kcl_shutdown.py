@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kclpy_support import events
-from tests.integration.support import REPO, create_stream, make_names, put_records
+from tests.integration.kclpy_support import events, spawn_daemon
+from tests.integration.support import create_stream, make_names, put_records
 from tests.unit.helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -58,14 +57,7 @@ def test_a_child_hung_in_shutdown_requested_does_not_hold_the_stop_past_the_dead
         CONSUMER_IDLE_TIME_SECONDS="0.2",
     )
     log = tmp_path / "daemon.log"
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "consumer", "multilang", str(path),
-                "--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table,
-            ],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+    proc = spawn_daemon(path, names, env, "w1", log)
     try:
         wait_until(
             lambda: (

@@ -14,6 +14,7 @@ from consumer.lifecycle.processor import InitializationInput, ProcessRecordsInpu
 from consumer.multilang.processor import MultiLangProcessor
 from consumer.multilang.properties import MultiLangSettings
 from consumer.records import Position, Record
+from tests.support.multilang_fakes import AlwaysValidGuard, RecordingCheckpointer
 
 # A child that, like many, skips what its initialize position says is done, and checkpoints there once.
 _CHILD = r"""
@@ -39,29 +40,6 @@ for line in sys.stdin:
 """
 
 
-class _Guard:
-    epoch = 1
-
-    def is_valid(self) -> bool:
-        return True
-
-    def ensure_valid(self) -> None:
-        return None
-
-
-class _Checkpointer:
-    def __init__(self) -> None:
-        self.written: list[Position] = []
-
-    @property
-    def last_checkpoint(self) -> Position | None:
-        return self.written[-1] if self.written else None
-
-    def checkpoint(self, position: object = None) -> None:
-        assert isinstance(position, Position)
-        self.written.append(position)
-
-
 def test_a_start_just_before_a_record_delivers_it_to_the_child(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -78,11 +56,11 @@ def test_a_start_just_before_a_record_delivers_it_to_the_child(
     first = "49680634012571701483291317876783644735669578623155699714"
     p = MultiLangProcessor(settings)
     start = Position(first, -1)  # what import-kcl stores for a TRIM_HORIZON lease
-    p.initialize(InitializationInput("s", "shardId-0", 1, start, "LATEST", _Guard()))
-    cp = _Checkpointer()
+    p.initialize(InitializationInput("s", "shardId-0", 1, start, "LATEST", AlwaysValidGuard()))
+    cp = RecordingCheckpointer()
     at = datetime(2024, 1, 1, tzinfo=UTC)
     record = Record("s", "shardId-0", first, 0, "k", b"x", at)
-    batch = ProcessRecordsInput([record], cp, 1, 0, _Guard())  # type: ignore[arg-type]
+    batch = ProcessRecordsInput([record], cp, 1, 0, AlwaysValidGuard())  # type: ignore[arg-type]
     p.process_records(batch)
     p.shutdown_requested(ShutdownRequestedInput(cp, 1))  # type: ignore[arg-type]
     said = "".join(

@@ -12,7 +12,8 @@ import pytest
 from consumer.lifecycle.processor import InitializationInput, ProcessRecordsInput, ShardEndedInput
 from consumer.multilang.processor import MultiLangProcessor
 from consumer.multilang.properties import MultiLangSettings
-from consumer.records import SHARD_END, Position, Record
+from consumer.records import SHARD_END, Record
+from tests.support.multilang_fakes import AlwaysValidGuard, RecordingCheckpointer
 
 # Answers every message; at shardEnded it checkpoints SHARD_END only when its argument says so.
 _CHILD = r"""
@@ -30,29 +31,6 @@ for line in sys.stdin:
 """
 
 
-class _Guard:
-    epoch = 1
-
-    def is_valid(self) -> bool:
-        return True
-
-    def ensure_valid(self) -> None:
-        return None
-
-
-class _Checkpointer:
-    def __init__(self) -> None:
-        self.written: list[Position] = []
-
-    @property
-    def last_checkpoint(self) -> Position | None:
-        return self.written[-1] if self.written else None
-
-    def checkpoint(self, position: object = None) -> None:
-        assert isinstance(position, Position)
-        self.written.append(position)
-
-
 @pytest.mark.parametrize("child_does", ["checkpoint", "nothing"])
 def test_shard_end_without_checkpoint_is_named_for_the_child(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, child_does: str
@@ -68,11 +46,11 @@ def test_shard_end_without_checkpoint_is_named_for_the_child(
         response_timeout=10.0,
     )
     p = MultiLangProcessor(settings)
-    p.initialize(InitializationInput("s", "shardId-0", 1, None, "TRIM_HORIZON", _Guard()))
-    cp = _Checkpointer()
+    p.initialize(InitializationInput("s", "shardId-0", 1, None, "TRIM_HORIZON", AlwaysValidGuard()))
+    cp = RecordingCheckpointer()
     at = datetime(2024, 1, 1, tzinfo=UTC)
     record = Record("s", "shardId-0", "5", 0, "k", b"x", at)
-    batch = ProcessRecordsInput([record], cp, 1, 0, _Guard())  # type: ignore[arg-type]
+    batch = ProcessRecordsInput([record], cp, 1, 0, AlwaysValidGuard())  # type: ignore[arg-type]
     p.process_records(batch)
     p.shard_ended(ShardEndedInput(cp, 1))  # type: ignore[arg-type]
     said = [r for r in caplog.records if getattr(r, "event", "") == "multilang_shard_end_not_checkpointed"]

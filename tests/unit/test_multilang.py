@@ -17,6 +17,7 @@ from consumer.multilang.child import ChildFailed
 from consumer.multilang.processor import MultiLangProcessor
 from consumer.multilang.properties import KEYS, MultiLangSettings, parse_properties, parse_text
 from consumer.records import Position, Record
+from tests.support.multilang_fakes import AlwaysValidGuard, RecordingCheckpointer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -157,20 +158,7 @@ for line in sys.stdin:
 """
 
 
-class _Checkpointer:
-    def __init__(self) -> None:
-        self.written: list[Position] = []
-
-    @property
-    def last_checkpoint(self) -> Position | None:
-        return self.written[-1] if self.written else None
-
-    def checkpoint(self, position: object = None) -> None:
-        assert isinstance(position, Position)
-        self.written.append(position)
-
-
-def _processor(tmp_path: Path) -> tuple[MultiLangProcessor, _Checkpointer]:
+def _processor(tmp_path: Path) -> tuple[MultiLangProcessor, RecordingCheckpointer]:
     (tmp_path / "child.py").write_text(_CHILD)
     settings = MultiLangSettings(
         source="t",
@@ -182,24 +170,14 @@ def _processor(tmp_path: Path) -> tuple[MultiLangProcessor, _Checkpointer]:
         response_timeout=10.0,
     )
     p = MultiLangProcessor(settings)
-    p.initialize(InitializationInput("s", "shardId-0", 1, None, "TRIM_HORIZON", _Guard()))
-    return p, _Checkpointer()
+    p.initialize(InitializationInput("s", "shardId-0", 1, None, "TRIM_HORIZON", AlwaysValidGuard()))
+    return p, RecordingCheckpointer()
 
 
-class _Guard:
-    epoch = 1
-
-    def is_valid(self) -> bool:
-        return True
-
-    def ensure_valid(self) -> None:
-        return None
-
-
-def _batch(cp: _Checkpointer, *items: tuple[int, bytes]) -> ProcessRecordsInput:
+def _batch(cp: RecordingCheckpointer, *items: tuple[int, bytes]) -> ProcessRecordsInput:
     at = datetime(2024, 1, 1, tzinfo=UTC)
     records = [Record("s", "shardId-0", str(seq), 0, "k", data, at) for seq, data in items]
-    return ProcessRecordsInput(records, cp, 1, 0, _Guard())  # type: ignore[arg-type]
+    return ProcessRecordsInput(records, cp, 1, 0, AlwaysValidGuard())  # type: ignore[arg-type]
 
 
 def test_a_restarted_child_gets_every_record_after_the_checkpoint_again(
