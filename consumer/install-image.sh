@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the consumer and your processor project into a fresh virtualenv, from hashed pins only.
 #
-#   sh consumer/install-image.sh CONTEXT VENV BUILDER
+#   [PROCESSOR=<module>:<Class>] sh consumer/install-image.sh CONTEXT VENV BUILDER
 #
 # CONTEXT is the image build context the CDK app assembles (stacks/image_context.py); VENV the virtualenv the
 # image runs (no pip, no setuptools in it); BUILDER a scratch virtualenv with pip and the pinned build backend.
@@ -45,3 +45,17 @@ into install --quiet --no-deps --no-index "$wheels"/*.whl
 
 # Every dependency any installed distribution declares is present (a project's missing pin fails here).
 into check
+
+# The processor the task will run (PROCESSOR, the Dockerfile's build argument) imports from the virtualenv
+# alone (-I: not from this folder), as the worker loads it at start: one line and a failed build otherwise.
+if [ -n "${PROCESSOR:-}" ]; then
+  "$venv/bin/python" -I -c '
+import sys
+from consumer.errors import ProcessorLoadError
+from consumer.loader import load_processor
+try:
+    load_processor(sys.argv[1])
+except ProcessorLoadError as exc:
+    sys.exit(f"error: consumer.processor (build argument PROCESSOR): {exc}")
+' "$PROCESSOR"
+fi

@@ -82,6 +82,23 @@ _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _ENV_VAR = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+# Variables a processor's table name must not replace: the consumer's and AWS's (the task definition sets them),
+# ECS's (the agent sets them), the interpreter's (PYTHONHOME, PYTHONPATH ... change what the worker runs; the
+# image sets some) and the process's own.
+_RESERVED_PREFIXES = ("CONSUMER_", "AWS_", "ECS_", "PYTHON", "LD_")
+_RESERVED_VARIABLES = frozenset({"PATH", "HOME", "HOSTNAME", "USER", "LANG", "TZ", "TMPDIR"})
+# A processor's own settings: plain values (at most what ECS takes), or secrets by ARN (ECS's valueFrom: a
+# Secrets Manager secret's complete ARN, optionally :json-key:version-stage:version-id, or an SSM parameter's).
+_PLAIN_VALUE = re.compile(r"^.{0,4096}$", re.DOTALL)
+_SECRET_ARN = re.compile(
+    r"^arn:aws[a-z-]*:(secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}"
+    r"(:[^:]*:[^:]*:[^:]*)?|ssm:[a-z0-9-]+:\d{12}:parameter/[A-Za-z0-9_.\-/]+)$"
+)
+_SECRET_HINT = (
+    "the ARN of a Secrets Manager secret (complete, ending in its 6-character suffix) or of an SSM parameter "
+    "(arn:aws:ssm:<region>:<account>:parameter/<name>)"
+)
+_SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|API_?KEY|PRIVATE_KEY|CREDENTIAL")
 _ATTRIBUTE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
 # ECR or any other registry: [host/]repository[:tag][@sha256:digest]; a tag or a digest is required.
@@ -160,6 +177,11 @@ class ConsumerSettings:
     cpu: int
     memory_mib: int
     log_retention_days: int
+    #: The processor's own settings, as (variable, value): plain values in the task definition's environment.
+    processor_environment: tuple[tuple[str, str], ...] = ()
+    #: The processor's secrets, as (variable, ARN of a Secrets Manager secret or an SSM parameter): ECS reads
+    #: each at task start (the execution role may read exactly these); the template holds only the ARN.
+    processor_secrets: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -419,8 +441,11 @@ def _consumer(c: _Section) -> ConsumerSettings:
         cpu=c.integer("cpu", 128),
         memory_mib=c.integer("memory_mib", 128),
         log_retention_days=c.integer("log_retention_days", 1, 3653),
+        processor_environment=_variables(c, "processor_environment", _PLAIN_VALUE, "a string"),
+        processor_secrets=_variables(c, "processor_secrets", _SECRET_ARN, _SECRET_HINT),
     )
     c.done()
+    _check_processor_variables(c.path, settings)
     if settings.lease_duration_seconds <= _WORKER_POLL_SECONDS:
         raise ConfigError(
             f"{c.path}.lease_duration_seconds",
@@ -447,6 +472,61 @@ def _application(c: _Section) -> str:
     return value
 
 
+def _variables(c: _Section, key: str, pattern: re.Pattern[str], hint: str) -> tuple[tuple[str, str], ...]:
+    """An optional object of environment variable name -> value (null or absent: none)."""
+    c._read.add(key)
+    raw = c._raw.get(key)
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{c.path}.{key}", f"must be an object of VARIABLE: value, got {raw!r}")
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _ENV_VAR.match(name):
+            raise ConfigError(f"{c.path}.{key}.{name}", f"is not a variable name ({_ENV_VAR.pattern})")
+        _check_free(f"{c.path}.{key}.{name}", name)
+        if not isinstance(value, str) or not pattern.match(value):
+            raise ConfigError(f"{c.path}.{key}.{name}", f"must be {hint}, got {value!r}")
+    return tuple(sorted(raw.items()))
+
+
+def _check_free(setting: str, name: str) -> None:
+    """A variable of the processor's own must not replace one the task, the image or ECS sets."""
+    if name.startswith(_RESERVED_PREFIXES) or name in _RESERVED_VARIABLES:
+        raise ConfigError(
+            setting,
+            f"{name!r} is taken: the task, the image or ECS set {', '.join(_RESERVED_PREFIXES)}* and "
+            f"{', '.join(sorted(_RESERVED_VARIABLES))} (PYTHONHOME set to a table name stops Python starting); "
+            "pick another, e.g. ORDERS_TABLE",
+        )
+
+
+def _check_processor_variables(path: str, consumer: ConsumerSettings) -> None:
+    """Each processor variable set once; a secret's name in the plain environment is refused."""
+    seen: dict[str, str] = {}
+    table = (
+        ()
+        if consumer.processor_table is None
+        else (("processor_table.variable", consumer.processor_table.variable),)
+    )
+    named = [
+        *table,
+        *((f"processor_environment.{n}", n) for n, _ in consumer.processor_environment),
+        *((f"processor_secrets.{n}", n) for n, _ in consumer.processor_secrets),
+    ]
+    for setting, name in named:
+        if name in seen:
+            raise ConfigError(f"{path}.{setting}", f"{name!r} is already set by consumer.{seen[name]}")
+        seen[name] = setting
+    for name, _ in consumer.processor_environment:
+        if _SECRET_NAME.search(name):
+            raise ConfigError(
+                f"{path}.processor_environment.{name}",
+                "looks like a secret, and a plain value is readable by anyone who can describe the task "
+                "definition: store it in Secrets Manager or SSM Parameter Store and name its ARN in "
+                "consumer.processor_secrets instead",
+            )
+
+
 def _processor_table(c: _Section) -> ProcessorTableSettings | None:
     c._read.add("processor_table")
     if c._raw.get("processor_table") is None:  # null or absent
@@ -469,10 +549,7 @@ def _processor_table(c: _Section) -> ProcessorTableSettings | None:
         actions=tuple(dict.fromkeys(actions)),
     )
     t.done()
-    if table.variable.startswith(("CONSUMER_", "AWS_")):
-        raise ConfigError(
-            f"{t.path}.variable", f"{table.variable!r}: CONSUMER_* and AWS_* are taken; pick another"
-        )
+    _check_free(f"{t.path}.variable", table.variable)
     return table
 
 

@@ -141,6 +141,7 @@ class ConsumerService(Construct):
             ),
             environment=self._environment(settings, resources),
         )
+        self._add_secrets(settings)
         self.security_group = ec2.SecurityGroup(
             self,
             "TaskSecurityGroup",
@@ -157,7 +158,9 @@ class ConsumerService(Construct):
                 {
                     "id": "AwsSolutions-ECS2",
                     "reason": "The environment holds only non-secret configuration (stream, table, queue "
-                    "and bucket names); the consumer uses no secrets.",
+                    "and bucket names, the processor's plain settings); a processor's secrets are ECS secrets "
+                    "read from Secrets Manager or SSM (consumer.processor_secrets), and config refuses a "
+                    "secret-looking name among the plain ones.",
                 }
             ],
         )
@@ -181,7 +184,12 @@ class ConsumerService(Construct):
         if uri is None:
             assert directory is not None, "an image context is assembled whenever consumer.image is unset"
             return ecs.ContainerImage.from_asset(
-                directory, file="consumer/Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64
+                directory,
+                file="consumer/Dockerfile",
+                platform=ecr_assets.Platform.LINUX_AMD64,
+                # The build imports the processor (consumer/install-image.sh): one that does not import
+                # fails the image build at deploy, before any task crash-loops on it.
+                build_args={"PROCESSOR": settings.consumer.processor},
             )
         match = _ECR_URI.match(uri)
         if match is None:
@@ -200,6 +208,30 @@ class ConsumerService(Construct):
             repository_name=name,
         )
         return ecs.ContainerImage.from_ecr_repository(repository, match["tag"] or match["digest"])
+
+    def _add_secrets(self, settings: EnvironmentSettings) -> None:
+        """``consumer.processor_secrets``: ECS reads each at task start into its variable (the template holds
+        only the ARN), with the execution role, which may read exactly these (a secret under a customer managed
+        KMS key also needs that key's policy to let the role decrypt)."""
+        secrets = settings.consumer.processor_secrets
+        if not secrets:
+            return
+        task = self.task_definition.node.default_child
+        assert isinstance(task, ecs.CfnTaskDefinition)
+        task.add_property_override(
+            "ContainerDefinitions.0.Secrets", [{"Name": name, "ValueFrom": arn} for name, arn in secrets]
+        )
+        # A Secrets Manager valueFrom may add :json-key:version-stage:version-id to the secret's ARN.
+        by_service: dict[str, list[str]] = {}
+        for _, arn in secrets:
+            service = arn.split(":")[2]
+            by_service.setdefault(service, []).append(":".join(arn.split(":")[:7]))
+        actions = {"secretsmanager": "secretsmanager:GetSecretValue", "ssm": "ssm:GetParameters"}
+        role = self.task_definition.obtain_execution_role()
+        for service, resources in sorted(by_service.items()):
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=[actions[service]], resources=sorted(set(resources)))
+            )
 
     def _environment(self, settings: EnvironmentSettings, resources: ConsumerResources) -> dict[str, str]:
         """The ``CONSUMER_*`` contract with the consumer's config loader (consumer/config.py).
@@ -229,6 +261,7 @@ class ConsumerService(Construct):
             "CONSUMER_HEALTH_FILE": HEALTH_FILE,
             "CONSUMER_HEALTH_MAX_AGE_SECONDS": str(HEALTH_MAX_AGE_SECONDS),
             **extra,
+            **dict(consumer.processor_environment),  # the processor's own plain settings
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
         }

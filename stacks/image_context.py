@@ -2,8 +2,9 @@
 
 ``cdk.json`` -> ``consumer.processor_project`` names a Python project (a folder with a ``pyproject.toml`` or a
 ``requirements.txt``, relative to ``cdk.json``). Synth checks it without importing it (stacks never import
-processor or consumer code): the folder exists, holds one of the two files, and defines the module and the
-name of ``consumer.processor``. Then it copies, into one folder that CDK stages as the image asset::
+processor or consumer code): the folder exists, holds one of the two files, defines the module and the
+name of ``consumer.processor``, and its requirements are what the build installs (hashed pins that agree with
+the consumer's lock, and every declared dependency among them). Then it copies, into one folder that CDK stages as the image asset::
 
     consumer/            the package, its Dockerfile and install-image.sh (caches and tests left out)
     pyproject.toml  README.md  LICENSE
@@ -11,7 +12,8 @@ name of ``consumer.processor``. Then it copies, into one folder that CDK stages 
     processor/           your project (empty without one; its top-level tests/, build/, dist/ and, anywhere,
                          caches and dot-files left out)
 
-``consumer/Dockerfile`` runs ``consumer/install-image.sh``, which installs exactly that into a virtualenv.
+``consumer/Dockerfile`` runs ``consumer/install-image.sh``, which installs exactly that into a virtualenv and
+imports the processor named by the build argument ``PROCESSOR`` (the consumer service passes it).
 Nothing else of the repository reaches the image, and the asset's hash changes only with these files.
 """
 
@@ -30,7 +32,15 @@ from pathlib import Path
 
 from stacks.config import ConfigError, EnvironmentSettings
 
-__all__ = ["CONTEXT_FILES", "assemble", "check_processor_code", "check_project", "main", "processor_project"]
+__all__ = [
+    "CONTEXT_FILES",
+    "assemble",
+    "check_defined",
+    "check_processor_code",
+    "check_project",
+    "main",
+    "processor_project",
+]
 
 # Files of the repository the image needs besides consumer/ (README and LICENSE: the package metadata).
 CONTEXT_FILES = (
@@ -48,6 +58,13 @@ _SKIP_AT_TOP = frozenset(
 _BACKENDS = frozenset({"setuptools.build_meta", "setuptools.build_meta:__legacy__"})
 _BUILD_REQUIRES = frozenset({"setuptools", "wheel"})
 _PROJECT_FILES = ("pyproject.toml", "requirements.txt")
+_REPOSITORY = Path(__file__).resolve().parents[1]
+_PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # as stacks.config reads consumer.processor
+# A requirement's distribution name (PEP 508), and an exact pin of it.
+_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+_PIN = re.compile(
+    r"^\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*===?\s*([A-Za-z0-9.!+_-]+)\s*(?:;.*)?$"
+)
 
 
 def processor_project(settings: EnvironmentSettings, root: Path) -> Path | None:
@@ -63,30 +80,43 @@ def check_processor_code(settings: EnvironmentSettings, root: Path) -> None:
     key = f"environments.{settings.name}.consumer"
     if consumer.image is not None:
         return  # your own image: its contents are yours to check
-    module, _, name = consumer.processor.partition(":")
-    if consumer.processor_project is None:
+    folder = consumer.processor_project
+    project = None if folder is None else (root / folder).resolve()
+    if project is not None and folder is not None:
+        check_project(project, f"{key}.processor_project", folder, " (relative to cdk.json)", root=root)
+    check_defined(consumer.processor, project, f"{key}.processor", consumer.processor_project, root)
+
+
+def check_defined(processor: str, project: Path | None, setting: str, folder: str | None, root: Path) -> None:
+    """Refuse, naming ``setting``, a ``<module>:<Class>`` that ``project`` (or, without one, the consumer package
+    in ``root``) does not define, read without importing it."""
+    module, _, name = processor.partition(":")
+    if project is None or folder is None:
         if not _defines(root, module, name):
+            key = setting.rpartition(".")[0]
+            where = f"{key}.processor_project" if key else "--project"
             raise ConfigError(
-                f"{key}.processor",
-                f"{consumer.processor!r} is not shipped in the consumer package: set "
-                f"{key}.processor_project to the folder of the Python project that defines it",
+                setting,
+                f"{processor!r} is not shipped in the consumer package: set {where} to the folder of the "
+                "Python project that defines it",
             )
         return
-    project = (root / consumer.processor_project).resolve()
-    check_project(project, f"{key}.processor_project", consumer.processor_project, " (relative to cdk.json)")
     if module.split(".")[0] == "consumer" or not any(
         _defines(base, module, name) for base in _bases(project)
     ):
         raise ConfigError(
-            f"{key}.processor",
-            f"{consumer.processor!r} is not defined by {consumer.processor_project}: set it to "
-            f"'<module>:<Class>' of a class in that project (e.g. a module file <module>.py with class <Class>)",
+            setting,
+            f"{processor!r} is not defined by {folder}: set it to '<module>:<Class>' of a class in that project "
+            "(e.g. a module file <module>.py with class <Class>)",
         )
 
 
-def check_project(project: Path, setting: str, folder: str, relative: str = "") -> None:
+def check_project(
+    project: Path, setting: str, folder: str, relative: str = "", *, root: Path = _REPOSITORY
+) -> None:
     """Refuse, naming ``setting``, a processor project folder the image build could not install: missing, with
-    neither a ``pyproject.toml`` nor a ``requirements.txt``, or built with a backend the builder lacks."""
+    neither a ``pyproject.toml`` nor a ``requirements.txt``, built with a backend the builder lacks, or with
+    requirements the build would refuse (see :func:`_check_requirements`); ``root`` holds the consumer's lock."""
     if not project.is_dir():
         raise ConfigError(
             setting,
@@ -99,6 +129,96 @@ def check_project(project: Path, setting: str, folder: str, relative: str = "") 
             f"project with it)",
         )
     _check_build_system(project / "pyproject.toml", setting, folder)
+    _check_requirements(project, setting, folder, root)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _locked(root: Path) -> dict[str, str]:
+    """The consumer's pins (requirements/consumer.lock): canonical name -> version."""
+    pins: dict[str, str] = {}
+    for line in _logical_lines(root / "requirements" / "consumer.lock"):
+        name, pin = _NAME.match(line), _PIN.match(line.split(" --hash", 1)[0])
+        if name and pin:
+            pins[_canonical(name[1])] = pin[1]
+    return pins
+
+
+def _logical_lines(path: Path) -> list[str]:
+    """A requirements file's lines, continuations joined and comments dropped (pip's own reading)."""
+    text = re.sub(r"\\\r?\n", " ", path.read_text(encoding="utf-8"))
+    lines = (re.sub(r"(^|\s)#.*$", "", line).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def _check_requirements(project: Path, setting: str, folder: str, root: Path) -> None:
+    """What the image's build would refuse, refused now, naming the file: a ``requirements.txt`` line that is not
+    pinned with ``==`` and hashed (the build installs it with ``--require-hashes``), a pin of a distribution the
+    consumer's lock pins at another version (the image can hold only one, and the consumer's would be replaced
+    under it), and a ``[project].dependencies`` entry that neither the lock nor ``requirements.txt`` provides
+    (the build's ``pip check`` fails on it)."""
+    locked = _locked(root)
+    provided = set(locked) | {_canonical(_project_name(root / "pyproject.toml") or "kinesis-fleet-consumer")}
+    requirements = project / "requirements.txt"
+    if requirements.is_file():
+        for line in _logical_lines(requirements):
+            if line.startswith("-"):
+                if line.startswith(("-e", "--editable")):
+                    raise ConfigError(
+                        setting,
+                        f"{folder}/requirements.txt: {line!r}: an editable requirement "
+                        "cannot be installed with --require-hashes, as the image build does",
+                    )
+                continue  # an option (an index, -r another file): pip reads it
+            requirement = line.split(" --hash", 1)[0].strip()
+            name = _NAME.match(requirement)
+            pin = _PIN.match(requirement)
+            if name is None or "--hash=" not in line or (pin is None and " @ " not in requirement):
+                raise ConfigError(
+                    setting,
+                    f"{folder}/requirements.txt: {requirement!r} is not pinned with == and hashed: the image "
+                    "build installs it with --require-hashes (pip-compile --generate-hashes writes such a file)",
+                )
+            canonical = _canonical(name[1])
+            if pin is not None and canonical in locked and locked[canonical] != pin[1]:
+                raise ConfigError(
+                    setting,
+                    f"{folder}/requirements.txt pins {name[1]}=={pin[1]}, but the consumer runs "
+                    f"{name[1]}=={locked[canonical]} (requirements/consumer.lock) and the image holds one: pin "
+                    f"{locked[canonical]}, or drop the line (the image has it)",
+                )
+            provided.add(canonical)
+    for dependency in _declared(project / "pyproject.toml", setting, folder):
+        name = _NAME.match(dependency)
+        if name is not None and ";" not in dependency and _canonical(name[1]) not in provided:
+            raise ConfigError(
+                setting,
+                f"{folder}/pyproject.toml depends on {dependency!r}, which the image would not hold (the build "
+                f"installs the project without dependencies): pin it with hashes in {folder}/requirements.txt",
+            )
+
+
+def _project_name(pyproject: Path) -> str | None:
+    try:
+        name = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _declared(pyproject: Path, setting: str, folder: str) -> list[str]:
+    """``[project].dependencies`` (none when the file, or the table, is absent or they are ``dynamic``)."""
+    if not pyproject.is_file():
+        return []
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    dependencies = project.get("dependencies", []) if isinstance(project, dict) else []
+    if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+        raise ConfigError(
+            setting, f"{folder}/pyproject.toml: [project].dependencies must be a list of strings"
+        )
+    return dependencies
 
 
 def _check_build_system(pyproject: Path, setting: str, folder: str) -> None:
@@ -196,8 +316,9 @@ def assemble(root: Path, project: Path | None, into: Path | None = None) -> Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m stacks.image_context INTO [--project DIR]``: the same build context, for building the image
-    yourself (``consumer.image``); one line and exit 2 for a folder the build could not use."""
+    """``python -m stacks.image_context INTO [--project DIR] [--processor MODULE:CLASS]``: the same build context,
+    for building the image yourself (``consumer.image``); one line and exit 2 for a folder the build could not
+    use, or a processor the project does not define."""
     parser = argparse.ArgumentParser(
         prog="python -m stacks.image_context",
         description="Assemble consumer/Dockerfile's build context (the consumer, its hashed locks and your "
@@ -207,19 +328,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--project", help="your processor's Python project (pyproject.toml or requirements.txt)"
     )
+    parser.add_argument(
+        "--processor",
+        help="<module>:<Class>, your cdk.json consumer.processor: checked to be defined by the project, and "
+        "the build argument PROCESSOR, with which the build imports it",
+    )
     args = parser.parse_args(argv)
     into = Path(args.into)
+    root = Path(__file__).resolve().parents[1]
     try:
         if into.exists() and (not into.is_dir() or any(into.iterdir())):
             raise ConfigError("INTO", f"{into} exists and is not an empty folder")
         project = Path(args.project).resolve() if args.project else None
         if project is not None:
-            check_project(project, "--project", args.project)
-        assemble(Path(__file__).resolve().parents[1], project, into)
+            check_project(project, "--project", args.project, root=root)
+        if args.processor is not None:
+            if not _PROCESSOR.match(args.processor):
+                raise ConfigError("--processor", f"must be '<module>:<Class>', got {args.processor!r}")
+            check_defined(args.processor, project, "--processor", args.project, root)
+        assemble(root, project, into)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"build context in {into}: docker build -f {into}/consumer/Dockerfile -t <repository>:<tag> {into}")
+    build_arg = "" if args.processor is None else f"--build-arg PROCESSOR={args.processor} "
+    print(
+        f"build context in {into}: docker build -f {into}/consumer/Dockerfile {build_arg}-t <repository>:<tag> "
+        f"{into}"
+    )
     return 0
 
 
