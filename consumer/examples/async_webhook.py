@@ -1,24 +1,33 @@
 """An asyncio processor: each batch POSTed to an HTTP endpoint as JSON lines, with the ownership epoch.
 
 Settings: ``WEBHOOK_URL`` (required; ``http://`` or ``https://``) and ``WEBHOOK_TIMEOUT_SECONDS`` (default
-10). One request per batch, in shard order; the batch is checkpointed when the endpoint answers 2xx. Any other
-answer, a timeout or a refused connection raises, so the consumer retries the batch (then dead-letters it or
-halts the shard, as configured): nothing is skipped. The headers ``X-Kinesis-Epoch``, ``X-Kinesis-Stream``
-and ``X-Kinesis-Shard`` let the receiver fence: a receiver that remembers the highest epoch per shard and
-answers 409 to an older one keeps a former owner's late batch out; the processor then treats the lease as
-lost. The HTTP client is asyncio's own streams (no dependency), so many shards' requests overlap on the
-worker's one event loop.
+10: each of connect, send, answer and close). One request per batch, in shard order; the batch is
+checkpointed when the endpoint answers 2xx.
+
+An endpoint that is unavailable (a 5xx, 408 or 429 answer, a timeout, a refused or dropped connection) is
+not the batch's fault: the processor sends the same batch again itself, with a jittered backoff from
+``retry_base`` doubling up to ``retry_max`` seconds, for up to ``retry_for`` seconds (default 300) and only
+while the lease is still provably ours; one ``webhook_unavailable`` warning opens an outage and one
+``webhook_recovered`` line closes it. So an outage shorter than ``retry_for`` dead-letters nothing, halts no
+shard and does not turn into one request per record. Past ``retry_for``, and at once for any other answer
+(a 4xx: the receiver refuses the content), it raises ``WebhookError``: the consumer's policy retries the
+batch, then each record alone, then dead-letters it or halts the shard, as configured; nothing is skipped.
+
+The headers ``X-Kinesis-Epoch``, ``X-Kinesis-Stream`` and ``X-Kinesis-Shard`` let the receiver fence: a
+receiver that remembers the highest epoch per shard and answers 409 to an older one keeps a former owner's
+late batch out; the processor then treats the lease as lost. The HTTP client is asyncio's own streams (no
+dependency), so many shards' requests overlap on the worker's one event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import math
 import os
+import random
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -43,6 +52,9 @@ class WebhookTarget:
 
     url: str
     timeout: float = 10.0
+    retry_for: float = 300.0  # how long an unavailable endpoint is retried before the consumer's policy
+    retry_base: float = 0.5  # the first backoff; it doubles up to retry_max
+    retry_max: float = 30.0
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -51,6 +63,15 @@ class WebhookTarget:
         if not (self.timeout > 0 and math.isfinite(self.timeout)):  # inf would wait for ever, nan never
             raise ConfigError(
                 "WEBHOOK_TIMEOUT_SECONDS", f"must be a finite number of seconds > 0, got {self.timeout!r}"
+            )
+        if not (self.retry_for >= 0 and math.isfinite(self.retry_for)):
+            raise ConfigError(
+                "WebhookTarget.retry_for", f"must be finite seconds >= 0, got {self.retry_for!r}"
+            )
+        if not (0 < self.retry_base <= self.retry_max and math.isfinite(self.retry_max)):
+            raise ConfigError(
+                "WebhookTarget.retry_base",
+                f"must be > 0 and <= retry_max (finite), got {self.retry_base!r} and {self.retry_max!r}",
             )
 
     @classmethod
@@ -83,7 +104,9 @@ def _line(record: Record, epoch: int) -> bytes:
 
 
 async def post(target: WebhookTarget, body: bytes, headers: dict[str, str]) -> int:
-    """POST ``body`` (one request, one connection) and return the status code."""
+    """POST ``body`` (one request, one connection) and return the status code. Every step, the closing of
+    the connection included, waits at most ``target.timeout``: a receiver that stops reading cannot hold
+    the shard."""
     parts = urlsplit(target.url)
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
@@ -91,6 +114,7 @@ async def post(target: WebhookTarget, body: bytes, headers: dict[str, str]) -> i
     reader, writer = await asyncio.wait_for(
         asyncio.open_connection(parts.hostname, port, ssl=tls), target.timeout
     )
+    answered = False
     try:
         head = [
             f"POST {path} HTTP/1.1",
@@ -106,11 +130,32 @@ async def post(target: WebhookTarget, body: bytes, headers: dict[str, str]) -> i
         fields = status_line.decode("latin-1").split()
         if len(fields) < 2 or not fields[1].isdigit():
             raise WebhookError(f"{target.url}: not an HTTP answer: {status_line[:80]!r}")
+        answered = True
         return int(fields[1])
     finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, OSError):  # the answer counts; a reset after it does not
-            await writer.wait_closed()
+        await _close(writer, target.timeout, graceful=answered)
+
+
+async def _close(writer: asyncio.StreamWriter, timeout: float, *, graceful: bool) -> None:
+    """Close the connection. After a failure (or when a graceful close does not end within ``timeout``) it
+    is aborted: a plain ``close()`` first sends what is still buffered, and a receiver that stopped reading
+    would keep ``wait_closed()`` waiting for ever."""
+    if not graceful:
+        writer.transport.abort()
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), timeout)
+    except TimeoutError:
+        writer.transport.abort()
+    except (ConnectionError, OSError):  # the answer counts; a reset after it does not
+        pass
+
+
+class _Unavailable(Exception):
+    """The endpoint could not take the batch now (5xx, 408, 429, timeout, connection): worth sending again."""
+
+
+_UNAVAILABLE_STATUS = frozenset({408, 429})
 
 
 class AsyncWebhook(AsyncBaseProcessor):
@@ -127,20 +172,56 @@ class AsyncWebhook(AsyncBaseProcessor):
     async def process_records(self, data: ProcessRecordsInput) -> None:
         if not data.records:
             return
-        data.guard.ensure_valid()  # no request from an owner that can no longer prove it owns the shard
         body = b"".join(_line(r, data.epoch) for r in data.records)
         headers = {
             "X-Kinesis-Epoch": str(data.epoch),
             "X-Kinesis-Stream": data.records[0].stream,
             "X-Kinesis-Shard": data.records[0].shard_id,
         }
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.target.retry_for
+        delay = self.target.retry_base
+        failures = 0
+        while True:
+            data.guard.ensure_valid()  # no request from an owner that can no longer prove it owns the shard
+            try:
+                await self._send(body, headers, data)
+            except _Unavailable as exc:
+                failures += 1
+                if failures == 1:
+                    log_event(
+                        logger,
+                        "webhook_unavailable",
+                        logging.WARNING,
+                        shard=self.shard,
+                        url=self.target.url,
+                        error=str(exc),
+                        retry_for_s=self.target.retry_for,
+                    )
+                wait = delay / 2 + random.uniform(0, delay / 2)
+                if loop.time() + wait > give_up:
+                    raise WebhookError(f"{exc} (still after {failures} attempts)") from exc
+                await asyncio.sleep(wait)
+                delay = min(self.target.retry_max, delay * 2)
+                continue
+            if failures:
+                log_event(
+                    logger, "webhook_recovered", shard=self.shard, url=self.target.url, attempts=failures + 1
+                )
+            return
+
+    async def _send(self, body: bytes, headers: dict[str, str], data: ProcessRecordsInput) -> None:
         try:
             status = await post(self.target, body, headers)
         except (TimeoutError, ConnectionError, OSError) as exc:
-            raise WebhookError(f"{self.target.url}: {type(exc).__name__}: {exc}") from exc
+            raise _Unavailable(f"{self.target.url}: {type(exc).__name__}: {exc}") from exc
+        except WebhookError as exc:  # not an HTTP answer (e.g. the connection closed before one)
+            raise _Unavailable(str(exc)) from exc
         if status == 409:
             raise LeaseLostError(
                 f"{self.target.url} refused epoch {data.epoch} of {self.shard}: a newer owner wrote"
             )
+        if status >= 500 or status in _UNAVAILABLE_STATUS:
+            raise _Unavailable(f"{self.target.url} answered {status} to {len(data.records)} records")
         if not 200 <= status < 300:
             raise WebhookError(f"{self.target.url} answered {status} to {len(data.records)} records")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Awaitable
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -34,14 +36,22 @@ __all__ = [
     "AsyncBaseProcessor",
     "AsyncProcessorAdapter",
     "AsyncRecordProcessor",
+    "CallbackCancelledError",
     "EventLoopThread",
     "adapt",
     "is_async_processor",
+    "returns_coroutine",
 ]
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+
+class CallbackCancelledError(Exception):
+    """An async callback ended with ``asyncio.CancelledError`` that the worker did not ask for: a failure of
+    the call like any other (retried, then dead-lettered or the shard halted), not a stop of the worker."""
+
 
 CALLBACKS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
 
@@ -56,7 +66,9 @@ class AsyncRecordProcessor(Protocol):
     A coroutine is never cancelled when the lease is lost: it runs to its end (``data.guard`` then says the
     lease is gone, checkpoints raise ``LeaseLostError``, ``done()`` is ignored, and the shard's new owner may
     already have started), and ``lease_lost`` follows. When the worker stops, a callback still running after
-    ``shutdown.deadline`` and then ``shutdown.final_checkpoint_timeout`` is cancelled (``CancelledError``)."""
+    ``shutdown.deadline`` and then ``shutdown.final_checkpoint_timeout`` is cancelled (``CancelledError``), as
+    are the tasks the processor started; they get up to another ``final_checkpoint_timeout`` to run their
+    ``finally`` blocks. A task that fails unawaited is logged as ``async_task_failed``."""
 
     async def initialize(self, data: InitializationInput) -> None:
         """The shard's ownership begins (before its first batch)."""
@@ -101,8 +113,27 @@ class AsyncBaseProcessor:
 
 
 def is_async_processor(processor: object) -> bool:
-    """True when any of the processor's lifecycle callbacks is a coroutine function."""
-    return any(inspect.iscoroutinefunction(getattr(processor, name, None)) for name in CALLBACKS)
+    """True when any of the processor's lifecycle callbacks is a coroutine function, also behind a
+    decorator that keeps ``__wrapped__`` (``functools.wraps``) or as an object with ``async def __call__``:
+    such a callback returns a coroutine that must be run, not dropped."""
+    return any(returns_coroutine(getattr(processor, name, None)) for name in CALLBACKS)
+
+
+def returns_coroutine(callback: object) -> bool:
+    """Whether calling ``callback`` gives a coroutine to run: a coroutine function, one behind decorators
+    that set ``__wrapped__``, or an object whose ``__call__`` is ``async def``."""
+    if callback is None:
+        return False
+    if inspect.iscoroutinefunction(callback):
+        return True
+    try:
+        unwrapped = inspect.unwrap(callback)  # type: ignore[arg-type]
+    except ValueError:  # a __wrapped__ cycle
+        return False
+    if inspect.iscoroutinefunction(unwrapped):
+        return True
+    call = inspect.getattr_static(type(callback), "__call__", None)
+    return not inspect.isroutine(callback) and inspect.iscoroutinefunction(call)
 
 
 class EventLoopThread:
@@ -135,17 +166,38 @@ class EventLoopThread:
         try:
             return future.result()
         except concurrent.futures.CancelledError:
-            raise RuntimeError(f"{self._name}: the event loop stopped while a callback ran") from None
+            if self._closed.is_set():
+                raise RuntimeError(
+                    f"{self._name}: the worker stopped and cancelled this callback (still running when "
+                    "the worker's event loop closed)"
+                ) from None
+            raise CallbackCancelledError(
+                f"{self._name}: the callback's coroutine ended with asyncio.CancelledError that the worker "
+                "did not ask for (raised inside it, or a task it awaited was cancelled); raise an ordinary "
+                "exception to have the call retried"
+            ) from None
 
     def close(self, timeout: float = 5.0) -> None:
-        """Cancel what still runs, stop the loop and wait up to ``timeout`` for its thread."""
+        """Cancel what still runs, give the cancelled coroutines up to ``timeout`` to finish (their
+        ``finally`` blocks and ``async with`` exits run, as under ``asyncio.run``), stop the loop and wait
+        for its thread within the same ``timeout``."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._closed.set()
         if loop is None or thread is None:
             return
-        loop.call_soon_threadsafe(_cancel_all, loop)
-        thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            # The tasks get most of ``timeout``; the rest is for the report and the loop's own stop.
+            ended = asyncio.run_coroutine_threadsafe(_cancel_all(self._name, 0.8 * timeout), loop)
+        except RuntimeError:  # the loop is already closed
+            return
+        with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+            ended.result(timeout)  # on a timeout, _cancel_all says which tasks did not end
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(loop.stop)
+        thread.join(max(0.0, deadline - time.monotonic()))
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -164,6 +216,7 @@ class EventLoopThread:
     def _main(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        loop.set_exception_handler(_report_loop_error)
         self._loop = loop
         ready.set()
         watchdog = threading.Thread(
@@ -213,10 +266,57 @@ async def _as_coroutine(awaitable: Awaitable[_T]) -> _T:
     return await awaitable
 
 
-def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
-    for task in asyncio.all_tasks(loop):
+async def _cancel_all(name: str, timeout: float) -> None:
+    """Cancel every other task on the loop and wait up to ``timeout`` for them to end; a task that raised
+    something other than its cancellation is reported (nobody else will retrieve its exception)."""
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for task in tasks:
         task.cancel()
-    loop.call_soon(loop.stop)
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in tasks:
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            _report_loop_error(
+                asyncio.get_running_loop(),
+                {"message": "a task failed while the worker stopped", "exception": exc, "task": task},
+            )
+    if pending:
+        log_event(
+            logger,
+            "async_tasks_abandoned",
+            logging.WARNING,
+            loop=name,
+            tasks=sorted(t.get_name() + ":" + _coroutine_name(t) for t in pending),
+            timeout_s=timeout,
+            hint="these coroutines did not end within the timeout after being cancelled (CancelledError "
+            "swallowed, or a finally block that awaits for long)",
+        )
+
+
+def _coroutine_name(task: asyncio.Task[Any]) -> str:
+    coro = task.get_coro()
+    return str(getattr(coro, "__qualname__", type(coro).__name__))
+
+
+def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler, one structured line instead of asyncio's multi-line text:
+    ``async_task_failed`` for a task that raised and that nobody awaited (asyncio's "Task exception was
+    never retrieved"), ``async_loop_error`` for anything else the loop reports (e.g. a task destroyed
+    while still pending)."""
+    exc = context.get("exception")
+    task = context.get("task") or context.get("future")
+    fields: dict[str, Any] = {"what": str(context.get("message", ""))}
+    if isinstance(task, asyncio.Task):
+        fields["task"] = task.get_name() + ":" + _coroutine_name(task)
+    if isinstance(exc, BaseException):
+        fields["error"] = repr(exc)
+        fields["exc"] = "".join(traceback.format_exception(exc))
+        hint = "await the tasks you create (or add a done callback that handles their exceptions)"
+        log_event(logger, "async_task_failed", logging.ERROR, **fields, hint=hint)
+    else:
+        log_event(logger, "async_loop_error", logging.ERROR, **fields)
 
 
 class AsyncProcessorAdapter:
