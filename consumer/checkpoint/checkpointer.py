@@ -135,11 +135,6 @@ class CheckpointWriter:
                 f"of {self._stream}/{self._shard}: checkpoint a record with its own shard's checkpointer"
             )
 
-    def flush_pending(self) -> None:
-        """Send again the write that failed transiently, if any (raises ``TransientError`` again)."""
-        if (pos := self.pending) is not None:
-            self.write(pos)
-
     def view(self, default_position: Callable[[], Position | None]) -> ShardCheckpointer:
         return ShardCheckpointer(self, default_position)
 

@@ -1,16 +1,17 @@
-"""When a shard's checkpoint advances: after each delivered batch (auto) or over records the processor
-marked done, in order (manual). The shard loop asks the policy and never branches on the mode itself."""
+"""What a shard's checkpoint would save: what was delivered (auto), the records the processor marked done, in
+order (manual), or only what the processor checkpoints itself (explicit). When it is saved is the shard
+machine's decision (``consumer/lifecycle/shard_decide.py``, from ``checkpoint.auto_interval`` and
+``flush_interval``); the shell tells it the mode from the policy (``AnyPolicy``, matched in ``shard_work``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
-from consumer.checkpoint.checkpointer import CheckpointWriter, OrderedTracker
-from consumer.clock import Clock
+from consumer.checkpoint.checkpointer import OrderedTracker
 from consumer.records import Position, Record
 
-__all__ = ["AutoCheckpoints", "CheckpointPolicy", "ExplicitCheckpoints", "ManualCheckpoints"]
+__all__ = ["AnyPolicy", "AutoCheckpoints", "CheckpointPolicy", "ExplicitCheckpoints", "ManualCheckpoints"]
 
 
 class CheckpointPolicy(Protocol):
@@ -28,10 +29,6 @@ class CheckpointPolicy(Protocol):
         """What a checkpoint with no argument saves: everything delivered (auto) or done (manual)."""
         ...
 
-    def save_due(self, writer: CheckpointWriter, idle: bool) -> None:
-        """Write the checkpoint if it is due (may raise ``TransientError``; the loop retries)."""
-        ...
-
     @property
     def pending(self) -> int: ...
 
@@ -39,11 +36,8 @@ class CheckpointPolicy(Protocol):
 
 
 class AutoCheckpoints:
-    def __init__(self, start: Position | None, interval: float, clock: Clock) -> None:
+    def __init__(self, start: Position | None) -> None:
         self._processed = start
-        self._interval = interval
-        self._clock = clock
-        self._last = clock.monotonic()
 
     def track(self, batch: Sequence[Record]) -> Sequence[Record]:
         return batch
@@ -59,16 +53,6 @@ class AutoCheckpoints:
     def position(self) -> Position | None:
         return self._processed
 
-    def save_due(self, writer: CheckpointWriter, idle: bool) -> None:
-        now = self._clock.monotonic()
-        if (
-            self._processed is not None
-            and self._processed != writer.last
-            and now - self._last >= self._interval
-        ):
-            writer.write(self._processed)
-            self._last = now
-
     @property
     def pending(self) -> int:
         return 0
@@ -78,11 +62,8 @@ class AutoCheckpoints:
 
 
 class ManualCheckpoints:
-    def __init__(self, flush_interval: float, clock: Clock) -> None:
+    def __init__(self) -> None:
         self._tracker = OrderedTracker()
-        self._interval = flush_interval
-        self._clock = clock
-        self._last = clock.monotonic()
 
     def track(self, batch: Sequence[Record]) -> Sequence[Record]:
         return self._tracker.track(batch)
@@ -96,12 +77,6 @@ class ManualCheckpoints:
 
     def position(self) -> Position | None:
         return self._tracker.watermark
-
-    def save_due(self, writer: CheckpointWriter, idle: bool) -> None:
-        now = self._clock.monotonic()
-        if (idle or now - self._last >= self._interval) and (mark := self._tracker.watermark) is not None:
-            writer.write(mark)
-            self._last = now
 
     def listen(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` whenever records marked done advance the watermark (it wakes the shard)."""
@@ -134,12 +109,13 @@ class ExplicitCheckpoints:
     def position(self) -> Position | None:
         return None
 
-    def save_due(self, writer: CheckpointWriter, idle: bool) -> None:
-        return None
-
     @property
     def pending(self) -> int:
         return 0
 
     def close(self) -> None:
         return None
+
+
+#: Every policy there is: the shell matches on it to tell the machine its mode (a new one must be named there).
+AnyPolicy: TypeAlias = AutoCheckpoints | ManualCheckpoints | ExplicitCheckpoints

@@ -70,6 +70,12 @@ def _attempts(
     return error
 
 
+def _told(event: str, failure: BaseException | None, **fields: object) -> None:
+    """``event`` at ERROR, with ``failure``'s traceback: the attempts before it told only its ``repr``, so a
+    processor's bug (or one of ours in the DLQ) shows where it came from once, not on every attempt."""
+    logger.error(event, exc_info=failure, extra={"event": event, **fields})
+
+
 def _single(process: Callable[[Sequence[Record]], None], record: Record) -> Callable[[], None]:
     return lambda: process([record])
 
@@ -100,10 +106,9 @@ def deliver(
             try:
                 dlq.send(record, error, epoch)
             except Exception as exc:  # whatever kept the record from the DLQ, it halts the shard: never lost
-                log_event(
-                    logger,
+                _told(
                     "dead_letter_failed",
-                    logging.ERROR,
+                    exc,
                     stream=stream,
                     shard=shard,
                     sequence=record.sequence_number,
@@ -111,10 +116,9 @@ def deliver(
                 )
                 return DeliveryResult(DeliveryOutcome.HALT, tuple(dead), record)
             metrics.add("DeadLettered", 1, stream, shard)
-            log_event(
-                logger,
+            _told(
                 "dead_lettered",
-                logging.ERROR,
+                error if not dead else None,  # the first of a batch shows where the processor failed
                 stream=stream,
                 shard=shard,
                 sequence=record.sequence_number,
@@ -123,10 +127,9 @@ def deliver(
             )
             dead.append(record)
             continue
-        log_event(
-            logger,
+        _told(
             "shard_halted",
-            logging.ERROR,
+            error,  # the processor's last failure, once: the shard halts on it
             stream=stream,
             shard=shard,
             sequence=record.sequence_number,

@@ -108,6 +108,7 @@ class Effects:
         self._metrics = metrics
         self._clock = clock
         self._discovery_failures: dict[str, Repeated] = {}  # per stream: told at a bounded rate
+        self._discovery_refused: set[tuple[str, str]] = set()  # (stream, error type): traceback shown
 
     def run(self, action: Action) -> Event | None:  # noqa: C901, PLR0911, PLR0912 - one case per action type
         """Carry ``action`` out; the event it leads to, if any (mypy checks that every action has a case)."""
@@ -265,6 +266,7 @@ class Effects:
                 done, rest = sync_leases(self._kinesis, self._repo, stream, a.leases, left)
                 changed, more, left = changed or bool(done), more or rest, left - done
                 listed.add(stream)
+                self._discovery_refused = {k for k in self._discovery_refused if k[0] != stream}
                 if (told := self._discovery_failures.get(stream)) is not None:
                     told.passed(self._clock.monotonic(), stream=stream)
             except StreamMissingError as exc:  # Kinesis said so, for this stream: the leader decides (once)
@@ -279,12 +281,14 @@ class Effects:
                 )
             except Exception as exc:  # on the background lane: never let one stream's failure stall discovery
                 self._count_throttle(exc, stream)
-                if (
-                    verdict(exc) is Verdict.SURFACE
-                ):  # a bug or a refusal: loud, with its traceback, every time
+                if verdict(exc) is Verdict.SURFACE:  # a bug or a refusal: loud every time; its traceback
+                    # once until the stream lists again (one per discovery_interval would bury the log)
+                    kind = (stream, type(exc).__name__)
+                    first = kind not in self._discovery_refused
+                    self._discovery_refused.add(kind)
                     logger.error(
                         "discovery refused",
-                        exc_info=exc,
+                        exc_info=exc if first else None,
                         extra={"event": "discovery_refused", "stream": stream, "error": repr(exc)},
                     )
                     continue
@@ -352,5 +356,11 @@ class Effects:
         try:
             self._repo.deregister_worker(self._id)
         except Exception as exc:  # the last step of leaving, whatever failed: the item then looks like a dead
-            # worker's to the others, who forget it; nothing is left for this worker to do about it
-            log_event(logger, "deregister_failed", logging.WARNING, error=repr(exc))
+            # worker's to the others, who forget it; nothing is left for this worker to do about it (a bug, or
+            # a refusal, is still shown with its traceback: it happens once)
+            bug = verdict(exc) is Verdict.SURFACE
+            logger.warning(
+                "deregister_failed",
+                exc_info=exc if bug else None,
+                extra={"event": "deregister_failed", "error": repr(exc)},
+            )

@@ -9,7 +9,7 @@ from typing import Any
 
 from consumer.clock import Clock
 from consumer.lifecycle.pools import Pool
-from consumer.lifecycle.runner_slot import FetchDone, Message, Slot, Stop
+from consumer.lifecycle.runner_slot import FetchDone, Message, Slot, Stop, TimerKind
 from consumer.lifecycle.shard_messages import StopRequested
 from consumer.retrieval.reader import Fetch
 
@@ -22,7 +22,7 @@ class Fetching:
     _clock: Clock
     _fetches: Pool
 
-    def _timer(self, at: float, slot: Slot, kind: str, payload: Any = None) -> int:
+    def _timer(self, at: float, slot: Slot, kind: TimerKind, payload: Any = None) -> int:
         raise NotImplementedError
 
     def _post(self, key: str, message: Message) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, assert_never
+from typing import TYPE_CHECKING, Any, Literal, Protocol, assert_never
 
 from consumer.lifecycle.messages import Metric
 from consumer.lifecycle.processor import ShutdownReason
@@ -43,6 +43,7 @@ __all__ = [
     "Slot",
     "Stop",
     "Timer",
+    "TimerKind",
 ]
 
 
@@ -83,12 +84,16 @@ class Host(Protocol):
         ...
 
 
+#: What a timer is for: a machine's wait, a poll's pacing slot, a stop's final-fetch grace, a processor's timer.
+TimerKind = Literal["wait", "pace", "grace", "later"]
+
+
 @dataclass(order=True)
 class Timer:
     at: float
     seq: int
     key: str = field(compare=False)
-    kind: str = field(compare=False)  # wait | pace | grace | later
+    kind: TimerKind = field(compare=False)
     payload: Any = field(compare=False, default=None)
 
 

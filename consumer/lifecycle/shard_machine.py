@@ -239,9 +239,13 @@ def _failed(
     (which throttles never reach) GAVE_UP; else wait a capped, jittered exponential backoff. A failure that
     may pass, or a throttle, is told through ``r.retries`` (the first at once, the rest in a worker's summary);
     ``operation`` is what failed (setup, fetch, checkpoint)."""
-    if decided is retry.Verdict.SURFACE:
-        return finish(s, Outcome.FAILED, detail=error)
-    throttled = decided is retry.Verdict.BACK_OFF
+    match decided:
+        case retry.Verdict.SURFACE:
+            return finish(s, Outcome.FAILED, detail=error)
+        case retry.Verdict.BACK_OFF | retry.Verdict.RETRY:
+            throttled = decided is retry.Verdict.BACK_OFF
+        case _:
+            assert_never(decided)
     bounds = retry.Backoff(r.backoff_base, r.backoff_max, r.give_up_after)
     failures, since, delay = retry.next_try(
         bounds, s.failures, s.failing_since, now, throttled=throttled, jitter=r.jitter()

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, assert_never
 
 from consumer.clock import Clock
 from consumer.lifecycle.pools import Pool
@@ -44,6 +44,7 @@ from consumer.lifecycle.runner_slot import (
     Slot,
     Stop,
     Timer,
+    TimerKind,
 )
 from consumer.lifecycle.shard_messages import ShardEvent, Tick
 from consumer.retrieval.reader import ShardReader
@@ -212,7 +213,7 @@ class ShardRunner(Fetching):
                 slot.events.append(message)
         return slot
 
-    def _timer(self, at: float, slot: Slot, kind: str, payload: Any = None) -> int:
+    def _timer(self, at: float, slot: Slot, kind: TimerKind, payload: Any = None) -> int:
         self._seq += 1
         heapq.heappush(self._timers, Timer(at, self._seq, slot.key, kind, payload))
         return self._seq
@@ -238,6 +239,8 @@ class ShardRunner(Fetching):
                 self._cut(slot)  # the call may hang on: the machine goes on without it
             case "later":
                 slot.callbacks.append(timer.payload)
+            case _:
+                assert_never(timer.kind)
         return slot
 
     def _advance(self, slot: Slot) -> None:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from consumer.checkpoint.checkpointer import CheckpointWriter
 from consumer.checkpoint.policy import (
+    AnyPolicy,
     AutoCheckpoints,
-    CheckpointPolicy,
     ExplicitCheckpoints,
     ManualCheckpoints,
 )
@@ -71,7 +71,7 @@ class ConsumerContext:
 class Started:
     processor: RecordProcessor
     writer: CheckpointWriter
-    policy: CheckpointPolicy
+    policy: AnyPolicy
     start: Position | None  # the checkpoint the ownership started at
     initial: str  # where to start without one
 
@@ -115,21 +115,20 @@ def start_shard(
         return Outcome.SHARD_END
     try:
         processor = adapt(spec.processor_factory(), ctx.event_loop)
-    except Exception as exc:
+    except Exception as exc:  # the processor's factory (user code): retried with backoff, as initialize's
         raise ProcessorSetupError(f"the processor's factory raised {type(exc).__name__}: {exc}") from exc
     # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
     # count records as done the moment they were handed over.
     mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)
-    cp = ctx.config.checkpoint
-    policy: CheckpointPolicy
+    policy: AnyPolicy
     if mode == "manual":
-        manual = ManualCheckpoints(cp.flush_interval, ctx.clock)
+        manual = ManualCheckpoints()
         manual.listen(wake)
         policy = manual
     elif mode == "explicit":  # only the processor's checkpoint(position) calls write (MultiLang)
         policy = ExplicitCheckpoints()
     elif mode == "auto":
-        policy = AutoCheckpoints(start, cp.auto_interval, ctx.clock)
+        policy = AutoCheckpoints(start)
     else:  # the start-up checks refuse it first; a typo must not run as auto, records not done included
         raise ConfigError(
             f"{type(processor).__name__}.checkpoint_mode",

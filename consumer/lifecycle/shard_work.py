@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import assert_never
 
 from consumer.checkpoint.checkpointer import ShardCheckpointer
-from consumer.checkpoint.policy import CheckpointPolicy, ExplicitCheckpoints, ManualCheckpoints
+from consumer.checkpoint.policy import AnyPolicy, AutoCheckpoints, ExplicitCheckpoints, ManualCheckpoints
 from consumer.config import StreamSpec
 from consumer.errors import LeaseLostError, MissingResourceError, ProcessorSetupError
 from consumer.leases.model import Lease
@@ -338,9 +339,14 @@ class ShardWork:
             logger.exception("lease_lost raised", extra={"event": "processor_lease_lost_failed"})
 
 
-def _mode(policy: CheckpointPolicy) -> Mode:
-    if isinstance(policy, ManualCheckpoints):
-        return Mode.MANUAL
-    if isinstance(policy, ExplicitCheckpoints):
-        return Mode.EXPLICIT
-    return Mode.AUTO
+def _mode(policy: AnyPolicy) -> Mode:
+    """The machine's mode for ``policy`` (a policy without one is a bug: never run as auto)."""
+    match policy:
+        case AutoCheckpoints():
+            return Mode.AUTO
+        case ManualCheckpoints():
+            return Mode.MANUAL
+        case ExplicitCheckpoints():
+            return Mode.EXPLICIT
+        case _:
+            assert_never(policy)
