@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from consumer.errors import ConsumerError, ProcessorLoadError
+from consumer.lifecycle.async_processor import returns_coroutine
 from consumer.lifecycle.processor import ProcessRecordsInput, RecordProcessor
 from consumer.logs import log_event
 
@@ -116,7 +117,7 @@ def _warn_returned(path: str, result: object) -> None:
 def _report_return_values(path: str, processor: Any) -> None:
     original = processor.process_records
     wrapper: Callable[[ProcessRecordsInput], Any]
-    if inspect.iscoroutinefunction(original):  # stays a coroutine function: the worker runs it on its loop
+    if returns_coroutine(original):  # stays a coroutine function: the worker runs it on its loop
 
         async def process_records_async(data: ProcessRecordsInput) -> Any:
             result = await original(data)
