@@ -65,8 +65,10 @@ $(STAMPS)/node: package.json package-lock.json
 test:
 	@$(MAKE) --no-print-directory -j6 $(STAMPS)/node $(STAMPS)/checkov typecheck-stacks lint typecheck-app pytest
 
-# Three processes by default: most of the suite waits (on emulators, leases, subprocesses) rather than computes
-# (serially it kept ~0.6 of a core busy), but past three the processes mostly add contention: the tests' workers
+# Four processes by default (three until 2026-11-28: the two Spark JVMs and the infra group then held all three
+# at the start, and the integration tests waited for one; on fresh clones, 500 s in three and 471 s in four).
+# Most of the suite waits (on emulators, leases, subprocesses) rather than computes
+# (serially it kept ~0.6 of a core busy), but before the Spark split, past three the processes mostly added contention: the tests' workers
 # and JVMs keep polling while they wait for a core (on a slow day the tests took 578 s in three processes and
 # 746-773 s in four). Fresh clones of this 2-core machine, 2026-11-27: `make test` took 646-810 s (1,010-1,295
 # CPU-seconds) in the morning, and 484-600 s (708-909) once the stacks' type check followed only the aws_cdk
@@ -78,7 +80,7 @@ test:
 # four runs with 68-69 more tests; 2026-11-28, with 106 more, 427 and 441 s (537 CPU-seconds). Spark tests stay in two processes (two JVMs), infra tests in another, and a
 # module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0` runs them in this
 # process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
-PYTEST_JOBS ?= 3
+PYTEST_JOBS ?= 4
 PYTEST_ARGS ?=
 PYTEST_XDIST := $(if $(filter-out 0,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadgroup,)
 pytest: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/checkov
