@@ -152,3 +152,14 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     assert set(result.templates) == {(e, u) for e in ENVIRONMENTS for u in UNITS}
     yield result
     shutil.rmtree(outdir, ignore_errors=True)
+
+
+@pytest.fixture
+def worker_processes() -> Iterator[list[Any]]:
+    """Worker processes a test starts (anything with a ``proc``: ``subprocess.Popen``), killed after it."""
+    started: list[Any] = []
+    yield started
+    for worker in started:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+            worker.proc.wait(timeout=10)

@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +69,6 @@ API_URL = "https://orders.example.com/v1"
 SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:acme/orders-AbC123"
 PARAMETER = "arn:aws:ssm:eu-west-1:123456789012:parameter/acme/db-password"
 SECRETS = {"ACME_API_KEY": f"{SECRET}:key::", "ACME_DB_PASSWORD": PARAMETER}
-
-
-@pytest.fixture
-def worker_processes() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.proc.kill()
-            worker.proc.wait(timeout=10)
 
 
 def _project(root: Path) -> Path:

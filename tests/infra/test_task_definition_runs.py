@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -255,16 +255,6 @@ class Worker:
             for thread in self._threads:
                 thread.join(timeout=5)
         return code
-
-
-@pytest.fixture
-def worker_processes() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.proc.kill()
-            worker.proc.wait(timeout=10)
 
 
 def _container(synth: Synth, env: str) -> dict[str, Any]:
