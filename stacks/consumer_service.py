@@ -211,8 +211,8 @@ class ConsumerService(Construct):
 
     def _add_secrets(self, settings: EnvironmentSettings) -> None:
         """``consumer.processor_secrets``: ECS reads each at task start into its variable (the template holds
-        only the ARN), with the execution role, which may read exactly these (a secret under a customer managed
-        KMS key also needs that key's policy to let the role decrypt)."""
+        only the ARN), with the execution role, which may read exactly these, and decrypt with exactly the keys of
+        ``consumer.processor_secrets_kms_keys`` through Secrets Manager or SSM."""
         secrets = settings.consumer.processor_secrets
         if not secrets:
             return
@@ -231,6 +231,19 @@ class ConsumerService(Construct):
         for service, resources in sorted(by_service.items()):
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=[actions[service]], resources=sorted(set(resources)))
+            )
+        keys = settings.consumer.processor_secrets_kms_keys
+        if keys:
+            # A secret (or SecureString) under a customer managed key: ECS's read makes Secrets Manager (or SSM)
+            # call kms:Decrypt as the execution role. Allowed on exactly these keys, and only through the
+            # services (in the regions) of the secrets.
+            via = sorted({f"{arn.split(':')[2]}.{arn.split(':')[3]}.amazonaws.com" for _, arn in secrets})
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    resources=list(keys),
+                    conditions={"StringEquals": {"kms:ViaService": via}},
+                )
             )
 
     def _environment(self, settings: EnvironmentSettings, resources: ConsumerResources) -> dict[str, str]:

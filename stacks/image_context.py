@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stacks.config import ConfigError, EnvironmentSettings
+from stacks.image_requirements import check_requirements
 
 __all__ = [
     "CONTEXT_FILES",
@@ -60,11 +61,6 @@ _BUILD_REQUIRES = frozenset({"setuptools", "wheel"})
 _PROJECT_FILES = ("pyproject.toml", "requirements.txt")
 _REPOSITORY = Path(__file__).resolve().parents[1]
 _PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # as stacks.config reads consumer.processor
-# A requirement's distribution name (PEP 508), and an exact pin of it.
-_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
-_PIN = re.compile(
-    r"^\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*===?\s*([A-Za-z0-9.!+_-]+)\s*(?:;.*)?$"
-)
 
 
 def processor_project(settings: EnvironmentSettings, root: Path) -> Path | None:
@@ -116,7 +112,7 @@ def check_project(
 ) -> None:
     """Refuse, naming ``setting``, a processor project folder the image build could not install: missing, with
     neither a ``pyproject.toml`` nor a ``requirements.txt``, built with a backend the builder lacks, or with
-    requirements the build would refuse (see :func:`_check_requirements`); ``root`` holds the consumer's lock."""
+    requirements the build would refuse (see :func:`stacks.image_requirements.check_requirements`); ``root`` holds the consumer's lock."""
     if not project.is_dir():
         raise ConfigError(
             setting,
@@ -129,96 +125,7 @@ def check_project(
             f"project with it)",
         )
     _check_build_system(project / "pyproject.toml", setting, folder)
-    _check_requirements(project, setting, folder, root)
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _locked(root: Path) -> dict[str, str]:
-    """The consumer's pins (requirements/consumer.lock): canonical name -> version."""
-    pins: dict[str, str] = {}
-    for line in _logical_lines(root / "requirements" / "consumer.lock"):
-        name, pin = _NAME.match(line), _PIN.match(line.split(" --hash", 1)[0])
-        if name and pin:
-            pins[_canonical(name[1])] = pin[1]
-    return pins
-
-
-def _logical_lines(path: Path) -> list[str]:
-    """A requirements file's lines, continuations joined and comments dropped (pip's own reading)."""
-    text = re.sub(r"\\\r?\n", " ", path.read_text(encoding="utf-8"))
-    lines = (re.sub(r"(^|\s)#.*$", "", line).strip() for line in text.splitlines())
-    return [line for line in lines if line]
-
-
-def _check_requirements(project: Path, setting: str, folder: str, root: Path) -> None:
-    """What the image's build would refuse, refused now, naming the file: a ``requirements.txt`` line that is not
-    pinned with ``==`` and hashed (the build installs it with ``--require-hashes``), a pin of a distribution the
-    consumer's lock pins at another version (the image can hold only one, and the consumer's would be replaced
-    under it), and a ``[project].dependencies`` entry that neither the lock nor ``requirements.txt`` provides
-    (the build's ``pip check`` fails on it)."""
-    locked = _locked(root)
-    provided = set(locked) | {_canonical(_project_name(root / "pyproject.toml") or "kinesis-fleet-consumer")}
-    requirements = project / "requirements.txt"
-    if requirements.is_file():
-        for line in _logical_lines(requirements):
-            if line.startswith("-"):
-                if line.startswith(("-e", "--editable")):
-                    raise ConfigError(
-                        setting,
-                        f"{folder}/requirements.txt: {line!r}: an editable requirement "
-                        "cannot be installed with --require-hashes, as the image build does",
-                    )
-                continue  # an option (an index, -r another file): pip reads it
-            requirement = line.split(" --hash", 1)[0].strip()
-            name = _NAME.match(requirement)
-            pin = _PIN.match(requirement)
-            if name is None or "--hash=" not in line or (pin is None and " @ " not in requirement):
-                raise ConfigError(
-                    setting,
-                    f"{folder}/requirements.txt: {requirement!r} is not pinned with == and hashed: the image "
-                    "build installs it with --require-hashes (pip-compile --generate-hashes writes such a file)",
-                )
-            canonical = _canonical(name[1])
-            if pin is not None and canonical in locked and locked[canonical] != pin[1]:
-                raise ConfigError(
-                    setting,
-                    f"{folder}/requirements.txt pins {name[1]}=={pin[1]}, but the consumer runs "
-                    f"{name[1]}=={locked[canonical]} (requirements/consumer.lock) and the image holds one: pin "
-                    f"{locked[canonical]}, or drop the line (the image has it)",
-                )
-            provided.add(canonical)
-    for dependency in _declared(project / "pyproject.toml", setting, folder):
-        name = _NAME.match(dependency)
-        if name is not None and ";" not in dependency and _canonical(name[1]) not in provided:
-            raise ConfigError(
-                setting,
-                f"{folder}/pyproject.toml depends on {dependency!r}, which the image would not hold (the build "
-                f"installs the project without dependencies): pin it with hashes in {folder}/requirements.txt",
-            )
-
-
-def _project_name(pyproject: Path) -> str | None:
-    try:
-        name = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("name")
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return None
-    return name if isinstance(name, str) else None
-
-
-def _declared(pyproject: Path, setting: str, folder: str) -> list[str]:
-    """``[project].dependencies`` (none when the file, or the table, is absent or they are ``dynamic``)."""
-    if not pyproject.is_file():
-        return []
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-    dependencies = project.get("dependencies", []) if isinstance(project, dict) else []
-    if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
-        raise ConfigError(
-            setting, f"{folder}/pyproject.toml: [project].dependencies must be a list of strings"
-        )
-    return dependencies
+    check_requirements(project, setting, folder, root)
 
 
 def _check_build_system(pyproject: Path, setting: str, folder: str) -> None:

@@ -108,29 +108,34 @@ class ImageVenv:
         return self.venv / "bin" / "python"
 
 
-@pytest.fixture(scope="session")
-def dev_image_venv(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> ImageVenv:
-    """dev's image without Docker: its staged context, installed as consumer/Dockerfile's build stage does
-    (``sh consumer/install-image.sh CONTEXT VENV BUILDER`` with a Python 3.11), into a fresh virtualenv."""
-    context = image_context(synth, "dev")
-    tmp = tmp_path_factory.mktemp("image")
-    base = Path(getattr(sys, "_base_executable", sys.executable))
-    env = {**os.environ, "PYTHON": str(base)}
+def install_image(
+    context: Path, venv: Path, builder: Path, build_args: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """consumer/Dockerfile's build stage without Docker: ``sh consumer/install-image.sh CONTEXT VENV BUILDER``
+    with a Python 3.11 and the build arguments as environment variables (a Dockerfile ARG reaches RUN so)."""
+    env = {
+        **os.environ,
+        **(build_args or {}),
+        "PYTHON": str(Path(getattr(sys, "_base_executable", sys.executable))),
+    }
     env.pop("PYTHONPATH", None)
-    done = subprocess.run(
-        [
-            "sh",
-            str(context / "consumer" / "install-image.sh"),
-            str(context),
-            str(tmp / "venv"),
-            str(tmp / "b"),
-        ],
+    return subprocess.run(
+        ["sh", str(context / "consumer" / "install-image.sh"), str(context), str(venv), str(builder)],
         check=False,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.fixture(scope="session")
+def dev_image_venv(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> ImageVenv:
+    """dev's image without Docker: its staged context, installed as consumer/Dockerfile's build stage does
+    (:func:`install_image`), into a fresh virtualenv."""
+    context = image_context(synth, "dev")
+    tmp = tmp_path_factory.mktemp("image")
+    done = install_image(context, tmp / "venv", tmp / "b")
     assert done.returncode == 0, f"the image's install failed:\n{done.stdout}\n{done.stderr}"
     return ImageVenv("dev", context, tmp / "venv")
 

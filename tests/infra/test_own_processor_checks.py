@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, install_image
 
 pytestmark = pytest.mark.infra
 
@@ -133,26 +133,7 @@ def test_the_image_build_refuses_a_processor_that_does_not_import(tmp_path: Path
         },
     )
     context = assemble(REPO_ROOT, project, tmp_path / "context")
-    env = {
-        **os.environ,
-        "PYTHON": str(Path(getattr(sys, "_base_executable", sys.executable))),
-        "PROCESSOR": "acme.proc:Proc",
-    }
-    env.pop("PYTHONPATH", None)
-    done = subprocess.run(
-        [
-            "sh",
-            str(context / "consumer" / "install-image.sh"),
-            str(context),
-            str(tmp_path / "v"),
-            str(tmp_path / "b"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = install_image(context, tmp_path / "v", tmp_path / "b", {"PROCESSOR": "acme.proc:Proc"})
     assert done.returncode != 0, "the build accepted a processor that does not import"
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("error: ")]
     assert "acme.proc:Proc" in line and "not_in_the_image" in line, done.stderr

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import REPO_ROOT, Synth, _spark_jobs_dir
+from .conftest import REPO_ROOT, Synth, _spark_jobs_dir, install_image
 from .test_task_definition_runs import (
     RECORDS_PER_STREAM,
     Worker,
@@ -137,17 +135,7 @@ def _image(synth: Synth) -> tuple[Path, dict[str, str], Any]:
 
 def _install(context: Path, build_args: dict[str, str], into: Path) -> Path:
     """consumer/Dockerfile's build stage without Docker: its ARGs reach the RUN as environment variables."""
-    env = {**os.environ, **build_args, "PYTHON": str(Path(getattr(sys, "_base_executable", sys.executable)))}
-    env.pop("PYTHONPATH", None)
-    script = str(context / "consumer" / "install-image.sh")
-    done = subprocess.run(
-        ["sh", script, str(context), str(into / "venv"), str(into / "builder")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = install_image(context, into / "venv", into / "builder", build_args)
     assert done.returncode == 0, f"the image's install failed:\n{done.stdout}\n{done.stderr}"
     return into / "venv" / "bin" / "python"
 
