@@ -203,6 +203,18 @@ PROCESSOR_ENV_VARS: tuple[EnvVar, ...] = (
         "raw_sink.max_age",
         "raw S3 sink: flush a buffer this old (was RAW_MAX_AGE_SECONDS, still read)",
     ),
+    EnvVar(
+        "CONSUMER_RAW_CONNECT_TIMEOUT_SECONDS",
+        "raw_sink.connect_timeout",
+        "raw S3 sink: a PUT's connect timeout, at most `60` (one attempt per PUT; a failed one is tried again"
+        " after the sink's backoff)",
+    ),
+    EnvVar(
+        "CONSUMER_RAW_READ_TIMEOUT_SECONDS",
+        "raw_sink.read_timeout",
+        "raw S3 sink: how long a PUT waits for S3 to take more of the body or to answer, at most `60`; the PUT"
+        " holds its shard for up to this long",
+    ),
     EnvVar("COPIER_TARGET_STREAM", "", "stream copier: the stream to copy into", required=True),
     EnvVar("WEBHOOK_URL", "", "async webhook: the endpoint each batch is POSTed to", required=True),
     EnvVar("WEBHOOK_TIMEOUT_SECONDS", "", "async webhook: connect, send and answer timeout", default="10"),

@@ -135,6 +135,14 @@ class FleetMonitoring(Construct):
                 f"A worker gave a shard of {name} up after failing to reach Kinesis or DynamoDB for too long",
                 periods=1,
             )
+            raw = consumer_metric(app, name, "RawWriteFailures", statistic="Sum", period=_FIVE_MINUTES)
+            self._alarm(
+                f"RawWriteFailures-{name}",
+                raw,
+                1,
+                f"The raw S3 sink's PUTs for {name} have failed for 15 minutes (raw_flush_failed in the log says "
+                "why): nothing is lost, but its shards stop reading once CONSUMER_MAX_PENDING_RECORDS wait",
+            )
 
     def _read_age(self, name: str, stream: kinesis.IStream) -> cloudwatch.IMetric:
         """How far behind the stream's tip its reads are, as Kinesis measures it: GetRecords'
@@ -229,6 +237,7 @@ class FleetMonitoring(Construct):
                 "Failures and dead letters",
                 per_stream("ProcessorFailures", "Sum")
                 + per_stream("DeadLettered", "Sum")
+                + per_stream("RawWriteFailures", "Sum")
                 + [dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_MINUTE)],
             ),
         )

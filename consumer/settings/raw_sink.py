@@ -1,7 +1,8 @@
 """The raw S3 sink's settings: a frozen dataclass, and how the environment sets it.
 
 The variables are ``CONSUMER_RAW_BUCKET``, ``CONSUMER_RAW_PREFIX``, ``CONSUMER_RAW_MAX_BYTES``,
-``CONSUMER_RAW_MAX_RECORDS`` and ``CONSUMER_RAW_MAX_AGE_SECONDS``. The unprefixed ``RAW_MAX_BYTES``,
+``CONSUMER_RAW_MAX_RECORDS``, ``CONSUMER_RAW_MAX_AGE_SECONDS``, ``CONSUMER_RAW_CONNECT_TIMEOUT_SECONDS`` and
+``CONSUMER_RAW_READ_TIMEOUT_SECONDS``. The unprefixed ``RAW_MAX_BYTES``,
 ``RAW_MAX_RECORDS`` and ``RAW_MAX_AGE_SECONDS`` of earlier releases still work as deprecated aliases (a
 warning once per process); the new name wins when both are set.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "DEPRECATED_RAW_VARIABLES",
     "MAX_BYTES_LIMIT",
     "RAW_SINK_VARIABLES",
+    "TIMEOUT_LIMIT",
     "RawSinkConfig",
     "raw_sink_config_from_env",
     "with_overrides",
@@ -47,7 +49,12 @@ RAW_SINK_VARIABLES: dict[str, str] = {
     "max_bytes": "CONSUMER_RAW_MAX_BYTES",
     "max_records": "CONSUMER_RAW_MAX_RECORDS",
     "max_age": "CONSUMER_RAW_MAX_AGE_SECONDS",
+    "connect_timeout": "CONSUMER_RAW_CONNECT_TIMEOUT_SECONDS",
+    "read_timeout": "CONSUMER_RAW_READ_TIMEOUT_SECONDS",
 }
+_SECONDS = ("max_age", "connect_timeout", "read_timeout")  # the fields read as a number of seconds
+#: A PUT's timeouts are at most this: the PUT holds its shard's lane (and so the shard) while it waits.
+TIMEOUT_LIMIT = 60.0
 #: Deprecated name -> its replacement (read when the replacement is unset).
 DEPRECATED_RAW_VARIABLES: dict[str, str] = {
     "RAW_MAX_BYTES": "CONSUMER_RAW_MAX_BYTES",
@@ -63,6 +70,17 @@ _warned_lock = threading.Lock()
 def _whole(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(name, f"must be a whole number > 0, got {value!r}")
+
+
+def _seconds(name: str, value: float, limit: float | None = None) -> None:
+    if isinstance(value, bool) or not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
+        raise ConfigError(name, f"must be a number of seconds > 0, got {value!r}")
+    if limit is not None and value > limit:
+        raise ConfigError(
+            name,
+            f"must be at most {limit:g} seconds (a PUT holds its shard while it waits; a failed one is "
+            f"tried again), got {value!r}",
+        )
 
 
 def _check_prefix(prefix: str) -> None:
@@ -89,13 +107,20 @@ def _check_prefix(prefix: str) -> None:
 @dataclass(frozen=True)
 class RawSinkConfig:
     """Where the raw sink writes and when a buffer becomes an object: at ``max_bytes`` (5 MiB) or
-    ``max_records`` (10,000), or when its oldest record is ``max_age`` seconds old (60)."""
+    ``max_records`` (10,000), or when its oldest record is ``max_age`` seconds old (60).
+
+    ``connect_timeout`` (2 s) and ``read_timeout`` (5 s: each wait for S3 to take more of the body or to
+    answer) bound one PUT of the sink's own S3 client, which makes one attempt per PUT: a PUT that times out
+    is a failed write, tried again after the sink's backoff, instead of holding the shard's lane for botocore's
+    retries (three attempts of 10 s before)."""
 
     bucket: str
     prefix: str = "raw"
     max_bytes: int = 5 * 1024 * 1024
     max_records: int = 10_000
     max_age: float = 60.0
+    connect_timeout: float = 2.0
+    read_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         check_types("raw_sink", self)
@@ -121,10 +146,9 @@ class RawSinkConfig:
                 f"and one S3 PUT takes at most 5 GiB), got {self.max_bytes}",
             )
         _whole("raw_sink.max_records", self.max_records)
-        if isinstance(self.max_age, bool) or not (
-            isinstance(self.max_age, int | float) and self.max_age > 0 and math.isfinite(self.max_age)
-        ):
-            raise ConfigError("raw_sink.max_age", f"must be a number of seconds > 0, got {self.max_age!r}")
+        _seconds("raw_sink.max_age", self.max_age)
+        _seconds("raw_sink.connect_timeout", self.connect_timeout, TIMEOUT_LIMIT)
+        _seconds("raw_sink.read_timeout", self.read_timeout, TIMEOUT_LIMIT)
 
 
 def _warn_deprecated(old: str, new: str, *, ignored: bool) -> None:
@@ -182,7 +206,7 @@ def raw_sink_config_from_env(env: Mapping[str, str], **given: Any) -> RawSinkCon
         elif field == "bucket":
             values[field] = (raw or "").strip()
         elif raw is not None and raw.strip():
-            values[field] = _number(raw.strip(), name, float if field == "max_age" else int)
+            values[field] = _number(raw.strip(), name, float if field in _SECONDS else int)
     try:
         return RawSinkConfig(**values)
     except ConfigError as exc:

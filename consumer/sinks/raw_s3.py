@@ -4,6 +4,14 @@ Buffers are kept per arrival hour, so every copy of a record lands in the same p
 and the object keys (deterministic from a batch's bounds, so a re-delivered batch overwrites its object
 instead of duplicating it) are in :mod:`consumer.sinks.raw_format`, re-exported here. The settings are a
 :class:`~consumer.config.RawSinkConfig` (docs/operations.md lists the variables).
+
+A failed write is decided once, by ``consumer.lifecycle.retry.verdict`` over the error that
+``consumer.aws_errors.classify`` made of it, with the two refusals an operator fixes while the worker runs (a
+bucket that does not exist, access denied) also tried again: the records stay buffered, not done, and the
+next try waits out a backoff. Anything else is a bug of ours (or a request S3 refuses as made): its traceback
+is logged once (``raw_sink_failed``), the sink writes no more, and its next batch raises
+:class:`RawSinkFailedError`, so that the worker halts the shard (``shard_halted``, ``HaltedShards``) before
+the records that were not written. Each failed PUT counts 1 in ``RawWriteFailures`` (per stream and shard).
 """
 
 from __future__ import annotations
@@ -16,11 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from consumer.aws import shared_client
 from consumer.aws_errors import PROVIDER_FAILURES, classify
-from consumer.errors import ConsumerError, LeaseLostError, MissingResourceError
+from consumer.errors import LeaseLostError, MissingResourceError
 from consumer.lifecycle.processor import (
     InitializationInput,
     LeaseGuard,
@@ -31,20 +38,25 @@ from consumer.lifecycle.processor import (
     Timers,
 )
 from consumer.logs import log_event
+from consumer.metrics.sink import MetricsSink
 from consumer.records import Record
 from consumer.resources import Resource
 from consumer.settings.raw_sink import RawSinkConfig, raw_sink_config_from_env, with_overrides
 from consumer.sinks.raw_format import RAW_FORMAT, encode_line, json_text, object_key, record_data
 from consumer.sinks.raw_format import hour_of as _hour
+from consumer.sinks.raw_writes import WRITE_FAILURES, RawSinkFailedError, own_client, retried
 
 __all__ = [
     "RAW_FORMAT",
+    "WRITE_FAILURES",
     "RawS3Sink",
     "RawSinkConfig",
+    "RawSinkFailedError",
     "encode_line",
     "json_text",
     "object_key",
     "record_data",
+    "retried",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,7 +87,9 @@ class RawS3Sink:
     a subclass made by a factory of its own) has the typed config read them from the process environment.
     Keyword values (``bucket=``, ``max_records=``, ...) override either. A
     :class:`~consumer.errors.ConfigError` names the setting, so a worker that builds one processor at start-up
-    fails before it takes a lease.
+    fails before it takes a lease. ``client``: an S3 client of your own (its timeouts and retries are yours);
+    by default one of the process's, with the settings' timeouts. ``metrics``: where ``RawWriteFailures`` is
+    counted; by default the worker's (``InitializationInput.metrics``).
 
     It has no thread and no lock: the worker calls it one call at a time per shard, and its age flush is a
     timer on the shard's lane (``InitializationInput.timers``), serialized with those calls. Given no timers
@@ -94,6 +108,7 @@ class RawS3Sink:
         max_age: float | None = None,
         *,
         settings: RawSinkConfig | None = None,
+        metrics: MetricsSink | None = None,
     ) -> None:
         given = {
             "bucket": bucket,
@@ -110,13 +125,18 @@ class RawS3Sink:
         self.max_bytes = self.settings.max_bytes
         self.max_records = self.settings.max_records
         self.max_age = self.settings.max_age
-        self._client = client or shared_client("s3")
+        self._client = client or own_client(self.settings)
+        self._metrics = metrics
         self._buffers: dict[tuple[str, str], _Buffer] = {}
         self._timers: Timers | None = None
         self._stopped = False  # no age flush after a stop, a shard end or a lost lease
         self._guard: LeaseGuard | None = None
         self._epoch = 0
+        self._stream = ""
         self._shard = ""
+        self._broken: str | None = None  # what stopped the sink (a failure not retried): it writes no more
+        self._failures = 0  # failed writes in a row (logged when one works again)
+        self._failed_key = ""  # the object the last failed PUT was writing
         self._last_failure = ("", 0.0)  # (message, when logged)
         self._retry_at = 0.0  # no write before this (monotonic): the backoff after a failed one
         self._retry_delay = 0.0
@@ -129,26 +149,41 @@ class RawS3Sink:
     # -- lifecycle ---------------------------------------------------------------------------------
     def initialize(self, data: InitializationInput) -> None:
         self._guard, self._epoch, self._shard = data.guard, data.epoch, data.shard_id
+        self._stream = getattr(data, "stream", "")
         self._timers = getattr(data, "timers", None)
+        if self._metrics is None:
+            self._metrics = getattr(data, "metrics", None)
         self._arm()
 
     def process_records(self, data: ProcessRecordsInput) -> None:
         """Buffer the batch and write the buffers that are full (or, with no age timer, old).
 
-        A failed write never raises (only a lost lease does): the records are buffered, so a batch retried by
-        the worker would be buffered twice, and a failure it sees as the processor's would halt the shard
-        after a few quick attempts. They stay in their buffer, unacknowledged, and are tried again with
-        backoff (:meth:`_age_flush`, or the next batch); fetching pauses at ``max_pending_records``."""
+        A failed write that may pass never raises (only a lost lease does): the records are buffered, so a
+        batch retried by the worker would be buffered twice, and a failure it sees as the processor's would
+        halt the shard after a few quick attempts. They stay in their buffer, unacknowledged, and are tried
+        again with backoff (:meth:`_age_flush`, or the next batch); fetching pauses at ``max_pending_records``.
+        Once a failure that is not retried stopped the sink, every call raises :class:`RawSinkFailedError`
+        (before buffering: the worker's retries of the batch add nothing), and the worker halts the shard."""
+        self._check_broken()
         for r in data.records:
             buf = self._buffers.setdefault(_hour(r), _Buffer())
             buf.records.append(r)
             buf.size += _size(r)
         self._write_due(aged=self._timers is None)
+        self._check_broken()
+
+    def _check_broken(self) -> None:
+        if self._broken is not None:
+            raise RawSinkFailedError(
+                f"the raw sink stopped writing to s3://{self.bucket} after {self._broken} (raw_sink_failed has "
+                "its traceback); its records are not done: fix it and roll the service"
+            )
 
     def _write_due(self, *, aged: bool) -> None:
         """Write the buffers that are full (and past their age when ``aged``), unless a failure's backoff
-        runs; a failure is logged (rate-limited) and sets the next backoff."""
-        if time.monotonic() < self._retry_at:
+        runs; a failure that may pass is logged (rate-limited) and sets the next backoff, any other stops the
+        sink (:meth:`_stop_writing`)."""
+        if self._broken is not None or time.monotonic() < self._retry_at:
             return
         now = time.monotonic()
         due = [
@@ -163,21 +198,55 @@ class RawS3Sink:
                 self._write(hour)
         except LeaseLostError:
             raise
-        except Exception as exc:  # kept: tried again after the backoff
+        except Exception as exc:  # the one verdict decides: tried again after the backoff, or the sink stops
+            if not retried(exc):
+                self._stop_writing(exc)
+                return
+            self._failures += 1
             self._retry_delay = min(_RETRY_MAX, max(_RETRY_MIN, self._retry_delay * 2))
             self._retry_at = time.monotonic() + self._retry_delay
             self._flush_failed(exc)
         else:
             if due:
                 self._retry_delay = 0.0
+                if self._failures:
+                    log_event(
+                        logger,
+                        "raw_flush_recovered",
+                        bucket=self.bucket,
+                        stream=self._stream,
+                        shard=self._shard,
+                        failures=self._failures,
+                    )
+                    self._failures, self._last_failure = 0, ("", 0.0)
+
+    def _stop_writing(self, exc: Exception) -> None:
+        """A failure that retrying cannot fix: its traceback once, and no more writes (no timer, no flush at
+        a stop); the next batch halts the shard (:meth:`_check_broken`)."""
+        self._broken = f"{type(exc).__name__}: {exc}"[:500]
+        logger.error(
+            "raw sink stopped writing to s3://%s: %s",
+            self.bucket,
+            self._broken,
+            exc_info=exc,
+            extra={
+                "event": "raw_sink_failed",
+                "bucket": self.bucket,
+                "stream": self._stream,
+                "shard": self._shard,
+                "buffered": sum(len(b.records) for b in self._buffers.values()),
+            },
+        )
 
     def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
         self._stopped = True
-        self.flush()
+        if self._broken is None:  # a stopped sink writes nothing more: its records go to the next owner
+            self.flush()
         data.checkpointer.checkpoint()
 
     def shard_ended(self, data: ShardEndedInput) -> None:
         self._stopped = True
+        self._check_broken()  # never the shard's end checkpointed over records that were not written
         self.flush()
         data.checkpointer.checkpoint()
 
@@ -199,32 +268,40 @@ class RawS3Sink:
 
     def _age_flush(self) -> None:
         """The age timer (on the shard's lane, between the worker's calls): write the buffers that are full or
-        past their age; a failure keeps them for the next tick after its backoff (a bug is logged in full)."""
-        if self._stopped:
+        past their age; a failure keeps them for the next tick after its backoff, and one that is not retried
+        stops the timer with the sink."""
+        if self._stopped or self._broken is not None:
             return
         try:
             self._write_due(aged=True)
         except LeaseLostError:
             self._stopped = True
             return
-        self._arm()
+        if self._broken is None:
+            self._arm()
 
     def _flush_failed(self, exc: Exception) -> None:
-        """One short line per distinct failure (at most once a minute while it repeats), not a traceback
-        per attempt: the buffers stay, and the next attempt retries them."""
+        """One short line per distinct failure that may pass (at most once a minute while it repeats), never a
+        traceback: the buffers stay, and the next attempt retries them."""
         message = f"{type(exc).__name__}: {exc}"
         now = time.monotonic()
         last, when = self._last_failure
         if message == last and now - when < _FAILURE_LOG_INTERVAL:
             return
         self._last_failure = (message, now)
-        expected = isinstance(exc, ConsumerError | ClientError | BotoCoreError | OSError)
         logger.warning(
             "raw flush to s3://%s failed: %s",
             self.bucket,
             message[:500],
-            exc_info=None if expected else exc,
-            extra={"event": "raw_flush_failed", "bucket": self.bucket, "shard": self._shard},
+            extra={
+                "event": "raw_flush_failed",
+                "bucket": self.bucket,
+                "stream": self._stream,
+                "shard": self._shard,
+                "failures": self._failures,
+                "retry_in_s": round(self._retry_delay, 3),
+                "key": self._failed_key,
+            },
         )
 
     def _write(self, hour: tuple[str, str]) -> None:
@@ -263,12 +340,17 @@ class RawS3Sink:
                 ContentType="application/x-ndjson",
                 ContentEncoding="gzip",
             )
-        except PROVIDER_FAILURES as exc:
+        except Exception as exc:
+            self._failed_key = key
+            if self._metrics is not None:  # every failed PUT, whatever it failed with
+                self._metrics.add(WRITE_FAILURES, 1, self._stream or records[0].stream, self._shard or None)
+            if not isinstance(exc, PROVIDER_FAILURES):
+                raise  # a bug of ours (never retried)
             if isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == "NoSuchBucket":
                 raise MissingResourceError(
                     f"CONSUMER_RAW_BUCKET: S3 bucket {self.bucket!r} does not exist; create it or fix "
                     "CONSUMER_RAW_BUCKET"
                 ) from exc
-            raise classify(exc, "s3", f"put s3://{self.bucket}/{key}") from exc
+            raise classify(exc, "s3", "PutObject") from exc  # the key is the log line's ``key``
         self.objects_written += 1
         log_event(logger, "raw_object_written", logging.DEBUG, key=key, records=len(records))

@@ -22,6 +22,7 @@ EMF_METRICS = (
     "HandoffsStalled",
     "DeadLettered",
     "ProcessorFailures",
+    "RawWriteFailures",
 )
 
 
@@ -50,6 +51,7 @@ def test_per_stream_alarms_use_the_application_stream_rollup(synth: Synth, env: 
         "HaltedShards": ("HaltedShards", "Maximum", 1),
         "ProcessorCallsSlow": ("ProcessorCallsSlow", "Maximum", 1),
         "ShardsGivenUp": ("ShardsGivenUp", "Sum", 1),
+        "RawWriteFailures": ("RawWriteFailures", "Sum", 1),
     }
     for stream in (s["name"] for s in settings["streams"]):
         stream_id = stream.replace("-", "")
