@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from consumer.lifecycle.async_processor import AsyncBaseProcessor, AsyncRecordProcessor
     from consumer.lifecycle.processor import (
         BaseProcessor,
+        CallbackAbortedError,
         Checkpointer,
         InitializationInput,
         LeaseGuard,
@@ -60,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncBaseProcessor": "consumer.lifecycle.async_processor",
     "AsyncRecordProcessor": "consumer.lifecycle.async_processor",
     "BaseProcessor": "consumer.lifecycle.processor",
+    "CallbackAbortedError": "consumer.lifecycle.processor",
     "CheckpointConfig": "consumer.config",
     "CheckpointRejectedError": "consumer.errors",
     "Checkpointer": "consumer.lifecycle.processor",
@@ -112,6 +114,7 @@ __all__ = [
     "AsyncBaseProcessor",
     "AsyncRecordProcessor",
     "BaseProcessor",
+    "CallbackAbortedError",
     "CheckpointConfig",
     "CheckpointRejectedError",
     "Checkpointer",

@@ -17,7 +17,7 @@ from botocore.config import Config
 from botocore.loaders import Loader
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, parse_timestamp
 
-from consumer.aws_errors import THROTTLE_CODES
+from consumer.aws_errors import is_throttle_response
 from consumer.errors import ConfigError
 from consumer.logs import log_event
 from consumer.retrieval.wire import LeanParserFactory
@@ -172,8 +172,9 @@ def shared_client(service: str) -> Any:
 
 class ThrottleRetries:
     """A botocore ``needs-retry`` handler for one-shot calls (operator commands, a worker's start-up checks),
-    which have no retry policy of ours above them: a throttled call is tried again after a jittered exponential
-    backoff (``base`` doubling up to ``cap`` seconds), up to ``attempts`` tries in all (18-36 s at the defaults:
+    which have no retry policy of ours above them: a call ``consumer.aws_errors`` reads as throttled
+    (``is_throttle_response``: a throttle code, the service's own, a transaction cancelled by throttling) is
+    tried again after a jittered exponential backoff (``base`` doubling up to ``cap`` seconds), up to ``attempts`` tries in all (18-36 s at the defaults:
     a table that a running fleet keeps at its limit still lets an operator's command through); any other
     failure is not retried here, so that an endpoint that cannot be reached is reported at once."""
 
@@ -185,8 +186,8 @@ class ThrottleRetries:
     ) -> float | None:
         if response is None or attempts >= self.attempts:
             return None
-        code = str(response[1].get("Error", {}).get("Code", ""))
-        if code not in THROTTLE_CODES:
+        service = getattr(getattr(operation, "service_model", None), "service_name", None) or "aws"
+        if not is_throttle_response(response[1], service):  # what a throttle is: the classifier's to say
             return None
         delay: float = random.uniform(0.5, 1.0) * min(self.cap, self.base * 2 ** (attempts - 1))
         name = getattr(operation, "name", "unknown")

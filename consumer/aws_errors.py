@@ -19,9 +19,9 @@ AWS endpoint cannot be reached (the network, the endpoint variable, or the servi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -66,6 +66,8 @@ __all__ = [
     "aws_call",
     "classify",
     "endpoint_variables",
+    "is_throttle_code",
+    "is_throttle_response",
 ]
 
 THROTTLE_CODES = frozenset(
@@ -210,18 +212,39 @@ def _refusal(exc: ClientError, service: str, label: str, doing: str, setting: st
     return RefusedError(f"{prefix}{label} refused{doing}: {code}: {message}")
 
 
+def is_throttle_response(response: Mapping[str, Any], service: str = "aws") -> bool:
+    """Whether a provider's error answer (botocore's parsed response, ``ClientError.response``) says "slow
+    down": a throttle code (``THROTTLE_CODES``, or ``service``'s own, e.g. Kinesis's
+    ``ResourceInUseException``), or a transaction cancelled by throttling. The one reading of a throttle:
+    ``classify`` makes it a ``ThrottledError``, and the one-shot calls' retries
+    (``consumer.aws.ThrottleRetries``) try it again."""
+    code = str((response.get("Error") or {}).get("Code", ""))
+    if is_throttle_code(code, service):
+        return True
+    return code == "TransactionCanceledException" and bool(_reasons(response) & _THROTTLED_REASONS)
+
+
+def is_throttle_code(code: str, service: str = "aws") -> bool:
+    """Whether an error code alone (e.g. a PutRecords record's ``ErrorCode``) means "slow down" in
+    ``service``: one of ``THROTTLE_CODES``, or the service's own."""
+    return code in THROTTLE_CODES or code in _SERVICE_THROTTLES.get(service, ())
+
+
+def _reasons(response: Mapping[str, Any]) -> set[str]:
+    """Why DynamoDB cancelled a transaction: one code per item."""
+    return {str(r.get("Code")) for r in response.get("CancellationReasons") or ()}
+
+
 def _passing(exc: ClientError, service: str, who: str, doing: str) -> TransientError | None:
     """A refusal that may pass when the same call is made again: a throttle, the service failing (5xx), a
     transaction cancelled by throttling or by another transaction."""
     error = exc.response.get("Error", {})
     code, message = str(error.get("Code", "")), str(error.get("Message", ""))
-    if code in THROTTLE_CODES or code in _SERVICE_THROTTLES.get(service, ()):
-        return ThrottledError(f"{who} throttled{doing}: {code}")
-    if code == "TransactionCanceledException":
-        reasons = {str(r.get("Code")) for r in exc.response.get("CancellationReasons") or ()}
-        if reasons & _THROTTLED_REASONS:
-            return ThrottledError(f"{who} throttled{doing}: transaction throttled")
-        conflict = reasons & _CONFLICT_REASONS
+    transaction = code == "TransactionCanceledException"
+    if is_throttle_response(exc.response, service):
+        return ThrottledError(f"{who} throttled{doing}: {'transaction throttled' if transaction else code}")
+    if transaction:
+        conflict = _reasons(exc.response) & _CONFLICT_REASONS
         return TransientError(f"{who} failed{doing}: TransactionConflict") if conflict else None
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
     if code in RETRIABLE_CODES or status >= 500:

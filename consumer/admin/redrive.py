@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from consumer.admin.dead_letters import DeadLetter, NotADeadLetter, parse_dead_letter
-from consumer.aws_errors import THROTTLE_CODES, aws_call
+from consumer.aws_errors import THROTTLE_CODES, aws_call, is_throttle_code
 from consumer.errors import ConsumerError, MissingResourceError
 from consumer.lifecycle.retry import Backoff, Verdict, next_try, verdict
 from consumer.logs import log_event
@@ -332,10 +332,10 @@ def _refused(
     for m, result in zip(pending, results, strict=True):
         if not (code := result.get("ErrorCode")):
             continue
-        if code in _RETRIED_CODES:
+        if code in _RETRIED_CODES or is_throttle_code(code, "kinesis"):
             again.append(m)
             why = code
-            if code in THROTTLE_CODES:
+            if is_throttle_code(code, "kinesis"):
                 throttled.add(m.message_id)
         else:  # e.g. a KMS key refused: putting it again would fail the same way
             refused[m.message_id] = f"{code}: {result.get('ErrorMessage', '')}"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from consumer.checkpoint.store import CheckpointStore
 from consumer.errors import CheckpointRejectedError, LeaseLostError, TransientError
@@ -13,9 +14,32 @@ from consumer.lifecycle.processor import LeaseGuard
 from consumer.logs import log_event
 from consumer.records import Position, Record
 
-__all__ = ["CheckpointWriter", "OrderedTracker", "ShardCheckpointer"]
+__all__ = ["CheckpointWriter", "Offload", "OrderedTracker", "ShardCheckpointer"]
 
 logger = logging.getLogger(__name__)
+
+#: Runs a blocking call (a checkpoint write) off the event loop and awaits it: the worker's
+#: ``EventLoopThread.offload``, on threads of its own.
+Offload = Callable[[Callable[[], None]], Awaitable[None]]
+
+
+async def own_thread(call: Callable[[], None]) -> None:
+    """``call`` on a new thread of its own, awaited: the ``Offload`` of a writer built without the worker's
+    (never the loop's default executor, which the application's own work may fill)."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not done.set_running_or_notify_cancel():
+            return
+        try:
+            call()
+        except BaseException as exc:  # raised in the awaiting coroutine
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name="checkpoint-write", daemon=True).start()
+    await asyncio.wrap_future(done)
 
 
 class OrderedTracker:
@@ -93,8 +117,11 @@ class CheckpointWriter:
         last: Position | None,
         on_lost: Callable[[], None],
         on_saved: Callable[[Position], None] | None = None,
+        offload: Offload = own_thread,
     ) -> None:
+        """``offload``: where ``acheckpoint`` runs the write (the worker's write threads)."""
         self._store = store
+        self.offload = offload
         self._stream = stream
         self._shard = shard_id
         self._guard = guard
@@ -152,8 +179,9 @@ class ShardCheckpointer:
         return self._writer.last
 
     async def acheckpoint(self, position: Position | Record | None = None) -> None:
-        """``checkpoint`` from a coroutine: the write runs on the loop's default executor."""
-        await asyncio.to_thread(self.checkpoint, position)
+        """``checkpoint`` from a coroutine: the write runs on the worker's own write threads (never the
+        loop's default executor, where it would queue behind the application's ``to_thread`` work)."""
+        await self._writer.offload(lambda: self.checkpoint(position))
 
     def checkpoint(self, position: Position | Record | None = None) -> None:
         """Checkpoint ``position`` (a record or position), or the callback's default position. A record of

@@ -19,10 +19,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from consumer.lifecycle.pools import GrowingPool
 from consumer.lifecycle.processor import (
+    CallbackAbortedError,
     InitializationInput,
     LeaseLostInput,
     ProcessRecordsInput,
@@ -38,6 +40,7 @@ __all__ = [
     "AsyncRecordProcessor",
     "CallbackCancelledError",
     "EventLoopThread",
+    "ProcessorAdapter",
     "adapt",
     "is_async_processor",
     "returns_coroutine",
@@ -48,9 +51,19 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-class CallbackCancelledError(Exception):
+class CallbackCancelledError(CallbackAbortedError):
     """An async callback ended with ``asyncio.CancelledError`` that the worker did not ask for: a failure of
     the call like any other (retried, then dead-lettered or the shard halted), not a stop of the worker."""
+
+
+def aborted(what: str, exc: BaseException) -> CallbackAbortedError:
+    """``exc``, a ``BaseException`` that is not an ``Exception`` raised by the processor's ``what``, as the
+    call's failure (raise it ``from exc``)."""
+    return CallbackAbortedError(
+        f"{what} raised {exc!r}: a failure of the call like any other (retried, "
+        "then dead-lettered or the shard halted), not a stop of the worker; to stop it, use SIGTERM or "
+        "worker.request_shutdown()"
+    )
 
 
 CALLBACKS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
@@ -138,11 +151,15 @@ def returns_coroutine(callback: object) -> bool:
 
 class EventLoopThread:
     """One asyncio event loop on a daemon thread of its own, started on first use and shared by a worker's
-    shards. ``run(coro)`` blocks the calling thread (a shard's) until the coroutine finishes."""
+    shards. ``run(coro)`` blocks the calling thread (a shard's) until the coroutine finishes; ``offload``
+    runs the coroutines' checkpoint writes on threads of its own (``write_threads`` at most, started as
+    needed), never on the loop's default executor, which the application's own work may fill."""
 
-    def __init__(self, name: str, *, blocked_warning: float = 1.0) -> None:
+    def __init__(self, name: str, *, blocked_warning: float = 1.0, write_threads: int = 64) -> None:
         self._name = name
         self._blocked_warning = blocked_warning
+        # grow_after=0: a write never waits while a thread may start; idle ones beyond the first end
+        self._writes = GrowingPool(f"{name}-writes", write_threads, core=1, grow_after=0.0)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -177,6 +194,25 @@ class EventLoopThread:
                 "exception to have the call retried"
             ) from None
 
+    async def offload(self, call: Callable[[], _T]) -> _T:
+        """Await ``call`` (blocking: a checkpoint write) run on this loop's own write threads, from any
+        running loop. Never the loop's default executor: the application's ``asyncio.to_thread`` and
+        ``run_in_executor(None, ...)`` work may fill it, and a checkpoint must not queue behind that."""
+        if self._closed.is_set():
+            raise RuntimeError(f"{self._name}: the event loop is closed")
+        done: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def job() -> None:
+            if not done.set_running_or_notify_cancel():
+                return  # the awaiting coroutine was cancelled before the write started
+            try:
+                done.set_result(call())
+            except BaseException as exc:  # handed to the awaiting coroutine, raised there
+                done.set_exception(exc)
+
+        self._writes.submit(job)
+        return await asyncio.wrap_future(done)
+
     def close(self, timeout: float = 5.0) -> None:
         """Cancel what still runs, give the cancelled coroutines up to ``timeout`` to finish (their
         ``finally`` blocks and ``async with`` exits run, as under ``asyncio.run``), stop the loop and wait
@@ -185,12 +221,14 @@ class EventLoopThread:
             loop, thread = self._loop, self._thread
             self._closed.set()
         if loop is None or thread is None:
+            self._writes.close()
             return
         deadline = time.monotonic() + timeout
         try:
             # The tasks get most of ``timeout``; the rest is for the report and the loop's own stop.
             ended = asyncio.run_coroutine_threadsafe(_cancel_all(self._name, 0.8 * timeout), loop)
         except RuntimeError:  # the loop is already closed
+            self._writes.close()
             return
         with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
             ended.result(timeout)  # on a timeout, _cancel_all says which tasks did not end
@@ -198,6 +236,7 @@ class EventLoopThread:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
         thread.join(max(0.0, deadline - time.monotonic()))
+        self._writes.close()  # after the tasks: a cancelled one's final acheckpoint could still use it
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -225,7 +264,18 @@ class EventLoopThread:
         watchdog.start()
         log_event(logger, "async_loop_started", loop=self._name)
         try:
-            loop.run_forever()
+            while True:
+                try:
+                    loop.run_forever()
+                    break
+                except (KeyboardInterrupt, SystemExit) as exc:
+                    # asyncio lets these out of run_forever when a task raises them (a task the processor
+                    # spawned: its callbacks' own are translated by _as_coroutine): one task's failure,
+                    # not the end of the loop every async shard of the worker runs on
+                    what = "a task raised it; the loop goes on"
+                    _report_loop_error(loop, {"message": what, "exception": exc})
+                    if self._closed.is_set():
+                        break
         finally:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
@@ -263,7 +313,13 @@ class EventLoopThread:
 
 
 async def _as_coroutine(awaitable: Awaitable[_T]) -> _T:
-    return await awaitable
+    """Await ``awaitable``; ``KeyboardInterrupt`` or ``SystemExit`` from it is its failure
+    (``CallbackAbortedError``): asyncio would otherwise let it out of the loop and stop the loop itself."""
+    try:
+        return await awaitable
+    except (KeyboardInterrupt, SystemExit) as exc:
+        name = getattr(awaitable, "__qualname__", type(awaitable).__name__)
+        raise aborted(f"the coroutine {name}", exc) from exc
 
 
 async def _cancel_all(name: str, timeout: float) -> None:
@@ -319,10 +375,13 @@ def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
         log_event(logger, "async_loop_error", logging.ERROR, **fields)
 
 
-class AsyncProcessorAdapter:
-    """A ``RecordProcessor`` in front of an async one: each callback that returns an awaitable is run on the
-    worker's ``EventLoopThread`` while the shard's thread waits for it; plain callbacks run as they are.
-    Other attributes (``checkpoint_mode``, ``required_resources`` ...) are the wrapped processor's."""
+class ProcessorAdapter:
+    """The ``RecordProcessor`` the worker calls, in front of the user's (sync or async): each callback that
+    returns an awaitable is run on the worker's ``EventLoopThread`` while the shard's thread waits for it;
+    plain callbacks run as they are. Whatever a callback raises reaches the worker as an ``Exception``: a
+    ``BaseException`` that is not one (``asyncio.CancelledError``, ``KeyboardInterrupt``, ``SystemExit``)
+    becomes ``CallbackAbortedError``, the call's failure like any other. Other attributes
+    (``checkpoint_mode``, ``required_resources`` ...) are the wrapped processor's."""
 
     def __init__(self, processor: object, loop: EventLoopThread) -> None:
         self.processor = processor
@@ -332,9 +391,14 @@ class AsyncProcessorAdapter:
         return getattr(self.processor, name)
 
     def _call(self, name: str, data: object) -> None:
-        result = getattr(self.processor, name)(data)
-        if inspect.isawaitable(result):
-            self._loop.run(result)
+        try:
+            result = getattr(self.processor, name)(data)
+            if inspect.isawaitable(result):
+                self._loop.run(result)
+        except Exception:
+            raise
+        except BaseException as exc:  # user code on a worker thread: its failure, never the thread's end
+            raise aborted(f"{type(self.processor).__name__}.{name}", exc) from exc
 
     def initialize(self, data: InitializationInput) -> None:
         self._call("initialize", data)
@@ -352,8 +416,11 @@ class AsyncProcessorAdapter:
         self._call("shutdown_requested", data)
 
 
+#: The adapter's earlier name (it adapted async processors only).
+AsyncProcessorAdapter = ProcessorAdapter
+
+
 def adapt(processor: RecordProcessor | AsyncRecordProcessor, loop: EventLoopThread) -> RecordProcessor:
-    """``processor`` itself when synchronous; an ``AsyncProcessorAdapter`` on ``loop`` when it is async."""
-    if is_async_processor(processor):
-        return AsyncProcessorAdapter(processor, loop)
-    return processor  # type: ignore[return-value]
+    """``processor`` behind a ``ProcessorAdapter`` on ``loop`` (whose thread starts only if a callback is
+    async)."""
+    return ProcessorAdapter(processor, loop)

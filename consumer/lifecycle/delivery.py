@@ -42,7 +42,8 @@ def _attempts(
     stream: str,
     shard: str,
 ) -> BaseException | None:
-    """Run ``call`` up to ``max_attempts`` times; return the last error, or None on success."""
+    """Run ``call`` up to ``max_attempts`` times; return the last error, or None on success (only
+    ``LeaseLostError`` is raised)."""
     error: BaseException | None = None
     for attempt in range(1, cfg.max_attempts + 1):
         try:
@@ -50,8 +51,10 @@ def _attempts(
             return None
         except LeaseLostError:
             raise
-        except Exception as exc:  # the processor's own failure (user code): retried up to max_attempts,
-            error = exc  # then dead-lettered or halted by the policy, never skipped
+        except BaseException as exc:  # the processor's own failure (user code): retried up to max_attempts,
+            error = exc  # then dead-lettered or halted by the policy, never skipped. Also a BaseException
+            # (CancelledError, SystemExit ...; the adapter makes them CallbackAbortedError): on a worker
+            # thread it could only end the thread and leave the shard waiting for the call for ever
             metrics.add("ProcessorFailures", 1, stream, shard)
             log_event(
                 logger,

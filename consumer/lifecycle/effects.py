@@ -109,6 +109,7 @@ class Effects:
         self._clock = clock
         self._discovery_failures: dict[str, Repeated] = {}  # per stream: told at a bounded rate
         self._discovery_refused: set[tuple[str, str]] = set()  # (stream, error type): traceback shown
+        self._discovery_broken: set[str] = set()  # error types that escaped a discovery: traceback shown
 
     def run(self, action: Action) -> Event | None:  # noqa: C901, PLR0911, PLR0912 - one case per action type
         """Carry ``action`` out; the event it leads to, if any (mypy checks that every action has a case)."""
@@ -249,11 +250,45 @@ class Effects:
 
     def _discover_soon(self, a: Discover) -> Event | None:
         if self._background is None:
-            return self._discover(a)
-        self._background.submit(lambda: self._discover(a))  # ListShards may be slow: not on our thread
+            return self._discovered(a)
+        self._background.submit(lambda: self._discovered(a))  # ListShards may be slow: not on our thread
         return None
 
-    def _discover(self, a: Discover) -> Event:
+    def _discovered(self, a: Discover) -> Event:
+        """``_discover``'s answer, always: the leader counts the next discovery from this event, so one that
+        raised instead (a bug that escaped its handlers) would be the last. It is logged with its traceback
+        (once until a discovery goes through), counted in ``DiscoveryFailures`` and answered as a discovery
+        that listed nothing: the next one comes at its interval."""
+        counted: set[str] = set()
+        try:
+            found = self._discover(a, counted)
+        except Exception as exc:
+            first = type(exc).__name__ not in self._discovery_broken
+            self._discovery_broken.add(type(exc).__name__)
+            logger.error(
+                "discovery failed unexpectedly",
+                exc_info=exc if first else None,
+                extra={"event": "discovery_bug", "streams": list(a.streams), "error": repr(exc)},
+            )
+            for stream in a.streams:
+                if stream not in counted:
+                    self._count_error(stream, counted)
+            return Discovered(False)
+        self._discovery_broken.clear()
+        return found
+
+    def _count_error(self, stream: str, counted: set[str]) -> None:
+        """One failed discovery of ``stream`` in ``DiscoveryFailures``, once per discovery (``counted``); a
+        sink that fails is only logged: the count must not be what stops discovery."""
+        counted.add(stream)
+        try:
+            self._metrics.add("DiscoveryFailures", 1, stream)
+        except Exception:
+            logger.exception(
+                "metric not recorded", extra={"event": "metric_failed", "metric": "DiscoveryFailures"}
+            )
+
+    def _discover(self, a: Discover, counted: set[str]) -> Event:
         changed = more = False
         missing: set[str] = set()
         listed: set[str] = set()
@@ -275,11 +310,13 @@ class Effects:
                 else:  # never: ListShards names only this stream
                     log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=str(exc))
             except MissingResourceError as exc:  # e.g. the lease table: loud, every time
+                self._count_error(stream, counted)
                 logger.error(
                     "discovery failed",
                     extra={"event": "discovery_failed", "stream": stream, "error": str(exc)},
                 )
             except Exception as exc:  # on the background lane: never let one stream's failure stall discovery
+                self._count_error(stream, counted)
                 self._count_throttle(exc, stream)
                 if verdict(exc) is Verdict.SURFACE:  # a bug or a refusal: loud every time; its traceback
                     # once until the stream lists again (one per discovery_interval would bury the log)

@@ -139,5 +139,7 @@ class GrowingPool:
                 _, job = self._jobs.popleft()
             try:
                 job()
-            except Exception:  # a job of the runner reports its own errors: this is a bug worth seeing
+            except BaseException:  # a job reports its own errors: this is a bug worth seeing. Whatever it
+                # was (also SystemExit or CancelledError, which would end the thread silently or with a bare
+                # stderr print while the pool still counted it), the thread goes on taking jobs.
                 logger.exception("pool job failed", extra={"event": "pool_job_failed", "pool": self._name})

@@ -6,11 +6,15 @@ import enum
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from consumer.records import Position, Record
 
+if TYPE_CHECKING:
+    from consumer.metrics.sink import MetricsSink
+
 __all__ = [
+    "CallbackAbortedError",
     "Checkpointer",
     "InitializationInput",
     "LeaseGuard",
@@ -22,6 +26,15 @@ __all__ = [
     "ShutdownRequestedInput",
     "Timers",
 ]
+
+
+class CallbackAbortedError(Exception):
+    """A processor's callback raised a ``BaseException`` that is not an ``Exception``: ``asyncio.CancelledError``
+    (e.g. from code that runs ``asyncio`` inside a synchronous callback), ``KeyboardInterrupt`` or
+    ``SystemExit`` (``sys.exit()``). It is the call's failure like any other (the original is its
+    ``__cause__``): ``process_records`` is retried, then dead-lettered or the shard halted; ``initialize`` is
+    retried with backoff. It never stops the worker: callbacks run on the worker's threads, where Python would
+    only end that thread (stop a worker with SIGTERM or ``worker.request_shutdown()``)."""
 
 
 class ShutdownReason(enum.Enum):
@@ -80,7 +93,9 @@ class Timers(Protocol):
 @dataclass(frozen=True)
 class InitializationInput:
     """A shard's ownership begins: where it starts (the checkpoint, or the initial position without one).
-    ``timers``: callbacks on the shard's lane (``Timers``; None where the engine has none, e.g. a test)."""
+    ``timers``: callbacks on the shard's lane (``Timers``; None where the engine has none, e.g. a test).
+    ``metrics``: the worker's metrics (CloudWatch EMF when run by the CLI or ``create_worker``), for a
+    processor's own counts (``metrics.add(name, value, stream, shard_id)``); None where there are none."""
 
     stream: str
     shard_id: str
@@ -89,6 +104,7 @@ class InitializationInput:
     initial_position: str
     guard: LeaseGuard
     timers: Timers | None = None
+    metrics: MetricsSink | None = None
 
 
 @dataclass(frozen=True)

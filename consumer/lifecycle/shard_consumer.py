@@ -15,6 +15,7 @@ import itertools
 import logging
 import random
 import threading
+from typing import assert_never
 
 from consumer.checkpoint.policy import ManualCheckpoints
 from consumer.config import StreamSpec
@@ -98,8 +99,13 @@ class ShardConsumer:
     def stop(self, reason: ShutdownReason, last_poll: bool = True) -> None:
         """REQUESTED: drain (finish the batch in flight and, with ``last_poll``, a poll under way; final
         checkpoint); LEASE_LOST: stop at once."""
-        if reason is ShutdownReason.LEASE_LOST:
-            self.guard.mark_lost()
+        match reason:
+            case ShutdownReason.LEASE_LOST:
+                self.guard.mark_lost()
+            case ShutdownReason.REQUESTED:
+                pass  # the lease is still ours until the drain's final checkpoint
+            case _:
+                assert_never(reason)
         fanout = self._ctx.config.retrieval.mode == "fanout"  # a subscription waits for its next event
         reader, finishing = self.work.stopping(reason, fanout or not last_poll)
         if reader is not None and not finishing:
@@ -138,15 +144,17 @@ class ShardConsumer:
             )
             outcome, detail = Outcome.FAILED, repr(exc)
         finally:
-            self.work.log("shard_stopped", outcome=outcome.value)
-            # Report first: the hand-off need not wait for a fetch still in flight (its result is dropped).
-            self._ctx.report(ShardFinished(self.lease.key, self.lease.epoch, outcome, halted_at, detail))
-            if (reader := self.work.reader) is not None:
-                reader.interrupt()
-                reader.close()
-            self._ended.set()
-            if self._own_runner:
-                self._runner.close()
+            try:
+                self.work.log("shard_stopped", outcome=outcome.value)
+                # Report first: the hand-off need not wait for a fetch still in flight (its result is dropped).
+                self._ctx.report(ShardFinished(self.lease.key, self.lease.epoch, outcome, halted_at, detail))
+                if (reader := self.work.reader) is not None:
+                    reader.interrupt()
+                    reader.close()
+            finally:  # whatever failed above (it reaches the lane pool's log): a join never waits for ever
+                self._ended.set()
+                if self._own_runner:
+                    self._runner.close()
 
     def _poke(self) -> None:
         """Records were marked done, or a checkpoint written (any thread): one poke per step at most."""
@@ -166,10 +174,7 @@ class ShardConsumer:
         state, now = self.machine.state, self._ctx.clock.monotonic()
         # The stop too (its runner message may still be queued): a fetch it already answered must not
         # start another round that knows nothing of it.
-        reason = self.work.reason
-        if reason is not None and (
-            state.stop is None or (reason is ShutdownReason.LEASE_LOST and state.stop is not reason)
-        ):
+        if (reason := self.work.reason) is not None and _stop_is_news(reason, state.stop):
             news.append(StopRequested(reason))
         valid, ends = self.guard.is_valid(), now + self.guard.remaining()
         if valid != state.valid or ends != state.window_ends:
@@ -185,3 +190,15 @@ class ShardConsumer:
         if writer.last != state.written or writer.pending != state.deferred:
             news.append(WriterChanged(writer.last, writer.pending))
         return news
+
+
+def _stop_is_news(reason: ShutdownReason, known: ShutdownReason | None) -> bool:
+    """Whether the stop noted (``reason``) is news to a machine that knows of ``known``: any stop to one that
+    knows of none; a lost lease also to one that knows only of a requested stop."""
+    match reason:
+        case ShutdownReason.REQUESTED:
+            return known is None
+        case ShutdownReason.LEASE_LOST:
+            return known is not reason
+        case _:
+            assert_never(reason)

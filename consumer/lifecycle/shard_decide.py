@@ -83,8 +83,13 @@ def decide(s: ShardState, now: float, r: Rules) -> _Next:
     for _ in range(_SETTLE):
         if s.phase is Phase.FINISHED or s.awaiting is not None:
             return s, actions
-        if s.stop is ShutdownReason.LEASE_LOST:
-            return finish(s, Outcome.LOST), actions
+        match s.stop:
+            case ShutdownReason.LEASE_LOST:  # at once, whatever the phase
+                return finish(s, Outcome.LOST), actions
+            case ShutdownReason.REQUESTED | None:  # a requested stop is looked at between rounds
+                pass
+            case _:
+                assert_never(s.stop)
         s, more = _phase(s, now, r)
         actions += more
         if any(isinstance(a, WaitUntil) for a in more):
@@ -101,7 +106,7 @@ def _phase(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: PLR0911 - one
         case Phase.READING:
             return _reading(s, now, r)
         case Phase.SUSPENDED:
-            if s.stop is ShutdownReason.REQUESTED:
+            if _requested(s):
                 return _stopping(s), []
             if s.valid:  # failures before the suspension do not count against the bound
                 since = None if s.failing_since is None else now
@@ -117,6 +122,17 @@ def _phase(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: PLR0911 - one
             assert_never(s.phase)
 
 
+def _requested(s: ShardState) -> bool:
+    """A requested stop is under way (a lost lease never gets here: ``decide`` finishes it first)."""
+    match s.stop:
+        case ShutdownReason.REQUESTED:
+            return True
+        case ShutdownReason.LEASE_LOST | None:
+            return False
+        case _:
+            assert_never(s.stop)
+
+
 def _stopping(s: ShardState) -> ShardState:
     """A requested stop, seen between rounds: before the setup nothing to drain; after it, drain."""
     origin = s.resume if s.phase is Phase.SUSPENDED else s.phase
@@ -127,7 +143,7 @@ def _stopping(s: ShardState) -> ShardState:
 
 def _between_rounds(s: ShardState, now: float, r: Rules) -> _Next | None:
     """The stop, the wait under way and our window, looked at in that order; None: go on."""
-    if s.stop is ShutdownReason.REQUESTED:
+    if _requested(s):
         return _stopping(s), []
     if s.wake_at > now:
         return s, [WaitUntil(s.wake_at)]

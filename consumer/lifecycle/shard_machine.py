@@ -149,8 +149,14 @@ def transition(s: ShardState, ev: ShardEvent, now: float, r: Rules) -> Step:  # 
         case WriterChanged():
             return Step(replace(s, written=ev.written, deferred=ev.deferred))
         case StopRequested():
-            if s.stop is not None and ev.reason is not ShutdownReason.LEASE_LOST:
-                return _ignored(s, "a stop is already under way (only a lost lease overrides it)")
+            match ev.reason:
+                case ShutdownReason.LEASE_LOST:  # overrides a requested stop under way
+                    pass
+                case ShutdownReason.REQUESTED:
+                    if s.stop is not None:
+                        return _ignored(s, "a stop is already under way (only a lost lease overrides it)")
+                case _:
+                    assert_never(ev.reason)
             return Step(replace(s, stop=ev.reason), why="looked at between rounds; a lost lease at once")
         case ValidityChanged():
             return Step(replace(s, valid=ev.valid, window_ends=ev.window_ends))

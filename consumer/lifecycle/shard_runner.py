@@ -21,6 +21,7 @@ that run jobs when told (tests/unit/test_shard_runner.py).
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from functools import partial
 from typing import Any, assert_never
 
 from consumer.clock import Clock
-from consumer.lifecycle.pools import Pool
+from consumer.lifecycle.pools import Job, Pool
 from consumer.lifecycle.processor import ShutdownReason
 from consumer.lifecycle.runner_fetch import Fetching
 from consumer.lifecycle.runner_slot import (
@@ -89,6 +90,7 @@ class ShardRunner(Fetching):
         self._slots: dict[str, Slot] = {}
         self._timers: list[Timer] = []
         self._seq = 0
+        self._unqueued: list[tuple[str, Job]] = []  # shard ends the lane pool refused (``_submit_end``)
 
     # -- from any thread ------------------------------------------------------------------------------
     def add(self, host: Host) -> None:
@@ -161,6 +163,9 @@ class ShardRunner(Fetching):
         """Take every message, fire every timer that is due, then step each machine that has news."""
         with self._cond:
             inbox, self._inbox = self._inbox, []
+        unqueued, self._unqueued = self._unqueued, []
+        for key, end in unqueued:
+            self._submit_end(key, end, first=False)
         dirty: dict[str, Slot] = {}
         for key, message in inbox:
             self._guarded(key, dirty, partial(self._receive, key, message))
@@ -174,14 +179,31 @@ class ShardRunner(Fetching):
         self._lanes.relieve()
 
     def _guarded(self, key: str, dirty: dict[str, Slot], work: Callable[[], Slot | None]) -> None:
-        """Run one piece of the scheduler's work for ``key``; a bug of ours there ends that shard FAILED and
-        the runner goes on with the others."""
+        """Run one piece of the scheduler's work for ``key``; a bug of ours there ends that shard FAILED (its
+        end logs the traceback) and the runner goes on with the others."""
         try:
             if (slot := work()) is not None:
                 dirty[slot.key] = slot
         except Exception as exc:
-            if (slot := self._slots.get(key)) is not None and not slot.ending:
+            self._failed(key, exc)
+
+    def _failed(self, key: str, exc: Exception) -> None:
+        """``exc`` escaped the scheduler's work for ``key``. Never raises (the rest of the inbox, other shards'
+        results among it, is still to be handled) and never swallows: a shard still running ends FAILED, and
+        ``ShardConsumer.ended`` logs the traceback; one already ending or gone has nobody left to tell it, and
+        an error raised while ending it is logged with the one it was ending on (its ``__context__``)."""
+        slot = self._slots.get(key)
+        if slot is not None and not slot.ending:
+            try:
                 self._end(slot, exc)
+                return
+            except Exception as during:  # the error path itself failed: both are shown (chained)
+                exc = during
+        logger.error(
+            "shard runner failed",
+            exc_info=exc,
+            extra={"event": "shard_runner_failed", "shard": key, "ending": slot is not None},
+        )
 
     def _receive(self, key: str, message: Message) -> Slot | None:  # noqa: PLR0911 - one case per message
         if not isinstance(message, ShardEvent | FetchDone | Stop | Later | Crashed | LaneFree):
@@ -282,11 +304,15 @@ class ShardRunner(Fetching):
             try:
                 result = job()
                 message = done() if done is not None else result
-            except Exception as exc:  # the shard's boundary: it ends FAILED, reported once
-                message = LaneFree() if done is not None else Crashed(exc)
+            except BaseException as exc:  # the shard's boundary: it ends FAILED, reported once. Also a
+                # SystemExit or CancelledError (a processor's timer calling sys.exit()): let through, it would
+                # end the pool's thread or be logged there, and the shard would wait for this job for ever
+                message = LaneFree() if done is not None else Crashed(_as_error(exc))
                 if done is not None:
-                    logger.exception(
-                        "processor timer failed", extra={"event": "processor_timer_failed", "shard": key}
+                    logger.error(
+                        "processor timer failed",
+                        exc_info=exc,
+                        extra={"event": "processor_timer_failed", "shard": key},
                     )
             self._post(key, message)
 
@@ -300,12 +326,37 @@ class ShardRunner(Fetching):
         slot.ending, slot.busy = True, True
         slot.ahead.clear()
         slot.gen += 1
-        key = slot.key
+        key, once = slot.key, itertools.count()
 
         def run() -> None:
+            if next(once):  # handed to the pool again after a submit that failed half-way: it ends once
+                return
             try:
                 slot.host.ended(finish, error)
             finally:
                 self._post(key, Ended())
 
-        self._lanes.submit(run)
+        self._submit_end(key, run, first=True)
+
+    def _submit_end(self, key: str, run: Job, *, first: bool) -> None:
+        """Hand a shard's end to the lane pool; a pool that refuses it (it could not start a thread) is asked
+        again at every ``run_once`` until it takes it: the coordinator must hear of every shard once."""
+        try:
+            self._lanes.submit(run)
+        except Exception:
+            self._unqueued.append((key, run))
+            if first:  # the traceback once; the shard does nothing more meanwhile (it is ending)
+                logger.exception(
+                    "shard end not handed to the lane pool: asked again",
+                    extra={"event": "shard_end_deferred", "shard": key},
+                )
+
+
+def _as_error(exc: BaseException) -> Exception:
+    """``exc`` as the ``Exception`` a ``Crashed`` carries (a ``BaseException`` that is not one, wrapped: it is
+    the ``__cause__``)."""
+    if isinstance(exc, Exception):
+        return exc
+    wrapped = RuntimeError(f"{type(exc).__name__} raised on the shard's lane: {exc!r}")
+    wrapped.__cause__ = exc
+    return wrapped

@@ -114,12 +114,14 @@ def start_shard(
     if start is not None and start.is_shard_end:
         return Outcome.SHARD_END
     try:
-        processor = adapt(spec.processor_factory(), ctx.event_loop)
-    except Exception as exc:  # the processor's factory (user code): retried with backoff, as initialize's
+        made = spec.processor_factory()
+    except BaseException as exc:  # the processor's factory (user code): retried with backoff, as
+        # initialize's; also SystemExit or CancelledError, which would otherwise end the pool's thread
         raise ProcessorSetupError(f"the processor's factory raised {type(exc).__name__}: {exc}") from exc
+    processor = adapt(made, ctx.event_loop)
     # A processor that buffers (e.g. the raw S3 sink) declares manual mode: auto checkpoints would
     # count records as done the moment they were handed over.
-    mode = getattr(processor, "checkpoint_mode", ctx.config.checkpoint.mode)
+    mode = getattr(made, "checkpoint_mode", ctx.config.checkpoint.mode)
     policy: AnyPolicy
     if mode == "manual":
         manual = ManualCheckpoints()
@@ -130,8 +132,8 @@ def start_shard(
     elif mode == "auto":
         policy = AutoCheckpoints(start)
     else:  # the start-up checks refuse it first; a typo must not run as auto, records not done included
-        raise ConfigError(
-            f"{type(processor).__name__}.checkpoint_mode",
+        raise ConfigError(  # the user's class, as the start-up checks name it (not the adapter in front)
+            f"{type(made).__name__}.checkpoint_mode (stream {lease.stream!r})",
             f"must be one of {', '.join(PROCESSOR_CHECKPOINT_MODES)}; got {mode!r}",
         )
 
@@ -140,12 +142,21 @@ def start_shard(
         wake()  # e.g. the processor's own checkpoint(): the machine learns it without a poll
 
     writer = CheckpointWriter(
-        ctx.checkpoints, lease.stream, lease.shard_id, guard, start, guard.mark_lost, saved
+        ctx.checkpoints,
+        lease.stream,
+        lease.shard_id,
+        guard,
+        start,
+        guard.mark_lost,
+        saved,
+        ctx.event_loop.offload,  # acheckpoint's writes: never queued behind the application's executor work
     )
     initial = "TRIM_HORIZON" if lease.parents else ctx.config.retrieval.initial_position
     try:
         processor.initialize(
-            InitializationInput(lease.stream, lease.shard_id, lease.epoch, start, initial, guard, timers)
+            InitializationInput(
+                lease.stream, lease.shard_id, lease.epoch, start, initial, guard, timers, ctx.metrics
+            )
         )
     except LeaseLostError:
         raise

@@ -106,10 +106,15 @@ class ShardWork:
         """Note the stop; the reader to interrupt, and whether a fetch under way is let finish first (never
         with ``cut``: fan-out, whose subscription waits for its next event, or a release to nobody)."""
         with self._lock:
-            if self.reason is None or reason is ShutdownReason.LEASE_LOST:
-                self.reason = reason
+            self.reason = current = _stronger(self.reason, reason)
             self.signal.set()
-            finishing = self.reason is ShutdownReason.REQUESTED and self._fetching and not cut
+            match current:
+                case ShutdownReason.REQUESTED:  # drains: the poll the machine waits on may finish
+                    finishing = self._fetching and not cut
+                case ShutdownReason.LEASE_LOST:  # stops at once
+                    finishing = False
+                case _:
+                    assert_never(current)
             return self.reader, finishing
 
     def interrupt_fetch(self, reader: ShardReader) -> None:
@@ -337,6 +342,18 @@ class ShardWork:
             processor.lease_lost(LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch))
         except Exception:  # the processor's callback (user code): the lease is gone either way
             logger.exception("lease_lost raised", extra={"event": "processor_lease_lost_failed"})
+
+
+def _stronger(noted: ShutdownReason | None, reason: ShutdownReason) -> ShutdownReason:
+    """The stop that holds after ``reason`` comes on top of ``noted``: a lost lease overrides a requested stop;
+    a requested stop changes nothing once a stop is noted."""
+    match reason:
+        case ShutdownReason.LEASE_LOST:
+            return reason
+        case ShutdownReason.REQUESTED:
+            return reason if noted is None else noted
+        case _:
+            assert_never(reason)
 
 
 def _mode(policy: AnyPolicy) -> Mode:

@@ -129,7 +129,7 @@ class Worker(BackgroundControl):
             self._clock,
             self._shard_finished,
             fanout,
-            event_loop=EventLoopThread(f"asyncio-{self.id}"),
+            event_loop=EventLoopThread(f"asyncio-{self.id}", write_threads=config.threads.processor_threads),
             progress=self.progress,
             runner=self.runner,
         )

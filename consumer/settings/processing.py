@@ -20,7 +20,8 @@ class CheckpointConfig:
     mode: Literal["auto", "manual"] = "auto"
     flush_interval: float = 1.0
     # Auto mode: at most one checkpoint write per this many seconds (0: one per batch). A crash replays at
-    # most this much more; a planned stop or hand-off writes the exact position whatever the interval.
+    # most this much more (or, while a process_records call runs past the interval, every batch finished
+    # before it); a planned stop or hand-off writes the exact position whatever the interval.
     auto_interval: float = 1.0
     # Manual mode: records delivered and not yet done, per shard, past which fetching pauses (the memory
     # a processor that never marks a record done can hold). Keep it above a buffering sink's batch size.
