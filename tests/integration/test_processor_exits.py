@@ -56,7 +56,7 @@ def test_a_processor_that_exits_halts_its_shard_and_the_other_shard_goes_on(
         **emulators.env(),
         "CONSUMER_APPLICATION": "it",
         "CONSUMER_STREAMS": names.stream,
-        "CONSUMER_PROCESSOR": "tests.integration.test_p_processor_exits:ExitsOnPoison",
+        "CONSUMER_PROCESSOR": "tests.integration.test_processor_exits:ExitsOnPoison",
         "CONSUMER_LEASE_TABLE": names.lease_table,
         "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
         "CONSUMER_WORKER_ID": "w",

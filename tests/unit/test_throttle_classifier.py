@@ -1,7 +1,7 @@
 """One reading of a throttle: the one-shot calls' retries (``ThrottleRetries``) try a call again exactly when
 the classifier (``classify``) makes its failure a ``ThrottledError``, for every answer either knows of, per
 service (the same code can be a throttle in one service and a refusal in another). The network case
-(a throttled DynamoDB transaction) is ``tests/integration/test_q_command_throttles.py``."""
+(a throttled DynamoDB transaction) is ``tests/integration/test_command_throttles.py``."""
 
 from __future__ import annotations
 
