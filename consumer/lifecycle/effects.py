@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 from typing import assert_never
 
 from consumer.clock import Clock
-from consumer.errors import LeaseConflictError, MissingResourceError, WorkerFencedError
+from consumer.errors import LeaseConflictError, WorkerFencedError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Leader, Lease, WorkerItem, new_incarnation
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane, HeartbeatParams
+from consumer.lifecycle.leader_discovery import Discovery, count_throttle, describe
 from consumer.lifecycle.messages import (
     AckGiven,
     Action,
@@ -21,7 +22,6 @@ from consumer.lifecycle.messages import (
     ClaimLeadership,
     Deregister,
     Discover,
-    Discovered,
     Event,
     Forget,
     Heartbeat,
@@ -49,11 +49,10 @@ from consumer.lifecycle.messages import (
     WatchLeader,
     WriteKind,
 )
-from consumer.lifecycle.retry import Verdict, is_throttle, operation, verdict
-from consumer.logs import Repeated, log_event
+from consumer.lifecycle.retry import Verdict, verdict
+from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
-from consumer.retrieval.discovery import sync_leases
-from consumer.retrieval.kinesis import KinesisApi, StreamMissingError
+from consumer.retrieval.kinesis import KinesisApi
 
 __all__ = ["Effects", "ShardRunners"]
 
@@ -66,15 +65,6 @@ class ShardRunners:
     def __init__(self, start: Callable[[Lease], None], stop: Callable[[Stop], None]) -> None:
         self.start = start
         self.stop = stop
-
-
-def _describe(exc: Exception) -> str:
-    """A failure that may pass, for the event and the log; one that cannot (``retry.verdict``: a bug, a
-    refusal, a missing table) is raised again instead, and ends the worker (``join()`` raises it): retrying it
-    on schedule would only hide it while the fleet works around us."""
-    if verdict(exc) is Verdict.SURFACE:
-        raise exc
-    return f"{'throttled' if is_throttle(exc) else 'transient'}: {exc!r}"
 
 
 class Effects:
@@ -107,9 +97,7 @@ class Effects:
         self._validity = validity
         self._metrics = metrics
         self._clock = clock
-        self._discovery_failures: dict[str, Repeated] = {}  # per stream: told at a bounded rate
-        self._discovery_refused: set[tuple[str, str]] = set()  # (stream, error type): traceback shown
-        self._discovery_broken: set[str] = set()  # error types that escaped a discovery: traceback shown
+        self._discovery = Discovery(repo, kinesis, metrics, clock)
 
     def run(self, action: Action) -> Event | None:  # noqa: C901, PLR0911, PLR0912 - one case per action type
         """Carry ``action`` out; the event it leads to, if any (mypy checks that every action has a case)."""
@@ -188,7 +176,7 @@ class Effects:
         try:
             return call()
         except Exception as exc:  # unreachable or throttled: the coordinator retries on schedule
-            return failed(*empty, error=_describe(exc))
+            return failed(*empty, error=describe(exc))
 
     def _heartbeat(self, a: Heartbeat) -> Event | None:
         if self._heartbeats is not None:  # sent (and reported) by the heartbeat lane
@@ -200,7 +188,7 @@ class Effects:
         except WorkerFencedError:
             return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
         except Exception as exc:  # a missed beat if it may pass (the window decides); else raised
-            return HeartbeatResult(sent, Result.FAILED, error=_describe(exc))
+            return HeartbeatResult(sent, Result.FAILED, error=describe(exc))
         return HeartbeatResult(sent, Result.OK)
 
     @staticmethod
@@ -208,8 +196,8 @@ class Effects:
         """A write whose failure only delays things (it is made again, or its effect comes another way)."""
         try:
             call()
-        except Exception as exc:  # if it may pass; else raised by _describe
-            log_event(logger, event, logging.INFO, error=_describe(exc))
+        except Exception as exc:  # if it may pass; else raised by describe
+            log_event(logger, event, logging.INFO, error=describe(exc))
 
     def _resign(self, leader: Leader) -> None:
         """Give the leadership item up; said only once it is written (a failed resign is ``resign_failed``:
@@ -222,8 +210,8 @@ class Effects:
             leader = self._repo.claim_leader(a.seen, self._id, a.dead)
         except LeaseConflictError as exc:
             return LeadershipResult(a, Result.CONFLICT, error=str(exc))
-        except Exception as exc:  # if it may pass: claimed again on schedule; else raised by _describe
-            return LeadershipResult(a, Result.FAILED, error=_describe(exc))
+        except Exception as exc:  # if it may pass: claimed again on schedule; else raised by describe
+            return LeadershipResult(a, Result.FAILED, error=describe(exc))
         return LeadershipResult(a, Result.OK, leader)
 
     def register(self) -> None:
@@ -250,100 +238,19 @@ class Effects:
 
     def _discover_soon(self, a: Discover) -> Event | None:
         if self._background is None:
-            return self._discovered(a)
-        self._background.submit(lambda: self._discovered(a))  # ListShards may be slow: not on our thread
+            return self._discovery.run(a)
+        self._background.submit(lambda: self._discovery.run(a))  # ListShards may be slow: not on our thread
         return None
-
-    def _discovered(self, a: Discover) -> Event:
-        """``_discover``'s answer, always: the leader counts the next discovery from this event, so one that
-        raised instead (a bug that escaped its handlers) would be the last. It is logged with its traceback
-        (once until a discovery goes through), counted in ``DiscoveryFailures`` and answered as a discovery
-        that listed nothing: the next one comes at its interval."""
-        counted: set[str] = set()
-        try:
-            found = self._discover(a, counted)
-        except Exception as exc:
-            first = type(exc).__name__ not in self._discovery_broken
-            self._discovery_broken.add(type(exc).__name__)
-            logger.error(
-                "discovery failed unexpectedly",
-                exc_info=exc if first else None,
-                extra={"event": "discovery_bug", "streams": list(a.streams), "error": repr(exc)},
-            )
-            for stream in a.streams:
-                if stream not in counted:
-                    self._count_error(stream, counted)
-            return Discovered(False)
-        self._discovery_broken.clear()
-        return found
-
-    def _count_error(self, stream: str, counted: set[str]) -> None:
-        """One failed discovery of ``stream`` in ``DiscoveryFailures``, once per discovery (``counted``); a
-        sink that fails is only logged: the count must not be what stops discovery."""
-        counted.add(stream)
-        try:
-            self._metrics.add("DiscoveryFailures", 1, stream)
-        except Exception:
-            logger.exception(
-                "metric not recorded", extra={"event": "metric_failed", "metric": "DiscoveryFailures"}
-            )
-
-    def _discover(self, a: Discover, counted: set[str]) -> Event:
-        changed = more = False
-        missing: set[str] = set()
-        listed: set[str] = set()
-        left = a.limit
-        for stream in a.streams:
-            if left <= 0:
-                more = True
-                break
-            try:
-                done, rest = sync_leases(self._kinesis, self._repo, stream, a.leases, left)
-                changed, more, left = changed or bool(done), more or rest, left - done
-                listed.add(stream)
-                self._discovery_refused = {k for k in self._discovery_refused if k[0] != stream}
-                if (told := self._discovery_failures.get(stream)) is not None:
-                    told.passed(self._clock.monotonic(), stream=stream)
-            except StreamMissingError as exc:  # Kinesis said so, for this stream: the leader decides (once)
-                if exc.stream == stream:
-                    missing.add(stream)
-                else:  # never: ListShards names only this stream
-                    log_event(logger, "discovery_failed", logging.WARNING, stream=stream, error=str(exc))
-            except MissingResourceError as exc:  # e.g. the lease table: loud, every time
-                self._count_error(stream, counted)
-                logger.error(
-                    "discovery failed",
-                    extra={"event": "discovery_failed", "stream": stream, "error": str(exc)},
-                )
-            except Exception as exc:  # on the background lane: never let one stream's failure stall discovery
-                self._count_error(stream, counted)
-                self._count_throttle(exc, stream)
-                if verdict(exc) is Verdict.SURFACE:  # a bug or a refusal: loud every time; its traceback
-                    # once until the stream lists again (one per discovery_interval would bury the log)
-                    kind = (stream, type(exc).__name__)
-                    first = kind not in self._discovery_refused
-                    self._discovery_refused.add(kind)
-                    logger.error(
-                        "discovery refused",
-                        exc_info=exc if first else None,
-                        extra={"event": "discovery_refused", "stream": stream, "error": repr(exc)},
-                    )
-                    continue
-                told = self._discovery_failures.setdefault(
-                    stream, Repeated(logger, "discovery_failed", "discovery_recovered")
-                )
-                told.failed(self._clock.monotonic(), stream=stream, error=_describe(exc))
-        return Discovered(changed, more, frozenset(missing), frozenset(listed))
 
     def _write(self, a: LeaseWrite) -> Event:
         try:
             new = self._call(a)
         except Exception as exc:
             # A condition that did not hold: the lease moved on. One that may pass: the coordinator retries.
-            # Anything else is raised by _describe.
+            # Anything else is raised by describe.
             conflict = isinstance(exc, LeaseConflictError)
-            self._count_throttle(exc, a.lease.stream)
-            result, error = (Result.CONFLICT, str(exc)) if conflict else (Result.FAILED, _describe(exc))
+            count_throttle(self._metrics, exc, a.lease.stream)
+            result, error = (Result.CONFLICT, str(exc)) if conflict else (Result.FAILED, describe(exc))
             event = "lease_race_lost" if conflict else "lease_write_failed"
             level = logging.INFO if conflict else logging.WARNING
             log_event(logger, event, level, action=a.kind.value, lease=a.lease.key, error=error)
@@ -364,8 +271,8 @@ class Effects:
             released = self._repo.release_all([w.lease for w in writes])
         except Exception as exc:  # all or none: one lease that moved on, or a throttle, held back the rest
             conflict = isinstance(exc, LeaseConflictError)
-            self._count_throttle(exc, writes[0].lease.stream)
-            error = str(exc) if conflict else _describe(exc)  # a bug is raised by _describe
+            count_throttle(self._metrics, exc, writes[0].lease.stream)
+            error = str(exc) if conflict else describe(exc)  # a bug is raised by describe
             log_event(logger, "lease_release_all_failed", logging.INFO, leases=len(writes), error=error)
             return None
         events: list[Event] = []
@@ -374,18 +281,13 @@ class Effects:
             events.append(ActionResult(write.kind, write.lease, Result.OK, new=new, to=write.to))
         return events
 
-    def _count_throttle(self, exc: Exception, stream: str) -> None:
-        """A throttled call is counted per operation (``Throttles.<Operation>``), as the shard loops count theirs."""
-        if is_throttle(exc):
-            self._metrics.add(f"Throttles.{operation(exc)}", 1, stream)
-
     def _forget(self, worker: WorkerItem) -> None:
         try:
             self._repo.forget_worker(worker)
         except LeaseConflictError as exc:  # it came back, or somebody else forgot it first
             log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=str(exc))
-        except Exception as exc:  # if it may pass: forgotten on a later scan; else raised by _describe
-            log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=_describe(exc))
+        except Exception as exc:  # if it may pass: forgotten on a later scan; else raised by describe
+            log_event(logger, "forget_failed", logging.INFO, dead=worker.worker_id, error=describe(exc))
 
     def _deregister(self) -> None:
         if self._heartbeats is not None:

@@ -21,7 +21,8 @@ from consumer.config import PROCESSOR_CHECKPOINT_MODES, StreamSpec, WorkerConfig
 from consumer.errors import ConfigError, LeaseLostError, ProcessorSetupError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
-from consumer.lifecycle.async_processor import EventLoopThread, adapt
+from consumer.lifecycle.async_processor import adapt
+from consumer.lifecycle.event_loop import EventLoopThread
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import InitializationInput, RecordProcessor, Timers

@@ -15,7 +15,7 @@ from typing import assert_never
 from consumer.checkpoint.checkpointer import ShardCheckpointer
 from consumer.checkpoint.policy import AnyPolicy, AutoCheckpoints, ExplicitCheckpoints, ManualCheckpoints
 from consumer.config import StreamSpec
-from consumer.errors import LeaseLostError, MissingResourceError, ProcessorSetupError
+from consumer.errors import LeaseLostError, ProcessorSetupError
 from consumer.leases.model import Lease
 from consumer.lifecycle import retry
 from consumer.lifecycle.delivery import DeliveryOutcome, deliver
@@ -30,6 +30,7 @@ from consumer.lifecycle.processor import (
     ShutdownRequestedInput,
     Timers,
 )
+from consumer.lifecycle.shard_failures import judge
 from consumer.lifecycle.shard_messages import (
     CheckpointFailed,
     CheckpointWritten,
@@ -135,43 +136,11 @@ class ShardWork:
             self.reader = None
 
     def _decided(self, exc: Exception) -> tuple[retry.Verdict, str]:
-        """``retry.verdict`` of ``exc`` (a throttle counted per operation; a refusal or a bug logged with its
-        traceback, for the loop to end FAILED at once)."""
-        decided = retry.verdict(exc)
-        if decided is retry.Verdict.BACK_OFF:
-            self._ctx.metrics.add(
-                f"Throttles.{retry.operation(exc)}", 1, self.lease.stream, self.lease.shard_id
-            )
-        if isinstance(exc, ProcessorSetupError) and not self._setup_told:
-            self._setup_told = True  # its traceback once per ownership; the retries go to the digest
-            logger.warning(
-                "processor setup failed",
-                exc_info=exc.__cause__ or exc,
-                extra={
-                    "event": "processor_setup_failed",
-                    "stream": self.lease.stream,
-                    "shard": self.lease.shard_id,
-                    "epoch": self.lease.epoch,
-                    "error": str(exc),
-                },
-            )
-        if decided is retry.Verdict.SURFACE:
-            # A missing stream (deleted under us) is no bug: its message says it all, and the leader tells
-            # the operator once (``stream_gone``); no traceback.
-            missing = isinstance(exc, MissingResourceError)
-            logger.error(
-                "shard loop failed",
-                exc_info=None if missing else exc,
-                extra={
-                    "event": "shard_failed",
-                    "stream": self.lease.stream,
-                    "shard": self.lease.shard_id,
-                    "epoch": self.lease.epoch,
-                    **({"error": str(exc)} if missing else {}),
-                },
-            )
-            return decided, repr(exc)
-        return decided, str(exc)
+        """``retry.verdict`` of ``exc``, told as ``judge`` tells it (a setup failure's traceback once per
+        ownership)."""
+        first_setup = isinstance(exc, ProcessorSetupError) and not self._setup_told
+        self._setup_told = self._setup_told or first_setup
+        return judge(exc, self.lease, self._ctx.metrics, tell_setup=first_setup)
 
     def closed(self, exc: LeaseLostError, draining: bool) -> WindowClosed:
         """An action found our window closed; ``draining``: a drain cannot go on without it."""

@@ -19,10 +19,10 @@ from consumer.config import WorkerConfig, polling_rate_warning
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
 from consumer.leases.repository import LeaseRepository
-from consumer.lifecycle.async_processor import EventLoopThread
 from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
+from consumer.lifecycle.event_loop import EventLoopThread
 from consumer.lifecycle.fanout_start import register_with_retries
 from consumer.lifecycle.handoff_writes import HandoffWriter
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane

@@ -20,7 +20,7 @@ from consumer.retrieval.memory import InMemoryKinesis
 
 from .helpers import Journal, make_worker, start, wait_until
 
-LOGGER = "consumer.lifecycle.async_processor"
+LOGGER = "consumer.lifecycle.event_loop"
 SHARD = "shardId-000000000000"
 
 

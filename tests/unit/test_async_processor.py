@@ -78,7 +78,7 @@ def test_a_blocking_call_in_a_coroutine_stalls_no_heartbeat_and_is_reported(capl
     seen: dict[str, list[bytes]] = {}
     worker = _worker(tables, kinesis, lambda: Gated(seen, gate, block=True))
     worker._ctx.event_loop._blocked_warning = 0.2
-    caplog.set_level(logging.WARNING, logger="consumer.lifecycle.async_processor")
+    caplog.set_level(logging.WARNING, logger="consumer.lifecycle.event_loop")
     t = start(worker)
     try:
         wait_until(lambda: "w1" in tables.workers and len(worker.owned) == 2, what="both leases held")

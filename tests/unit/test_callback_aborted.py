@@ -225,12 +225,12 @@ def test_shutdown_requested_that_raises_cancelled_error_still_gets_the_final_che
 # whatever the loop does next), which would break pytest's own later imports.
 _SPAWNED = """
 import asyncio, json, logging, sys, threading
-from consumer.lifecycle.async_processor import EventLoopThread
+from consumer.lifecycle.event_loop import EventLoopThread
 
 failures = []
 handler = logging.Handler()
 handler.emit = lambda r: failures.append(getattr(r, "error", "")) if getattr(r, "event", "") == "async_task_failed" else None
-logging.getLogger("consumer.lifecycle.async_processor").addHandler(handler)
+logging.getLogger("consumer.lifecycle.event_loop").addHandler(handler)
 abort = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}[sys.argv[1]]
 loop = EventLoopThread("test-loop")
 ran = threading.Event()
