@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
@@ -260,3 +261,24 @@ def lone_shard_consumer(
         finished.put,
     )
     return ShardConsumer(Lease("s", shard, "w1", 1), config.streams[0], ctx), finished, tables, shard
+
+
+def raw_sink_env(**settings: str) -> dict[str, str]:
+    """The environment of a `python -m consumer run` of the raw S3 sink with ``settings``; no AWS endpoint
+    answers (127.0.0.1:9), so a setting the checks let through fails at the first call."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSUMER_", "RAW_", "AWS_"))}
+    env.update(
+        CONSUMER_APPLICATION="lake",
+        CONSUMER_STREAMS="orders",
+        CONSUMER_PROCESSOR="consumer.sinks.raw_s3:RawS3Sink",
+        CONSUMER_LEASE_TABLE="leases",
+        CONSUMER_CHECKPOINT_TABLE="checkpoints",
+        CONSUMER_RAW_BUCKET="lake-raw",
+        AWS_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_ENDPOINT_URL="http://127.0.0.1:9",  # nothing listens: a setting let through fails otherwise
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    env.update(settings)
+    return env

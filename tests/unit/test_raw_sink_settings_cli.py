@@ -13,6 +13,8 @@ import pytest
 
 from consumer.cli import main
 
+from .helpers import raw_sink_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 BAD = [
@@ -41,25 +43,6 @@ BAD = [
 ]
 
 
-def _env(**settings: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSUMER_", "RAW_", "AWS_"))}
-    env.update(
-        CONSUMER_APPLICATION="lake",
-        CONSUMER_STREAMS="orders",
-        CONSUMER_PROCESSOR="consumer.sinks.raw_s3:RawS3Sink",
-        CONSUMER_LEASE_TABLE="leases",
-        CONSUMER_CHECKPOINT_TABLE="checkpoints",
-        CONSUMER_RAW_BUCKET="lake-raw",
-        AWS_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_ENDPOINT_URL="http://127.0.0.1:9",  # nothing listens: a setting let through fails otherwise
-        AWS_EC2_METADATA_DISABLED="true",
-    )
-    env.update(settings)
-    return env
-
-
 def _run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **settings: str
 ) -> tuple[int, str]:
@@ -67,7 +50,7 @@ def _run(
     for key in list(os.environ):
         if key.startswith(("CONSUMER_", "RAW_", "AWS_")):
             monkeypatch.delenv(key)
-    for key, value in _env(**settings).items():
+    for key, value in raw_sink_env(**settings).items():
         monkeypatch.setenv(key, value)
     code = main(["run"])
     return code, capsys.readouterr().err
@@ -78,7 +61,7 @@ def _subprocess(**settings: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "consumer", "run"],
         check=False,
         cwd=ROOT,
-        env=_env(**settings),
+        env=raw_sink_env(**settings),
         capture_output=True,
         text=True,
         timeout=60,

@@ -5,7 +5,6 @@ PUT; and its decision on a failed write is ``retry.verdict``'s, with a missing b
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,30 +17,17 @@ from consumer.config import RawSinkConfig, raw_sink_config_from_env
 from consumer.errors import ConfigError
 from consumer.sinks.raw_s3 import RawS3Sink, retried
 
+from .helpers import raw_sink_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(**settings: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSUMER_", "RAW_", "AWS_"))}
-    env.update(
-        CONSUMER_APPLICATION="lake",
-        CONSUMER_STREAMS="orders",
-        CONSUMER_PROCESSOR="consumer.sinks.raw_s3:RawS3Sink",
-        CONSUMER_LEASE_TABLE="leases",
-        CONSUMER_CHECKPOINT_TABLE="checkpoints",
-        CONSUMER_RAW_BUCKET="lake-raw",
-        AWS_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_ENDPOINT_URL="http://127.0.0.1:9",  # nothing listens: a setting let through fails otherwise
-        AWS_EC2_METADATA_DISABLED="true",
-        **settings,
-    )
     return subprocess.run(
         [sys.executable, "-m", "consumer", "run"],
         check=False,
         cwd=ROOT,
-        env=env,
+        env=raw_sink_env(**settings),
         capture_output=True,
         text=True,
         timeout=60,
