@@ -31,6 +31,7 @@ IMAGE_MARKERS: dict[str, str] = {
     "implementation_name": "cpython",
     "platform_python_implementation": "CPython",
     "os_name": "posix",
+    "platform_machine": "x86_64",  # the ECS-optimized AL2023 AMI on the x86 types of INSTANCE_TYPES, whatever synths
     "sys_platform": "linux",
     "platform_system": "Linux",
     "python_version": "3.11",

@@ -128,3 +128,41 @@ def test_requirements_the_image_satisfies_are_accepted(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ctx" / "processor" / "pins" / "more.txt").is_file()
+
+
+_ON_AN_ARM_LAPTOP = """
+import platform, sys
+from pathlib import Path
+platform.machine = lambda: "arm64"  # synth on an Apple laptop: packaging reads the host's machine
+from stacks.config import ConfigError
+from stacks.image_requirements import check_requirements
+try:
+    check_requirements(Path(sys.argv[1]), "environments.dev.consumer", "acme", Path.cwd())
+except ConfigError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize(("machine", "refused"), [("x86_64", True), ("arm64", False)])
+def test_markers_are_read_for_the_images_machine_not_the_one_that_synths(
+    tmp_path: Path, machine: str, refused: bool
+) -> None:
+    """The tasks run on x86_64 instances: a dependency for that machine must be in the image, one for another
+    machine is not the image's concern, whatever machine runs synth."""
+    project = _project(
+        tmp_path / "acme",
+        {"pyproject.toml": _pyproject("msgpack", f'absent-dist; platform_machine == "{machine}"')},
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _ON_AN_ARM_LAPTOP, str(project)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if refused:
+        assert done.returncode == 3 and "absent-dist" in done.stdout, done.stdout + done.stderr
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
