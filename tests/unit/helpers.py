@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from consumer.checkpoint.store import CheckpointItem
@@ -179,7 +182,7 @@ def make_worker(
 ) -> Worker:
     manual = checkpoint is not None and checkpoint.mode == "manual"
     processor_class = {"sync": RecordingProcessor, "async": AsyncRecordingProcessor}[kind]
-    factory = processor or (lambda: processor_class(journal, worker_id, fail, manual))
+    factory: Callable[[], Any] = processor or (lambda: processor_class(journal, worker_id, fail, manual))
     config = WorkerConfig(
         application="app",
         lease_table="leases",
@@ -282,3 +285,17 @@ def raw_sink_env(**settings: str) -> dict[str, str]:
     )
     env.update(settings)
     return env
+
+
+@contextmanager
+def quiet_loggers(*modules: ModuleType) -> Iterator[None]:
+    """The loggers of ``modules`` silenced for the block: a test that walks every event everywhere makes the
+    machines' notes (backoffs, give-ups) noise, not news."""
+    logs = [logging.getLogger(m.__name__) for m in modules]
+    for log in logs:
+        log.disabled = True
+    try:
+        yield
+    finally:
+        for log in logs:
+            log.disabled = False

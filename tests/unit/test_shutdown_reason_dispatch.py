@@ -11,7 +11,6 @@ checks that every place that looks at a stop refuses it: the machine's table (``
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -27,7 +26,7 @@ from consumer.lifecycle.shard_messages import StopRequested
 from consumer.lifecycle.shard_model import Mode, Phase, ShardState, Stage, Work
 from consumer.records import Position
 from consumer.retrieval.memory import InMemoryKinesis
-from tests.unit.helpers import lone_shard_consumer
+from tests.unit.helpers import lone_shard_consumer, quiet_loggers
 from tests.unit.test_shard_machine import rules
 
 NOW = 100.0
@@ -57,14 +56,8 @@ def _states(stop: Any) -> Iterator[ShardState]:
 
 @pytest.fixture(autouse=True)
 def _quiet() -> Iterator[None]:
-    logs = [logging.getLogger(m.__name__) for m in (shard_machine, shard_decide)]
-    for log in logs:
-        log.disabled = True
-    try:
+    with quiet_loggers(shard_machine, shard_decide):
         yield
-    finally:
-        for log in logs:
-            log.disabled = False
 
 
 def test_the_unknown_reason_is_none_of_the_known_ones() -> None:

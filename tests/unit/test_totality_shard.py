@@ -11,7 +11,6 @@ one of the phase's, which the machine never reaches).
 from __future__ import annotations
 
 import itertools
-import logging
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -48,6 +47,7 @@ from consumer.lifecycle.shard_messages import (
 )
 from consumer.lifecycle.shard_model import Mode, Phase, ShardState, Stage, Verdict, Work
 from consumer.records import SHARD_END, Position
+from tests.unit.helpers import quiet_loggers
 from tests.unit.test_shard_machine import rules
 
 NOW = 100.0
@@ -100,14 +100,8 @@ def _states() -> Iterator[ShardState]:
 @pytest.fixture(autouse=True)
 def _quiet() -> Iterator[None]:
     """Every event everywhere: the machine's notes (backoffs, give-ups) are not news here."""
-    logs = [logging.getLogger(m.__name__) for m in (shard_machine, shard_decide)]
-    for log in logs:
-        log.disabled = True
-    try:
+    with quiet_loggers(shard_machine, shard_decide):
         yield
-    finally:
-        for log in logs:
-            log.disabled = False
 
 
 def test_every_event_type_has_its_variants_here() -> None:
