@@ -390,8 +390,9 @@ def test_a_slow_put_fails_within_the_read_timeout_is_counted_and_loses_nothing(
             second = put_records(kinesis_client, names.stream, [b'{"n": 2}', b'{"n": 3}'])
             wait_until(lambda: bool(log_events(log, "raw_flush_failed")), timeout=30, what="a PUT failed")
             took = time.monotonic() - slow_from
-            # the record's age (0.3 s), a tick of the timer, a 1 s read timeout, the reads: well under 10 s
-            assert took < 8, f"the slow PUT held the shard {took:.1f}s"
+            # the record's age (0.3 s), a tick of the timer, a 1 s read timeout, the reads: a few seconds even on
+            # a loaded machine; botocore's defaults held it 33 s or more
+            assert took < 15, f"the slow PUT held the shard {took:.1f}s"
             [failed] = log_events(log, "raw_flush_failed")
             assert "ReadTimeoutError" in failed["msg"], failed
             print(f"slow PUT: first failure {took:.2f}s after the fault")
