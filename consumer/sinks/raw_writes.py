@@ -4,6 +4,7 @@ worker runs)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -44,7 +45,9 @@ def retried(exc: BaseException) -> bool:
     )
 
 
-_clients: dict[tuple[float, float], Any] = {}
+_clients: dict[tuple[object, ...], Any] = {}
+#: What ``make_client`` reads from the environment for S3: the region and the endpoints.
+_CLIENT_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE")
 _clients_lock = threading.Lock()
 
 
@@ -52,7 +55,9 @@ def own_client(settings: RawSinkConfig) -> Any:
     """The process's S3 client for the settings' timeouts (shared by the shards: boto3 clients are thread-safe
     and cost 10-30 ms of CPU to make). One attempt per PUT: a PUT that times out or fails returns to the sink,
     whose backoff tries it again, instead of holding the shard's lane for botocore's own retries."""
-    key = (settings.connect_timeout, settings.read_timeout)
+    # the environment the client was made from too: a process (a test run) may point at another endpoint later
+    where = tuple(os.environ.get(v, "") for v in _CLIENT_ENV)
+    key = (settings.connect_timeout, settings.read_timeout, *where)
     with _clients_lock:
         if key not in _clients:
             _clients[key] = make_client(

@@ -70,6 +70,26 @@ def test_the_timeouts_reach_the_sinks_own_client_with_one_attempt_per_put() -> N
     assert config.retries["total_max_attempts"] == 1
 
 
+def test_the_shared_client_follows_the_endpoint_the_process_points_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sinks share one S3 client per settings; a process pointed at another endpoint (or region) gets another,
+    not the first one's (a test run starting emulators of its own, or an application switching accounts)."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    settings = RawSinkConfig("lake-raw")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4571")
+    first = RawS3Sink(settings=settings)._client
+    assert RawS3Sink(settings=settings)._client is first
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4572")
+    second = RawS3Sink(settings=settings)._client
+    assert (first.meta.endpoint_url, second.meta.endpoint_url) == (
+        "http://127.0.0.1:4571",
+        "http://127.0.0.1:4572",
+    )
+
+
 def _client_error(code: str, status: int) -> ClientError:
     return ClientError(
         {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
