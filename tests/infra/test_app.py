@@ -186,6 +186,86 @@ def test_each_bad_value_fails_synth_with_one_line(tmp_path: Path) -> None:
         assert not (tmp_path / f"out-{name}" / "manifest.json").exists()
 
 
+def test_a_refusal_comes_before_the_cdks_node_process_starts(tmp_path: Path) -> None:
+    """The settings are checked before aws_cdk is imported: with no ``node`` on PATH (the CDK could not start)
+    a bad value still gets its one line and exit 2. The bad value comes in the CDK CLI's overflow file, the
+    environment's choice in ``CDK_CONTEXT_JSON``: both are read, as ``App`` reads them."""
+    environments = _bad(lambda e: e["dev"]["capacity"].update(nat_gateways=3))
+    overflow = tmp_path / "context.json"
+    overflow.write_text(json.dumps({"environments": environments}))
+    (tmp_path / "no-node").mkdir()
+    process_env = {
+        **os.environ,
+        "PATH": str(tmp_path / "no-node"),
+        "CDK_CONTEXT_JSON": json.dumps({"env": "dev"}),
+        "CONTEXT_OVERFLOW_LOCATION_ENV": str(overflow),
+        "CDK_OUTDIR": str(tmp_path / "out"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "app.py")],
+        env=process_env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: cdk.json context environments.dev.capacity.nat_gateways: 3 exceeds capacity.max_azs (2): the VPC"
+        " gets one NAT gateway per zone at most"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+_COMPARE_CONTEXTS = """
+import json, sys
+from aws_cdk import App
+import app
+context = app.app_context()
+real = App(context=app.cdk_json_context())
+keys = sorted({*context, *app.cdk_json_context()})
+print(json.dumps({"ours": {k: context.get(k) for k in keys}, "app": {k: real.node.try_get_context(k) for k in keys}}))
+"""
+
+
+def test_the_context_checked_first_is_the_one_the_app_builds_from(tmp_path: Path) -> None:
+    """``app_context`` merges cdk.json's context with the CLI's as the real ``App`` does (each top-level key
+    replaced; the overflow file last), so the early check judges what the synth would build. In a process of
+    its own: the CDK's Node.js process reads the CLI's variables once, when it starts."""
+    overflow = tmp_path / "context.json"
+    overflow.write_text(json.dumps({"env": "staging", "@aws-cdk/custom": {"from": "file"}}))
+    given = {
+        "env": "dev",
+        "environments": _bad(lambda e: e.pop("prod")),
+        "extra": [1, None, {"a": None, "b": 2}],
+    }
+    process_env = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps(given),
+        "CONTEXT_OVERFLOW_LOCATION_ENV": str(overflow),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPARE_CONTEXTS],
+        check=False,
+        cwd=REPO_ROOT,
+        env=process_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["ours"] == seen["app"]
+    context = seen["ours"]
+    assert (
+        context["env"] == "staging"
+        and "prod" not in context["environments"]
+        and context["extra"] == [1, None, {"b": 2}]
+    )
+    assert [s.name for s in entry.checked_environments(context, REPO_ROOT)] == ["staging"]
+
+
 def test_prod_stacks_carry_account_region_protection_and_alarm_subscription(synth: Synth) -> None:
     settings = synth.settings["prod"]
     manifest = json.loads((synth.outdir / "assembly-prod" / "manifest.json").read_text())
