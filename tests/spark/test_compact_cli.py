@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from spark_jobs import aggregate, package, storage
+from spark_jobs.local import LOCAL_SETTINGS
 from spark_jobs.schemas import Reason
 from tests.spark.helpers import HOUR, line, record, run_compact, ts, write_object
 
@@ -30,14 +31,10 @@ def _submit(bundle: Path, job: str, args: list[str], cwd: Path) -> subprocess.Co
     env["PYSPARK_PYTHON"] = sys.executable
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
-    for conf in (
-        "spark.ui.enabled=false",
-        "spark.driver.host=127.0.0.1",
-        "spark.driver.bindAddress=127.0.0.1",
-        "spark.sql.shuffle.partitions=2",
-    ):
-        cmd += ["--conf", conf]
-    cmd += ["--driver-java-options", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"]
+    for key, value in LOCAL_SETTINGS.items():  # the settings that make tiny jobs fast
+        if key not in ("spark.master", "spark.driver.extraJavaOptions"):
+            cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--driver-java-options", LOCAL_SETTINGS["spark.driver.extraJavaOptions"]]
     cmd += ["--py-files", str(bundle / "spark_jobs.zip"), str(bundle / f"{job}.py"), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
 
