@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from consumer.errors import ConfigError
 from consumer.settings.checks import check_types
 
-__all__ = ["FANOUT_SUBSCRIPTIONS", "ThreadsConfig"]
+__all__ = ["FANOUT_SUBSCRIPTIONS", "MAX_THREADS", "ThreadsConfig"]
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class ThreadsConfig:
     def __post_init__(self) -> None:
         check_types("threads", self)
         for name in ("fetch_threads", "processor_threads"):
-            if not 1 <= getattr(self, name) <= 4096:
-                raise ConfigError(f"threads.{name}", f"must be 1..4096, got {getattr(self, name)}")
+            if not 1 <= getattr(self, name) <= MAX_THREADS:
+                raise ConfigError(f"threads.{name}", f"must be 1..{MAX_THREADS}, got {getattr(self, name)}")
 
     def fetch_limit(self, fanout: bool) -> int:
         """The fetch pool's bound: ``fetch_threads`` when polling; with fan-out, as many as a worker can own
@@ -49,6 +49,8 @@ class ThreadsConfig:
         return self.processor_threads + _SPARE_CONNECTIONS
 
 
+#: The most threads either pool may be given.
+MAX_THREADS = 4096
 # Fan-out subscriptions one worker may hold at once, each on a thread and a connection of its own.
 FANOUT_SUBSCRIPTIONS = 4096
 _SPARE_CONNECTIONS = 12  # the coordinator and its 8 hand-off writers, the background lane, start-up checks
