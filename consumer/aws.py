@@ -21,6 +21,7 @@ from consumer.aws_errors import is_throttle_response
 from consumer.errors import ConfigError
 from consumer.logs import log_event
 from consumer.retrieval.wire import LeanParserFactory
+from consumer.settings.threads import MAX_THREADS
 
 __all__ = [
     "WORKER_CALLS",
@@ -39,7 +40,12 @@ logger = logging.getLogger(__name__)
 # Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
 # waits for. DynamoDB answers in milliseconds; a fan-out subscription may sit a few seconds between events.
-_BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64)
+# A client's pool holds a connection for each thread that may call it at once: processors, the raw sink and the
+# dead-letter queue call theirs from up to ``threads.processor_threads`` threads (at most MAX_THREADS). A full pool
+# would not make a call wait: urllib3 opens a connection anyway, then drops it with a warning, every call. The pool
+# keeps only the connections that were in use at once. The worker's own Kinesis and DynamoDB clients are sized
+# to its pools (``ThreadsConfig``).
+_BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=MAX_THREADS)
 # The worker's own Kinesis and DynamoDB calls: one attempt each. Every caller has its retry policy (the shard
 # machine's backoff, the coordinator resending a FAILED write, the heartbeat lane), and it alone decides:
 # botocore retrying a throttle underneath it (sleeping up to seconds) would hide the throttle and hold the thread.

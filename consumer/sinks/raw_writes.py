@@ -15,7 +15,6 @@ from consumer.aws import make_client
 from consumer.errors import ConsumerError, MissingResourceError, RefusedError
 from consumer.lifecycle import retry
 from consumer.settings.raw_sink import RawSinkConfig
-from consumer.settings.threads import MAX_THREADS
 
 __all__ = ["WRITE_FAILURES", "RawSinkFailedError", "own_client", "retried"]
 
@@ -67,10 +66,6 @@ def own_client(settings: RawSinkConfig) -> Any:
                     connect_timeout=settings.connect_timeout,
                     read_timeout=settings.read_timeout,
                     retries={"total_max_attempts": 1, "mode": "standard"},
-                    # PUTs run on the processor threads, one per shard at a time, and there may be up to
-                    # MAX_THREADS of them: the pool is never full (urllib3 would open a connection anyway, then
-                    # drop it with a warning per PUT); it keeps only the connections that were in use at once
-                    max_pool_connections=MAX_THREADS,
                 ),
             )
         return _clients[key]
