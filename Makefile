@@ -78,7 +78,7 @@ test:
 # 454-481 s; late, with clients sharing one botocore data loader, 446-556 s (624-817) in five runs; at night,
 # 433-465 s (589-649) in three runs of the same code; the next night 413 s (555), then 381-406 s (495-542) in
 # four runs with 68-69 more tests; 2026-11-28, with 106 more, 427 and 441 s (537 CPU-seconds). 2026-11-29, a slower day
-# (the same Spark test 1.7x as long): 631-807 s (953-1,209 CPU-seconds); the emulators then spent about a third of the
+# (the same Spark test 1.7x as long): 611-807 s (924-1,209 CPU-seconds) in six runs; the emulators then spent about a third of the
 # integration tests' CPU (kinesis-local ~10 ms per call, moto ~3 ms). Spark tests stay in two processes (two JVMs), infra tests in another, and a
 # module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0` runs them in this
 # process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
