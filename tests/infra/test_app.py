@@ -159,7 +159,7 @@ REFUSALS = {
 
 def test_each_bad_value_fails_synth_with_one_line(tmp_path: Path) -> None:
     """``python app.py`` (what ``cdk synth`` runs) with each bad value as CLI context: one line on stderr naming
-    the key and the fix, exit 2, no traceback. The runs go side by side (each imports aws_cdk)."""
+    the key and the fix, exit 2, no traceback. The runs go side by side."""
     runs = {}
     for name, (change, _) in REFUSALS.items():
         environments = _bad(lambda e, change=change: change(e, tmp_path))
