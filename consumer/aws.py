@@ -24,6 +24,7 @@ from consumer.retrieval.wire import LeanParserFactory
 from consumer.settings.threads import MAX_THREADS
 
 __all__ = [
+    "PROCESSOR_CALLS",
     "WORKER_CALLS",
     "ThrottleRetries",
     "check_endpoint_url",
@@ -40,12 +41,12 @@ logger = logging.getLogger(__name__)
 # Our own retry policy (capped exponential backoff with jitter, and a give-up bound) decides; botocore's
 # retries are kept short so that one call never blocks a thread for long, e.g. a heartbeat the coordinator
 # waits for. DynamoDB answers in milliseconds; a fan-out subscription may sit a few seconds between events.
-# A client's pool holds a connection for each thread that may call it at once: processors, the raw sink and the
-# dead-letter queue call theirs from up to ``threads.processor_threads`` threads (at most MAX_THREADS). A full pool
-# would not make a call wait: urllib3 opens a connection anyway, then drops it with a warning, every call. The pool
-# keeps only the connections that were in use at once. The worker's own Kinesis and DynamoDB clients are sized
-# to its pools (``ThreadsConfig``).
-_BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=MAX_THREADS)
+_BASE = Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64)
+#: Clients that processors (and the raw sink) call from the processor threads, whose number the client cannot
+#: know: a pool for the most there may be. Past its pool, urllib3 would open a connection for each further call
+#: anyway and drop it with a warning; a pool keeps only the connections that were in use at once (its 4,096
+#: slots cost ~10 ms to set up, once per host).
+PROCESSOR_CALLS = Config(max_pool_connections=MAX_THREADS)
 # The worker's own Kinesis and DynamoDB calls: one attempt each. Every caller has its retry policy (the shard
 # machine's backoff, the coordinator resending a FAILED write, the heartbeat lane), and it alone decides:
 # botocore retrying a throttle underneath it (sleeping up to seconds) would hide the throttle and hold the thread.
@@ -169,10 +170,11 @@ _shared_lock = threading.Lock()
 def shared_client(service: str) -> Any:
     """One client per service per process (boto3 clients are thread-safe; creating one still costs 10-30 ms
     of CPU with the shared data loader, and a pool of connections, which a processor created per shard on
-    every hand-off should not pay)."""
+    every hand-off should not pay). Processors call it from up to ``threads.processor_threads`` threads, so
+    its pool holds :data:`PROCESSOR_CALLS`' connections."""
     with _shared_lock:
         if service not in _shared:
-            _shared[service] = make_client(service)
+            _shared[service] = make_client(service, config=PROCESSOR_CALLS)
         return _shared[service]
 
 

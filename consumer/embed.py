@@ -112,6 +112,7 @@ def create_worker(
     pools = {
         "kinesis": config.threads.kinesis_connections(fanout),
         "dynamodb": config.threads.dynamodb_connections,
+        "sqs": config.threads.processor_threads,  # dead letters are sent from the processor threads
     }
     clients = _Clients(target, endpoint_url, dict(endpoints or {}), pools)
     if checks:

@@ -11,7 +11,7 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from consumer.aws import make_client
+from consumer.aws import PROCESSOR_CALLS, make_client
 from consumer.errors import ConsumerError, MissingResourceError, RefusedError
 from consumer.lifecycle import retry
 from consumer.settings.raw_sink import RawSinkConfig
@@ -62,10 +62,12 @@ def own_client(settings: RawSinkConfig) -> Any:
         if key not in _clients:
             _clients[key] = make_client(
                 "s3",
-                config=Config(
-                    connect_timeout=settings.connect_timeout,
-                    read_timeout=settings.read_timeout,
-                    retries={"total_max_attempts": 1, "mode": "standard"},
+                config=PROCESSOR_CALLS.merge(
+                    Config(
+                        connect_timeout=settings.connect_timeout,
+                        read_timeout=settings.read_timeout,
+                        retries={"total_max_attempts": 1, "mode": "standard"},
+                    )
                 ),
             )
         return _clients[key]

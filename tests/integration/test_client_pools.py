@@ -1,8 +1,8 @@
 """Clients called from many processor threads at once, against the emulators over the network, each call
 held 0.5 s on its way so that they all overlap: the raw S3 sink's own client (every shard's buffers written
 together after an S3 outage) and ``consumer.aws.shared_client``, which processors use (the worker's dead-letter
-queue client is made from the same base settings). No connection is dropped with urllib3's "Connection pool is
-full" warning, which a pool of 64 gave for every call past the 64th."""
+queue client is sized from the processor pool: tests/unit/test_thread_settings.py). No connection is dropped
+with urllib3's "Connection pool is full" warning, which a pool of 64 gave for every call past the 64th."""
 
 from __future__ import annotations
 

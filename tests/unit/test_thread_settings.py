@@ -6,6 +6,7 @@ import pytest
 
 from consumer.config import (
     ConfigError,
+    ProcessingConfig,
     RetrievalConfig,
     StreamSpec,
     ThreadsConfig,
@@ -39,12 +40,13 @@ def test_the_environment_sets_them() -> None:
         worker_config_from_env({**env, "CONSUMER_FETCH_THREADS": "0"}, lambda _path, _env: LoggingProcessor)
 
 
-def test_the_kinesis_and_dynamodb_connection_pools_fit_the_thread_pools_they_serve() -> None:
+def test_the_kinesis_dynamodb_and_dead_letter_connection_pools_fit_the_thread_pools_they_serve() -> None:
     config = WorkerConfig(
         application="a",
         lease_table="l",
         checkpoint_table="c",
         streams=(StreamSpec("s", LoggingProcessor),),
+        processing=ProcessingConfig(on_failure="dlq", dlq_url="http://127.0.0.1:9/123456789012/dlq"),
         threads=ThreadsConfig(fetch_threads=100, processor_threads=300),
     )
     worker = create_worker(config, endpoint_url="http://127.0.0.1:9", region="us-east-1", checks=False)
@@ -53,6 +55,8 @@ def test_the_kinesis_and_dynamodb_connection_pools_fit_the_thread_pools_they_ser
     assert kinesis.meta.config.max_pool_connections >= 100
     assert dynamodb.meta.config.max_pool_connections >= 300
     assert kinesis.meta.config.max_pool_connections == config.threads.kinesis_connections(fanout=False)
+    dead_letters = worker._ctx.dlq._c  # type: ignore[union-attr]  # sent from the processor threads
+    assert dead_letters.meta.config.max_pool_connections == 300
 
 
 def test_with_fan_out_the_fetch_pool_and_kinesis_connections_follow_the_subscriptions_not_fetch_threads() -> (
