@@ -69,15 +69,23 @@ def checked_environments(context: Mapping[str, Any], root: Path = ROOT) -> list[
     return chosen
 
 
-def build(app: App, root: Path = ROOT, spark_jobs: Path | None = None) -> list[FleetStage]:
+def build(
+    app: App,
+    root: Path = ROOT,
+    spark_jobs: Path | None = None,
+    chosen: list[EnvironmentSettings] | None = None,
+) -> list[FleetStage]:
     """Add a stage for every environment, or for the one chosen with ``-c env=<name>``.
 
-    Every chosen environment's settings, and its processor's code, are checked before the first stage is built.
+    Every chosen environment's settings, and its processor's code, are checked before the first stage is built;
+    ``chosen``: environments :func:`checked_environments` already returned for the app's context.
     """
     from stacks.stage import FleetStage, SourcePaths
 
-    context = {key: app.node.try_get_context(key) for key in ("environments", "env")}
-    chosen = checked_environments(context, root)
+    if chosen is None:
+        chosen = checked_environments(
+            {key: app.node.try_get_context(key) for key in ("environments", "env")}, root
+        )
     sources = SourcePaths(root=root, spark_jobs=spark_jobs or root / "spark_jobs")
     return [FleetStage(app, settings.name, settings=settings, sources=sources) for settings in chosen]
 
@@ -85,7 +93,7 @@ def build(app: App, root: Path = ROOT, spark_jobs: Path | None = None) -> list[F
 def main() -> int:
     """Synthesize; a bad ``cdk.json`` value stops it with one line naming the key (exit 2), no traceback."""
     try:
-        checked_environments(app_context())  # before the CDK's Node.js process starts
+        chosen = checked_environments(app_context())  # before the CDK's Node.js process starts
     except ConfigError as exc:
         print(f"error: cdk.json context {exc}", file=sys.stderr)
         return 2
@@ -94,11 +102,7 @@ def main() -> int:
     # Under the CDK CLI the assembly goes where the CLI says (CDK_OUTDIR); run directly, into ./cdk.out.
     outdir = None if "CDK_OUTDIR" in os.environ else str(ROOT / "cdk.out")
     app = App(context=cdk_json_context(), outdir=outdir)
-    try:
-        build(app)
-    except ConfigError as exc:  # the same checks as above, on the context App resolved: a safety net
-        print(f"error: cdk.json context {exc}", file=sys.stderr)
-        return 2
+    build(app, chosen=chosen)
     app.synth()
     return 0
 

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from consumer.records import Record
 from consumer.sinks.raw_s3 import RawS3Sink, _Buffer
 from spark_jobs import compact
+from spark_jobs.local import LOCAL_SETTINGS
 from spark_jobs.schemas import CURATED_SCHEMA, RAW_LINE_SCHEMA
 
 HOUR = "date=2026-11-21/hour=01"
@@ -164,3 +165,14 @@ def curated_bytes(spark: Any, lake: Path) -> dict[str, bytes]:
         else base64.b64decode(r.payload_base64)
         for r in rows
     }
+
+
+def launcher_args(master: str = LOCAL_SETTINGS["spark.master"]) -> list[str]:
+    """spark-submit's options for a job run as a user runs it, with the settings that make tiny jobs fast
+    (``spark_jobs.local.LOCAL_SETTINGS``): ``--master``, a ``--conf`` per setting, the driver's JVM options."""
+    java = "spark.driver.extraJavaOptions"
+    args = ["--master", master, "--driver-java-options", LOCAL_SETTINGS[java]]
+    for key, value in LOCAL_SETTINGS.items():
+        if key not in ("spark.master", java):
+            args += ["--conf", f"{key}={value}"]
+    return args

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,7 @@ import pytest
 
 from consumer.sinks.raw_s3 import encode_line
 from spark_jobs import storage
-from spark_jobs.local import LOCAL_SETTINGS
-from tests.spark.helpers import HOUR, sink_objects, sink_records
+from tests.spark.helpers import HOUR, launcher_args, sink_objects, sink_records
 
 pytestmark = pytest.mark.spark
 
@@ -25,15 +25,9 @@ _ONE_HOUR = ["--start", "2026-11-21T01", "--end", "2026-11-21T01"]
 def _run(job: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    # The settings that make tiny jobs fast (spark_jobs.local), given as an analyst's own would be: on the
-    # launcher's command line. The job's code and its own session are unchanged; the run costs half the CPU.
-    settings = [
-        f"--conf {key}={value}"
-        for key, value in LOCAL_SETTINGS.items()
-        if key != "spark.driver.extraJavaOptions"
-    ]
-    java = LOCAL_SETTINGS["spark.driver.extraJavaOptions"]
-    env["PYSPARK_SUBMIT_ARGS"] = " ".join([*settings, f'--driver-java-options "{java}"', "pyspark-shell"])
+    # The settings that make tiny jobs fast, given as an analyst's own would be: on the launcher's command line
+    # (pyspark splits it as a shell does). The job's code and its own session are unchanged.
+    env["PYSPARK_SUBMIT_ARGS"] = shlex.join([*launcher_args(), "pyspark-shell"])
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return subprocess.run(
         [sys.executable, "-m", f"spark_jobs.{job}", *args],

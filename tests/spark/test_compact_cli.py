@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from spark_jobs import aggregate, package, storage
-from spark_jobs.local import LOCAL_SETTINGS
 from spark_jobs.schemas import Reason
-from tests.spark.helpers import HOUR, line, record, run_compact, ts, write_object
+from tests.spark.helpers import HOUR, launcher_args, line, record, run_compact, ts, write_object
 
 pytestmark = pytest.mark.spark
 
@@ -30,11 +29,7 @@ def _submit(bundle: Path, job: str, args: list[str], cwd: Path) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     env["PYSPARK_PYTHON"] = sys.executable
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
-    for key, value in LOCAL_SETTINGS.items():  # the settings that make tiny jobs fast
-        if key not in ("spark.master", "spark.driver.extraJavaOptions"):
-            cmd += ["--conf", f"{key}={value}"]
-    cmd += ["--driver-java-options", LOCAL_SETTINGS["spark.driver.extraJavaOptions"]]
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), *launcher_args("local[1]")]
     cmd += ["--py-files", str(bundle / "spark_jobs.zip"), str(bundle / f"{job}.py"), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
 
