@@ -34,6 +34,10 @@ from consumer.sinks.dlq import DeadLetterQueue
 from tests.unit.helpers import wait_until  # noqa: F401 - re-exported for the integration tests
 
 REPO = Path(__file__).resolve().parents[2]
+# The longest a wait that includes a worker process's start (imports, clients, preflight: about 1.3 CPU-seconds)
+# may take: on a 2-core machine busy with other work, a start has taken more than 10 s. Passing waits return at
+# their event; only a failing one waits this long.
+PROCESS_START = 60.0
 LEASES = LeaseConfig(
     lease_duration=3.0,
     safety_margin=0.8,

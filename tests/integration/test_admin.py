@@ -13,6 +13,7 @@ from consumer.leases.progress import decode_progress
 from tests.unit.helpers import Journal, RecordingProcessor
 
 from .support import (
+    PROCESS_START,
     create_stream,
     dynamo_worker,
     make_names,
@@ -112,7 +113,7 @@ def test_drain_makes_the_worker_hand_over_and_exit(
     journal = tmp_path / "j.jsonl"
     proc = spawn_worker(emulators, names, "to-drain", journal)
     try:
-        wait_until(lambda: sum(1 for e in read_journal(journal) if e["k"] == "d") == 10)
+        wait_until(lambda: sum(1 for e in read_journal(journal) if e["k"] == "d") == 10, PROCESS_START)
         out = cli(emulators, names, "drain", "to-drain")
         assert out.returncode == 0, out.stderr
         assert proc.wait(30) == 0

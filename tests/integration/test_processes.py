@@ -15,6 +15,7 @@ from consumer.records import Position
 
 from .support import (
     LEASES,
+    PROCESS_START,
     REPO,
     create_stream,
     make_names,
@@ -47,7 +48,9 @@ def test_sigterm_releases_every_lease_and_the_next_worker_starts_at_the_exact_ch
     journal = tmp_path / "journal.jsonl"
     proc = spawn_worker(emulators, names, "a", journal)
     try:
-        wait_until(lambda: len(_deliveries(journal, "a")) >= 100, what="a delivered all")
+        wait_until(
+            lambda: len(_deliveries(journal, "a")) >= 100, timeout=PROCESS_START, what="a delivered all"
+        )
     finally:
         began = time.monotonic()
         code = stop_process(proc)
@@ -65,7 +68,9 @@ def test_sigterm_releases_every_lease_and_the_next_worker_starts_at_the_exact_ch
     second = put_records(kinesis_client, names.stream, [f"b{i}".encode() for i in range(40)])
     proc_b = spawn_worker(emulators, names, "b", journal)
     try:
-        wait_until(lambda: len(_deliveries(journal, "b")) >= 40, what="b delivered the rest")
+        wait_until(
+            lambda: len(_deliveries(journal, "b")) >= 40, timeout=PROCESS_START, what="b delivered the rest"
+        )
     finally:
         assert stop_process(proc_b) == 0
     inits = {e["s"]: e["start"] for e in read_journal(journal) if e["k"] == "init" and e["w"] == "b"}
@@ -84,9 +89,17 @@ def test_paused_worker_loses_its_lease_and_cannot_checkpoint(
     standby = None
     try:
         put_records(kinesis_client, names.stream, [b"z0", b"z1"])
-        wait_until(lambda: len(_deliveries(journal, "zombie")) >= 2, what="zombie owns and delivers")
+        wait_until(
+            lambda: len(_deliveries(journal, "zombie")) >= 2,
+            timeout=PROCESS_START,
+            what="zombie owns and delivers",
+        )
         standby = spawn_worker(emulators, names, "standby", journal)
-        wait_until(lambda: "worker#standby" in _leases(dynamodb_client, names.lease_table), what="standby up")
+        wait_until(
+            lambda: "worker#standby" in _leases(dynamodb_client, names.lease_table),
+            timeout=PROCESS_START,
+            what="standby up",
+        )
         old_epoch = stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][2]
         zombie.send_signal(signal.SIGSTOP)
         stopped_at = time.time()
