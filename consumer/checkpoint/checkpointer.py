@@ -130,6 +130,12 @@ class CheckpointWriter:
         self._on_saved = on_saved
         self._lock = threading.Lock()
         self.pending: Position | None = None  # a write that failed transiently, to be sent again
+        self.handed: Position | None = None  # the last record handed to the processor (``hand``)
+
+    def hand(self, last: Position) -> None:
+        """The processor is about to be given records up to ``last``: the furthest it may checkpoint."""
+        if self.handed is None or self.handed < last:
+            self.handed = last
 
     def write(self, pos: Position) -> None:
         """Save ``pos``. A transient failure leaves it ``pending`` and raises ``TransientError``."""
@@ -154,6 +160,10 @@ class CheckpointWriter:
         if self._on_saved is not None:
             self._on_saved(pos)
 
+    def ensure_valid(self) -> None:
+        """``LeaseLostError`` unless this ownership's lease is still provably ours."""
+        self._guard.ensure_valid()
+
     def check_own(self, record: Record) -> None:
         """Raise ``ValueError`` unless ``record`` was read from this writer's shard."""
         if (record.stream, record.shard_id) != (self._stream, self._shard):
@@ -162,17 +172,60 @@ class CheckpointWriter:
                 f"of {self._stream}/{self._shard}: checkpoint a record with its own shard's checkpointer"
             )
 
-    def view(self, default_position: Callable[[], Position | None]) -> ShardCheckpointer:
-        return ShardCheckpointer(self, default_position)
+    def allowed(self, position: Position | Record, *, at_end: bool) -> Position:
+        """``position`` as the processor may checkpoint it, or a ``TypeError``/``ValueError`` saying why not
+        (the KCL's range check): a record of this shard, or a position no further than the last record
+        handed to the processor (or the one the ownership started at); SHARD_END only once the shard has
+        ended (``at_end``: the ``shard_ended`` callback). Nothing is written when it raises."""
+        if isinstance(position, Record):
+            self.check_own(position)
+            return position.position
+        if not isinstance(position, Position):
+            hint = (
+                " (wrap a sequence number as Position(sequence_number))" if isinstance(position, str) else ""
+            )
+            raise TypeError(
+                f"checkpoint() takes a Record, a Position or nothing; got {type(position).__name__} "
+                f"{position!r:.80}{hint}"
+            )
+        where = f"{self._stream}/{self._shard}"
+        if position.is_shard_end:
+            if not at_end:
+                raise ValueError(
+                    f"checkpoint(SHARD_END) on {where} outside shard_ended: the shard is not read to its end, "
+                    "and SHARD_END would end it for every later owner (checkpoint() with no argument "
+                    "checkpoints what was delivered)"
+                )
+            return position
+        if not (position.sequence.isascii() and position.sequence.isdigit()):
+            raise ValueError(
+                f"checkpoint({position}) on {where}: {position.sequence!r:.80} is not a sequence number"
+            )
+        furthest = max((p for p in (self.handed, self.last) if p is not None), default=None)
+        if furthest is None or furthest < position:
+            raise ValueError(
+                f"checkpoint({position}) on {where}: past the last record handed to the processor "
+                f"({furthest or 'none yet'}); a checkpoint there would skip records never delivered"
+            )
+        return position
+
+    def view(
+        self, default_position: Callable[[], Position | None], *, at_end: bool = False
+    ) -> ShardCheckpointer:
+        """The ``Checkpointer`` of one callback; ``at_end``: ``shard_ended``'s, the one that may write SHARD_END."""
+        return ShardCheckpointer(self, default_position, at_end)
 
 
 class ShardCheckpointer:
     """The ``Checkpointer`` a callback receives; with no argument it checkpoints its default position
     (what was delivered, what is done, or SHARD_END, depending on the callback)."""
 
-    def __init__(self, writer: CheckpointWriter, default_position: Callable[[], Position | None]) -> None:
+    def __init__(
+        self, writer: CheckpointWriter, default_position: Callable[[], Position | None], at_end: bool = False
+    ) -> None:
         self._writer = writer
         self._default = default_position
+        self._at_end = at_end
 
     @property
     def last_checkpoint(self) -> Position | None:
@@ -180,19 +233,25 @@ class ShardCheckpointer:
 
     async def acheckpoint(self, position: Position | Record | None = None) -> None:
         """``checkpoint`` from a coroutine: the write runs on the worker's own write threads (never the
-        loop's default executor, where it would queue behind the application's ``to_thread`` work)."""
+        loop's default executor, where it would queue behind the application's ``to_thread`` work). Refused
+        as ``checkpoint`` refuses, before anything is offloaded; once the ownership is over, ``LeaseLostError``."""
+        if position is not None:
+            self._writer.allowed(position, at_end=self._at_end)
+        self._writer.ensure_valid()
         await self._writer.offload(lambda: self.checkpoint(position))
 
     def checkpoint(self, position: Position | Record | None = None) -> None:
-        """Checkpoint ``position`` (a record or position), or the callback's default position. A record of
-        another shard is refused (``ValueError``): its sequence number means nothing in this one."""
-        if isinstance(position, Record):
-            self._writer.check_own(position)
-        pos = position.position if isinstance(position, Record) else position
+        """Checkpoint ``position`` (a record or position), or the callback's default position.
+
+        Refused, with nothing written (``CheckpointWriter.allowed``): a record of another shard and a position
+        past the last record handed to the processor (``ValueError``: it would skip records), SHARD_END outside
+        ``shard_ended`` (``ValueError``), anything but a ``Record`` or ``Position`` (``TypeError``)."""
+        pos = None if position is None else self._writer.allowed(position, at_end=self._at_end)
         if pos is None:
             pos = self._default()
         if pos is None:
             return
+        self._writer.ensure_valid()  # fenced even when ``pos`` is the one stored (a write would be skipped)
         try:
             self._writer.write(pos)
         except TransientError as exc:  # kept pending: the shard loop sends it again with backoff

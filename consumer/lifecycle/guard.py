@@ -17,6 +17,7 @@ class ShardGuard:
         self._epoch = epoch
         self._validity = validity
         self.lost = threading.Event()
+        self._over = False  # ``mark_ended``: this ownership is over, whoever holds the lease now
 
     @property
     def epoch(self) -> int:
@@ -43,6 +44,11 @@ class ShardGuard:
 
     def ensure_valid(self) -> None:
         if self.lost.is_set():
+            if self._over:
+                raise LeaseLostError(
+                    f"this ownership has ended (epoch {self._epoch}): the shard was handed over, released, "
+                    "ended or halted, and is no longer processed here"
+                )
             raise LeaseLostError(f"lease lost (epoch {self._epoch})")
         if not self._validity.valid():
             raise LeaseLostError(
@@ -50,4 +56,11 @@ class ShardGuard:
             )
 
     def mark_lost(self) -> None:
+        """The lease is known to be gone."""
+        self.lost.set()
+
+    def mark_ended(self) -> None:
+        """The shard's consumption under this ownership is over (before the lease is handed over or released):
+        from now on the guard is invalid, so that work the processor left running cannot pass for the owner's."""
+        self._over = not self.lost.is_set()
         self.lost.set()

@@ -66,8 +66,11 @@ class Checkpointer(Protocol):
     """Writes this shard's checkpoint, fenced by the ownership epoch. Raises ``LeaseLostError`` when fenced."""
 
     def checkpoint(self, position: Position | Record | None = None) -> None:
-        """Checkpoint ``position`` (a record or position), or everything delivered and done so far. A record
-        of another shard raises ``ValueError``."""
+        """Checkpoint ``position`` (a record or position), or everything delivered and done so far.
+
+        Refused with nothing written, as the KCL refuses them: a record of another shard, a position past the
+        last record this ownership handed to the processor, or SHARD_END outside ``shard_ended``
+        (``ValueError``); anything but a ``Record`` or ``Position`` (``TypeError``)."""
         ...
 
     async def acheckpoint(self, position: Position | Record | None = None) -> None:

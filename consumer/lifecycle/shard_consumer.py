@@ -145,6 +145,7 @@ class ShardConsumer:
             outcome, detail = Outcome.FAILED, repr(exc)
         finally:
             try:
+                self.guard.mark_ended()  # before the coordinator hands the lease on: no overlap with the next owner
                 self.work.log("shard_stopped", outcome=outcome.value)
                 # Report first: the hand-off need not wait for a fetch still in flight (its result is dropped).
                 self._ctx.report(ShardFinished(self.lease.key, self.lease.epoch, outcome, halted_at, detail))

@@ -216,6 +216,7 @@ class ShardWork:
 
         def call(records: Sequence[Record]) -> None:
             self.guard.ensure_valid()
+            setting.writer.hand(records[-1].position)  # the furthest the processor may checkpoint now
             started, lapses = ctx.clock.monotonic(), self.guard.lapses
             deadline = started + self.guard.remaining()
             data = ProcessRecordsInput(records, view, lease.epoch, behind, self.guard, deadline)
@@ -294,7 +295,7 @@ class ShardWork:
         setting = self.setting
         assert setting is not None
         try:
-            view = setting.writer.view(lambda: SHARD_END)
+            view = setting.writer.view(lambda: SHARD_END, at_end=True)
             setting.processor.shard_ended(ShardEndedInput(view, self.lease.epoch))
         except LeaseLostError as exc:
             return self.closed(exc, False)

@@ -8,10 +8,19 @@ import time
 import pytest
 
 from consumer.checkpoint.store import CheckpointItem
-from consumer.errors import CheckpointRejectedError, LeaseConflictError, UnreachableError, WorkerFencedError
+from consumer.clock import FakeClock
+from consumer.errors import (
+    CheckpointRejectedError,
+    LeaseConflictError,
+    LeaseLostError,
+    UnreachableError,
+    WorkerFencedError,
+)
+from consumer.leases.liveness import OwnValidity
 from consumer.leases.memory import InMemoryCheckpointStore, InMemoryLeaseRepository, InMemoryTables
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.repository import OwnerObservation
+from consumer.lifecycle.guard import ShardGuard
 from consumer.records import Position
 from consumer.retrieval.memory import InMemoryKinesis
 
@@ -141,3 +150,19 @@ def test_a_lapse_without_a_taker_suspends_and_resumes_the_same_ownership(kind: s
     assert {d[4] for d in journal.deliveries} == {epoch}  # the same ownership throughout
     assert [e for _, _, e in journal.events if e == "lease_lost"] == []
     assert len([e for _, _, e in journal.events if e.startswith("init")]) == 1
+
+
+def test_a_guard_is_invalid_once_its_ownership_ends_and_says_so_unlike_a_lost_lease() -> None:
+    clock = FakeClock()
+    validity = OwnValidity(clock, window=10.0)
+    validity.extend(clock.monotonic())
+    ended, lost = ShardGuard(3, validity), ShardGuard(3, validity)
+    assert ended.is_valid() and ended.remaining() == 10.0
+    ended.mark_ended()  # handed over, released, ended or halted: the worker's window is still open
+    assert not ended.is_valid() and ended.remaining() == 0.0
+    with pytest.raises(LeaseLostError, match=r"this ownership has ended \(epoch 3\)"):
+        ended.ensure_valid()
+    lost.mark_lost()
+    lost.mark_ended()  # the consumer ends after the loss: the loss is what it says
+    with pytest.raises(LeaseLostError, match=r"^lease lost \(epoch 3\)$"):
+        lost.ensure_valid()
