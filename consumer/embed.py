@@ -8,6 +8,7 @@ handler: ``worker.start(handle_signals=True)`` or ``worker.run(handle_signals=Tr
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
@@ -41,6 +42,8 @@ __all__ = ["CreateOptions", "create_worker"]
 logger = logging.getLogger(__name__)
 
 _SERVICES = ("dynamodb", "kinesis", "sqs", "s3")
+# What the worker calls on a metrics sink: the MetricsSink protocol's methods.
+_METRICS_METHODS = tuple(sorted(n for n, v in vars(MetricsSink).items() if callable(v) and n[0] != "_"))
 _WORKER_CALLS = ("kinesis", "dynamodb")  # the worker's own calls, under its retry policies
 
 
@@ -91,6 +94,15 @@ def create_worker(
       ``CONSUMER_METRICS_INTERVAL_SECONDS`` or 10).
     """
     _check_arguments(config, processor, session)
+    _check_options(
+        env=env,
+        region=region,
+        endpoint_url=endpoint_url,
+        endpoints=endpoints,
+        metrics=metrics,
+        metrics_out=metrics_out,
+        metrics_interval=metrics_interval,
+    )
     source = dict(os.environ if env is None else env)
     # What errors name: the variables the settings came from, or (a typed config alone) the config.
     named_by = source if config is None or env is not None else {}
@@ -101,12 +113,9 @@ def create_worker(
             "processor", "give processors in config.streams (StreamSpec) or read the environment, not both"
         )
     interval = metrics_interval if metrics_interval is not None else _metrics_interval(source)
-    if not interval > 0:
-        raise ConfigError("metrics_interval", f"must be > 0 seconds, got {interval:g}")
+    if not (interval > 0 and math.isfinite(interval)):
+        raise ConfigError("metrics_interval", f"must be a finite number of seconds > 0, got {interval:g}")
 
-    unknown = sorted(set(endpoints or {}) - set(_SERVICES))
-    if unknown:
-        raise ConfigError("endpoints", f"unknown service {unknown[0]!r}; known: {', '.join(_SERVICES)}")
     target = AwsTarget(session=session, region=region)
     fanout = config.retrieval.mode == "fanout"
     pools = {
@@ -140,6 +149,66 @@ def _check_arguments(config: object, processor: object, session: object) -> None
         raise ConfigError(
             "session", f"must be a boto3.Session (give a region as region=...), got {type(session).__name__}"
         )
+
+
+def _check_options(
+    *,
+    env: object,
+    region: object,
+    endpoint_url: object,
+    endpoints: object,
+    metrics: object,
+    metrics_out: object,
+    metrics_interval: object,
+) -> None:
+    """The other arguments of the wrong kind, named the same way (before: a ``TypeError`` or
+    ``AttributeError`` from deep inside, or an endpoint URL read a character at a time as service names)."""
+    if env is not None and not isinstance(env, Mapping):
+        raise ConfigError("env", f"must be a mapping of variable names to values, got {_kind(env)}")
+    for name, value in (("region", region), ("endpoint_url", endpoint_url)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(name, f"must be a string or None, got {_kind(value)}")
+    if endpoints is not None:
+        _check_endpoints(endpoints)
+    _check_metrics(metrics, metrics_out, metrics_interval)
+
+
+def _check_endpoints(endpoints: object) -> None:
+    if not isinstance(endpoints, Mapping):
+        raise ConfigError(
+            "endpoints",
+            f"must be a mapping of service to endpoint URL (e.g. {{'kinesis': 'http://...'}}), "
+            f"got {_kind(endpoints)}; one URL for every service is endpoint_url=...",
+        )
+    if unknown := sorted((s for s in endpoints if s not in _SERVICES), key=str):
+        raise ConfigError("endpoints", f"unknown service {unknown[0]!r}; known: {', '.join(_SERVICES)}")
+    for service, url in endpoints.items():
+        if not isinstance(url, str):
+            raise ConfigError(f"endpoints[{service!r}]", f"must be an endpoint URL string, got {_kind(url)}")
+
+
+def _check_metrics(metrics: object, metrics_out: object, metrics_interval: object) -> None:
+    """Refused here, not once the worker runs: a sink without ``flush`` failed the worker's thread after it
+    had registered, and left its item in the lease table."""
+    if metrics is not None and (
+        missing := [m for m in _METRICS_METHODS if not callable(getattr(metrics, m, None))]
+    ):
+        raise ConfigError(
+            "metrics",
+            f"must be a metrics sink (consumer.metrics.sink.MetricsSink: {', '.join(_METRICS_METHODS)}); "
+            f"got a {type(metrics).__name__!r}, which lacks {', '.join(missing)}",
+        )
+    if metrics_out is not None and not callable(getattr(metrics_out, "write", None)):
+        raise ConfigError("metrics_out", f"must be a text stream (e.g. sys.stdout), got {_kind(metrics_out)}")
+    if metrics_interval is not None and (
+        isinstance(metrics_interval, bool) or not isinstance(metrics_interval, int | float)
+    ):
+        raise ConfigError("metrics_interval", f"must be a number of seconds, got {_kind(metrics_interval)}")
+
+
+def _kind(value: object) -> str:
+    """``str '10'``: a wrong value's type and value, as the settings' own errors show them."""
+    return f"{type(value).__name__} {value!r}"
 
 
 def _checked(processor: ProcessorFactory | None) -> ProcessorFactory | None:

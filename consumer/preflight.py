@@ -25,9 +25,12 @@ from consumer.logs import log_event
 from consumer.resources import Resource
 
 __all__ = [
+    "CONFIG_NAMES",
+    "ENV_NAMES",
     "LEASE_KEY",
     "AwsTarget",
     "Clients",
+    "SettingNames",
     "check_credentials",
     "check_resource",
     "check_stream",
@@ -69,6 +72,32 @@ class AwsTarget:
         if self.session is not None:
             return self.session.region_name or region()
         return region()
+
+
+@dataclass(frozen=True)
+class SettingNames:
+    """What the start-up checks' errors name for each setting they check: what the user set it with."""
+
+    lease_table: str
+    checkpoint_table: str
+    streams: str
+    dlq_url: str
+
+
+#: Settings read from the environment (the CLI, ``create_worker(env=...)``): the variables.
+ENV_NAMES = SettingNames(
+    lease_table="CONSUMER_LEASE_TABLE",
+    checkpoint_table="CONSUMER_CHECKPOINT_TABLE",
+    streams="CONSUMER_STREAMS",
+    dlq_url="CONSUMER_DLQ_URL",
+)
+#: A typed ``WorkerConfig`` given in code: its fields, as its own validation names them.
+CONFIG_NAMES = SettingNames(
+    lease_table="lease_table",
+    checkpoint_table="checkpoint_table",
+    streams="streams",
+    dlq_url="processing.dlq_url",
+)
 
 
 def check_credentials(target: AwsTarget | None = None) -> None:
@@ -122,12 +151,15 @@ def check_table_schema(ddb: Any, table: str, setting: str) -> None:
         )
 
 
-def check_table_roles(ddb: Any, lease_table: str, checkpoint_table: str) -> None:
+def check_table_roles(
+    ddb: Any, lease_table: str, checkpoint_table: str, names: SettingNames = ENV_NAMES
+) -> None:
     """Neither table holds the other's items (both have the same key, so the schema check cannot tell them
-    apart): a few items of each are read; a lease table holds typed items, a checkpoint table untyped ones."""
+    apart): a few items of each are read; a lease table holds typed items, a checkpoint table untyped ones.
+    ``names``: the settings the errors name (default the variables)."""
     for table, setting, typed in (
-        (lease_table, "CONSUMER_LEASE_TABLE", True),
-        (checkpoint_table, "CONSUMER_CHECKPOINT_TABLE", False),
+        (lease_table, names.lease_table, True),
+        (checkpoint_table, names.checkpoint_table, False),
     ):
         with aws_call("dynamodb", f"read a few items of {table!r}", setting):
             items = [from_item(i) for i in ddb.scan(TableName=table, Limit=25).get("Items", [])]
@@ -136,7 +168,7 @@ def check_table_roles(ddb: Any, lease_table: str, checkpoint_table: str) -> None
             raise ConfigError(
                 setting,
                 f"DynamoDB table {table!r} holds {holds} (item {item.get('lease_key')!r}): are "
-                "CONSUMER_LEASE_TABLE and CONSUMER_CHECKPOINT_TABLE swapped?",
+                f"{names.lease_table} and {names.checkpoint_table} swapped?",
             )
 
 
@@ -247,17 +279,19 @@ def run_preflight(
     config: WorkerConfig, clients: Clients, env: Mapping[str, str], target: AwsTarget | None = None
 ) -> None:
     """Run every start-up check; raise the first problem found (the worker warns about risky settings).
-    ``env`` tells which variable set each processor (to name it in errors); ``target`` is whose credentials
-    and region the clients use."""
+    ``env`` is the variables the settings were read from, to name them in errors (which variable set each
+    processor, too); empty for a typed ``WorkerConfig`` given in code, whose fields the errors name then.
+    ``target`` is whose credentials and region the clients use."""
+    names = ENV_NAMES if env else CONFIG_NAMES
     check_credentials(target)
     ddb = clients("dynamodb")
-    check_table_schema(ddb, config.lease_table, "CONSUMER_LEASE_TABLE")
-    check_table_schema(ddb, config.checkpoint_table, "CONSUMER_CHECKPOINT_TABLE")
-    check_table_roles(ddb, config.lease_table, config.checkpoint_table)
+    check_table_schema(ddb, config.lease_table, names.lease_table)
+    check_table_schema(ddb, config.checkpoint_table, names.checkpoint_table)
+    check_table_roles(ddb, config.lease_table, config.checkpoint_table, names)
     for spec in config.streams:
-        check_stream(clients("kinesis"), spec.name, "CONSUMER_STREAMS")
+        check_stream(clients("kinesis"), spec.name, names.streams)
     if config.processing.dlq_url:
-        _check_queue(clients("sqs"), config.processing.dlq_url, "CONSUMER_DLQ_URL")
+        _check_queue(clients("sqs"), config.processing.dlq_url, names.dlq_url)
     for _stream, processor in _construct(config, env):
         for resource in processor_resources(processor):
             check_resource(clients, resource)

@@ -20,7 +20,10 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class BackgroundControl:
-    """``start`` / ``stop`` / ``join`` / ``with`` around a subclass's ``run()`` and ``request_shutdown()``."""
+    """``start`` / ``stop`` / ``join`` / ``with`` around a subclass's ``run()`` and ``request_shutdown()``.
+
+    A worker runs once: by ``start()`` or by ``run()``, whichever comes first; the subclass's ``run()`` calls
+    ``_claim_run()`` first, which refuses a second run of either kind."""
 
     id: str
 
@@ -30,6 +33,8 @@ class BackgroundControl:
         self._error: BaseException | None = None
         self._saved_handlers: dict[int, Any] = {}
         self._finished = threading.Event()  # set when the thread started by start() is done
+        self._ran_by: str | None = None  # "start()" or "run()": what ran the worker (it runs once)
+        self._thread_ran = False  # the thread of start() has entered run()
 
     def run(self, *, handle_signals: bool = False) -> None:
         """Run in the calling thread until stopped (the subclass's)."""
@@ -49,12 +54,39 @@ class BackgroundControl:
         if handle_signals:
             _need_main_thread()
         with self._control:
-            if self._thread is not None:
-                raise WorkerStateError(f"worker {self.id} was already started; create a new one to run again")
+            self._refuse_second_run()
+            self._ran_by = "start()"
             self._thread = threading.Thread(target=self._run_capturing, name=f"worker-{self.id}", daemon=True)
         if handle_signals:
             self._install_signal_handlers()
         self._thread.start()
+
+    def _claim_run(self, *, handle_signals: bool = False) -> None:
+        """Called first by the subclass's ``run()``: the thread of ``start()`` goes on; a direct call after
+        ``start()`` or after an earlier ``run()`` (running or ended), or with ``handle_signals`` off the main
+        thread, raises ``WorkerStateError`` and changes nothing (a second run would register the worker
+        again, and leave its item behind in the lease table)."""
+        if handle_signals:
+            _need_main_thread()
+        with self._control:
+            if (
+                self._ran_by == "start()"
+                and not self._thread_ran
+                and threading.current_thread() is self._thread
+            ):
+                self._thread_ran = True
+                return
+            self._refuse_second_run()
+            self._ran_by = "run()"
+
+    def _refuse_second_run(self) -> None:
+        """``WorkerStateError`` when the worker was already started or run (under ``_control``)."""
+        if self._ran_by == "start()":
+            raise WorkerStateError(f"worker {self.id} was already started; create a new one to run again")
+        if self._ran_by == "run()":
+            raise WorkerStateError(
+                f"worker {self.id} was already run with run(); create a new one to run again"
+            )
 
     def stop(self, timeout: float | None = None) -> bool:
         """Begin the graceful shutdown (hand-offs, final checkpoints, deregistration) and wait up to

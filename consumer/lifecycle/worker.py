@@ -182,7 +182,10 @@ class Worker(BackgroundControl):
         calling thread. With ``handle_signals`` (main thread only), SIGTERM and SIGINT request the shutdown
         while it runs.
 
-        Leases are created by the leader's discovery (ListShards), not by every worker at start."""
+        Leases are created by the leader's discovery (ListShards), not by every worker at start. A worker runs
+        once: ``run()`` after ``start()`` or after an earlier ``run()`` raises ``WorkerStateError`` before any
+        call to AWS (create a new worker to run again), as does ``handle_signals`` off the main thread."""
+        self._claim_run(handle_signals=handle_signals)
         if handle_signals:
             self._install_signal_handlers()
             try:

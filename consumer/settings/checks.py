@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from consumer.errors import ConfigError
 
-__all__ = ["check_types", "choice", "positive"]
+__all__ = ["check_types", "choice", "non_negative", "positive"]
 
 
 def check_types(section: str, settings: Any) -> None:
@@ -76,6 +76,12 @@ def positive(name: str, value: float) -> None:
     """``value`` is a finite number > 0, else a :class:`ConfigError` naming ``name``."""
     if not (value > 0 and math.isfinite(value)):
         raise ConfigError(name, f"must be a finite number > 0, got {value!r}")
+
+
+def non_negative(name: str, value: float) -> None:
+    """``value`` is a finite number >= 0 (0 allowed), else a :class:`ConfigError` naming ``name``."""
+    if not (value >= 0 and math.isfinite(value)):
+        raise ConfigError(name, f"must be a finite number >= 0, got {value!r}")
 
 
 def choice(name: str, value: object, allowed: tuple[object, ...]) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from consumer.errors import ConfigError
-from consumer.settings.checks import check_types, choice, positive
+from consumer.settings.checks import check_types, choice, non_negative, positive
 
 __all__ = ["CheckpointConfig", "HealthConfig", "ProcessingConfig", "ShutdownConfig"]
 
@@ -35,8 +35,7 @@ class CheckpointConfig:
             raise ConfigError(
                 "checkpoint.max_pending_records", f"must be >= 1, got {self.max_pending_records}"
             )
-        if self.auto_interval < 0:
-            raise ConfigError("checkpoint.auto_interval", f"must be >= 0, got {self.auto_interval}")
+        non_negative("checkpoint.auto_interval", self.auto_interval)  # NaN would never write one
 
 
 @dataclass(frozen=True)
@@ -54,6 +53,9 @@ class ProcessingConfig:
         if self.max_attempts < 1:
             raise ConfigError("processing.max_attempts", f"must be >= 1, got {self.max_attempts}")
         positive("processing.backoff_base", self.backoff_base)
+        positive("processing.backoff_max", self.backoff_max)  # 0 or NaN: retried with no wait
+        if self.backoff_max < self.backoff_base:
+            raise ConfigError("processing.backoff_max", "must be >= processing.backoff_base")
         choice("processing.on_failure", self.on_failure, ("halt", "dlq"))
         if self.on_failure == "dlq" and not self.dlq_url:
             raise ConfigError("processing.dlq_url", "is required when processing.on_failure is dlq")

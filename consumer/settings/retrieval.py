@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from consumer.errors import ConfigError
-from consumer.settings.checks import check_types, choice, positive
+from consumer.settings.checks import check_types, choice, non_negative, positive
 
 __all__ = ["InitialPosition", "RetrievalConfig"]
 
@@ -39,10 +38,7 @@ class RetrievalConfig:
         choice("retrieval.mode", self.mode, ("polling", "fanout"))
         if not 1 <= self.max_records <= 10000:
             raise ConfigError("retrieval.max_records", f"must be 1..10000, got {self.max_records}")
-        if self.idle_time_between_reads < 0:
-            raise ConfigError(
-                "retrieval.idle_time_between_reads", f"must be >= 0, got {self.idle_time_between_reads}"
-            )
+        non_negative("retrieval.idle_time_between_reads", self.idle_time_between_reads)
         choice(
             "retrieval.initial_position", self.initial_position, ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
         )
@@ -53,11 +49,9 @@ class RetrievalConfig:
             )
         positive("retrieval.reads_per_second", self.reads_per_second)
         positive("retrieval.read_bytes_per_second", self.read_bytes_per_second)
-        if not 0 <= self.fanout_subscribe_interval < math.inf:
-            raise ConfigError(
-                "retrieval.fanout_subscribe_interval", f"must be >= 0, got {self.fanout_subscribe_interval}"
-            )
+        non_negative("retrieval.fanout_subscribe_interval", self.fanout_subscribe_interval)
         positive("retrieval.backoff_base", self.backoff_base)
+        positive("retrieval.backoff_max", self.backoff_max)
         if self.backoff_max < self.backoff_base:
             raise ConfigError("retrieval.backoff_max", "must be >= retrieval.backoff_base")
         if self.mode == "fanout" and not self.fanout_consumer_name:
