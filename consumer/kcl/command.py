@@ -2,14 +2,16 @@
 
 Stop the KCL application, import, start this consumer's fleet: it resumes exactly after each KCL checkpoint.
 The command first makes sure no KCL worker is alive (no ``leaseCounter`` moves within ``--failover-millis``),
-prints its plan per shard, and with ``--dry-run`` stops there.
+prints its plan per shard (and each KCL lease it leaves out, with why), and with ``--dry-run`` stops there.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from consumer.admin.commands import checked_dynamodb
@@ -19,7 +21,33 @@ from consumer.errors import ConfigError
 if TYPE_CHECKING:
     from consumer.kcl.lease_table import KclLease
 
-__all__ = ["add_import_kcl_command"]
+__all__ = ["add_import_kcl_command", "parse_kcl_timestamp"]
+
+
+def parse_kcl_timestamp(raw: str) -> datetime:
+    """``--timestamp``: epoch seconds, as the KCL's ``initialPositionInStreamExtended`` holds it (a whole or a
+    decimal number), or ISO-8601 with a time zone; ``ConfigError`` naming ``--timestamp`` otherwise."""
+    text = raw.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            datetime.fromisoformat(text)
+        except ValueError:
+            raise ConfigError(
+                "--timestamp",
+                "must be epoch seconds (the KCL's initialPositionInStreamExtended, e.g. 1714564800) or ISO-8601 "
+                f"with a time zone (e.g. 2024-05-01T12:00:00Z); got {raw!r}",
+            ) from None
+        return parse_timestamp(text, "--timestamp")  # ISO-8601: refused without a time zone
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ConfigError("--timestamp", f"must be epoch seconds >= 0, got {raw!r}")
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ConfigError(
+            "--timestamp", f"{raw!r} epoch seconds is past any date this can represent"
+        ) from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -30,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.failover_millis <= 0:
         raise ConfigError("--failover-millis", f"must be > 0, got {args.failover_millis}")
-    timestamp = parse_timestamp(args.timestamp, "--timestamp") if args.timestamp else None
+    timestamp = parse_kcl_timestamp(args.timestamp) if args.timestamp else None
     # Imported here, not with the CLI: registering the command stays cheap for every ``python -m consumer``.
     from consumer.aws import command_client
     from consumer.checkpoint.dynamodb import DynamoDBCheckpointStore
@@ -51,15 +79,24 @@ def _run(args: argparse.Namespace) -> int:
             "--kcl-table",
             f"{args.kcl_table} holds no KCL leases" + (f" of {args.stream}" if args.stream else ""),
         )
-    plans = plan_import(kcl, repo, store, command_client("kinesis"), timestamp=timestamp, force=args.force)
+    plan = plan_import(
+        kcl,
+        repo,
+        store,
+        command_client("kinesis"),
+        timestamp=timestamp,
+        force=args.force,
+        leave_out_expired=args.leave_out_expired,
+    )
+    left = f"; {len(plan.left_out)} KCL leases left out" if plan.left_out else ""
     if args.dry_run:
-        print(f"plan ({len(plans)} shards, parents first; nothing written: --dry-run)")
-        for plan in plans:
-            print(f"  {plan.line()}")
+        print(f"plan ({len(plan.shards)} shards, parents first{left}; nothing written: --dry-run)")
+        for line in plan.lines():
+            print(f"  {line}")
         return 0
-    lines = apply_plans(ddb, repo, plans)
-    print(f"imported {len(lines)} KCL leases from {args.kcl_table} (parents first)")
-    for line in lines:
+    lines = apply_plans(ddb, repo, plan.shards)
+    print(f"imported {len(lines)} KCL leases from {args.kcl_table} (parents first{left})")
+    for line in [*lines, *(out.line() for out in plan.left_out)]:
         print(f"  {line}")
     sys.stdout.flush()
     return 0
@@ -87,7 +124,7 @@ def add_import_kcl_command(sub: argparse._SubParsersAction[argparse.ArgumentPars
     )
     p.add_argument(
         "--timestamp",
-        help="ISO-8601 with a time zone: the KCL's AT_TIMESTAMP (initialPositionInStreamExtended)",
+        help="the KCL's AT_TIMESTAMP (initialPositionInStreamExtended): epoch seconds, or ISO-8601 with a time zone",
     )
     p.add_argument(
         "--failover-millis",
@@ -96,6 +133,12 @@ def add_import_kcl_command(sub: argparse._SubParsersAction[argparse.ArgumentPars
         help="the KCL's failoverTimeMillis: a leaseCounter that moves within it means the KCL is alive (10000)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan per shard; write nothing")
+    p.add_argument(
+        "--leave-out-expired",
+        action="store_true",
+        help="leave out (and list) a KCL lease whose shard the stream no longer lists and is older than every "
+        "shard it lists: expired past the retention period before the KCL finished it",
+    )
     p.add_argument(
         "--force",
         action="store_true",

@@ -1,7 +1,8 @@
 """Reading a KCL 2.x/3.x lease table (the schema AWS documents) into plain values.
 
 One item per shard lease, hash key ``leaseKey``: the shard id for a single-stream application, or
-``account:streamName:creationEpoch:shardId`` for a multi-stream one. ``checkpoint`` is a sequence number or
+``account:streamName:creationEpoch:shardId`` for a multi-stream one (the creation epoch, in seconds, tells a
+stream from a former one of the same name: the KCL keeps a deleted stream's leases). ``checkpoint`` is a sequence number or
 one of the sentinels ``TRIM_HORIZON``, ``LATEST``, ``AT_TIMESTAMP`` (no record processed yet) and
 ``SHARD_END`` (the shard is finished); ``checkpointSubSequenceNumber`` is the KPL sub-record within it;
 ``parentShardIds`` (a string set); ``leaseOwner`` and ``leaseCounter`` (bumped by the owner at every renewal,
@@ -42,6 +43,7 @@ class KclLease:
     owner: str | None
     counter: int
     pending_checkpoint: str | None = None
+    creation_epoch: int | None = None  # a multi-stream key's creationEpoch (epoch seconds)
 
     @property
     def sentinel(self) -> str | None:
@@ -84,10 +86,17 @@ def read_kcl_leases(ddb: Any, table: str, stream: str | None) -> list[KclLease]:
         if not key:
             raise ConfigError("--kcl-table", f"{table} has an item without leaseKey: not a KCL lease table")
         parts = key.split(":")
+        epoch: int | None = None
         if len(parts) == 4:  # account:stream:creationEpoch:shardId
             item_stream, shard = parts[1], parts[3]
             if stream is not None and item_stream != stream:
                 continue
+            if not parts[2].isdigit():
+                raise ConfigError(
+                    "--kcl-table",
+                    f"lease key {key!r}: creationEpoch {parts[2]!r} is not a whole number of epoch seconds",
+                )
+            epoch = int(parts[2])
         elif len(parts) == 1:
             if stream is None:
                 raise ConfigError("--stream", f"is required: {table} holds single-stream leases ({key})")
@@ -112,6 +121,7 @@ def read_kcl_leases(ddb: Any, table: str, stream: str | None) -> list[KclLease]:
                 owner=str(item["leaseOwner"]) if item.get("leaseOwner") else None,
                 counter=_count(item, "leaseCounter", key),
                 pending_checkpoint=str(item["pendingCheckpoint"]) if item.get("pendingCheckpoint") else None,
+                creation_epoch=epoch,
             )
         )
     return out

@@ -13,10 +13,13 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from consumer.config import WorkerConfig, worker_config_from_env
+from consumer.config import WorkerConfig, env_float, field_default, worker_config_from_env
+from consumer.env_vars import ENV_VARS
 from consumer.errors import ConfigError, ConsumerError
 from consumer.health import attach_heartbeat
 from consumer.loader import load_processor
@@ -48,8 +51,31 @@ _VARIABLE_KEY = {
     "CONSUMER_INITIAL_POSITION": "initialPositionInStream",
     "CONSUMER_INITIAL_TIMESTAMP": "initialPositionInStreamExtended",
     "CONSUMER_RETRIEVAL": "retrievalMode",
+    "CONSUMER_METRICS_INTERVAL_SECONDS": "metricsBufferTimeMillis",
     "lease.max_leases_per_worker": "maxLeasesForWorker",
 }
+# The keys in milliseconds: their variables, and so the errors' numbers, are in seconds.
+_MILLIS_KEYS = frozenset(
+    {
+        "failoverTimeMillis",
+        "shardSyncIntervalMillis",
+        "leaseAssignmentIntervalMillis",
+        "idleTimeBetweenReadsInMillis",
+        "metricsBufferTimeMillis",
+    }
+)
+# Each setting's variable by its config field ("lease.lease_duration"), as an error of a typed setting names it.
+_FIELD_VARIABLE = {v.field: v.name for v in ENV_VARS if "." in v.field}
+_NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_NAMES = re.compile(
+    r"(?<![\w.])("
+    + "|".join(
+        re.escape(n)
+        for n in sorted({*_VARIABLE_KEY, *_FIELD_VARIABLE, *_FIELD_VARIABLE.values()}, key=len)[::-1]
+    )
+    + rf")(?![\w])(?: \(({_NUMBER})\))?"
+)
+_GOT = re.compile(rf"[;,] got ({_NUMBER})$")
 
 
 def _variables(s: MultiLangSettings) -> dict[str, str]:
@@ -77,13 +103,47 @@ def _variables(s: MultiLangSettings) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class _Cap:
+    """A key whose value was cut to what this consumer allows (a warning at start, a note in ``--check``)."""
+
+    key: str
+    given: float
+    used: float
+    why: str
+
+
 def multilang_config(
     settings: MultiLangSettings,
     env: Mapping[str, str],
     lease_table: str | None = None,
     checkpoint_table: str | None = None,
 ) -> tuple[WorkerConfig, dict[str, str]]:
-    """The worker's settings: the properties over the ``CONSUMER_*`` variables of ``env``; errors name the key."""
+    """The worker's settings: the properties over the ``CONSUMER_*`` variables of ``env``; errors name the key.
+    A value cut to what this consumer allows is one ``multilang_setting_capped`` warning."""
+    config, merged, caps = _build(settings, env, lease_table, checkpoint_table)
+    for cap in caps:
+        log_event(
+            logger,
+            "multilang_setting_capped",
+            logging.WARNING,
+            key=cap.key,
+            given_s=cap.given,
+            used_s=cap.used,
+            why=cap.why,
+        )
+    return config, merged
+
+
+def _build(
+    settings: MultiLangSettings,
+    env: Mapping[str, str],
+    lease_table: str | None,
+    checkpoint_table: str | None,
+) -> tuple[WorkerConfig, dict[str, str], list[_Cap]]:
+    """What ``multilang`` starts with, and what ``--check`` shows: the config, its variables, the keys cut."""
+    caps: list[_Cap] = []
+    settings = _fit_scan(settings, env, caps)
     merged = {k: v for k, v in env.items() if k != "CONSUMER_PROCESSOR"}
     merged.update(_variables(settings))
     merged["CONSUMER_LEASE_TABLE"] = (
@@ -98,7 +158,7 @@ def multilang_config(
         merged["CONSUMER_FANOUT_NAME"] = settings.application  # the KCL's consumerName default
     try:
         config = worker_config_from_env(merged, load_processor, processor=processor_factory(settings))
-        fitted = _fit_handoff(settings, config)
+        fitted = _fit_handoff(settings, config, caps)
         if fitted is not settings:  # the children's bound changed: their factory with it
             config = worker_config_from_env(merged, load_processor, processor=processor_factory(fitted))
         if settings.max_leases_per_worker is not None:  # no CONSUMER_* variable: the typed setting
@@ -107,14 +167,39 @@ def multilang_config(
                 lease=dataclasses.replace(config.lease, max_leases_per_worker=settings.max_leases_per_worker),
             )
     except ConfigError as exc:
-        key = _VARIABLE_KEY.get(exc.field)
-        if key is None:
-            raise
-        raise ConfigError(f"{settings.source}: {key}", str(exc)[len(exc.field) + 2 :]) from None
-    return config, merged
+        raise _in_key_terms(exc, settings, env) from None
+    return config, merged, caps
 
 
-def _fit_handoff(settings: MultiLangSettings, config: WorkerConfig) -> MultiLangSettings:
+def _fit_scan(settings: MultiLangSettings, env: Mapping[str, str], caps: list[_Cap]) -> MultiLangSettings:
+    """``leaseAssignmentIntervalMillis`` paces the KCL leader's lease assignment (KCL 3.x; its default is
+    2 x failoverTimeMillis). Here it is the leader's scan of the lease table, which must come more often than a
+    lease duration (the leader times a silent owner from the scan that first showed it): a value of a lease
+    duration or more is cut to half the lease duration, with one warning, rather than refused."""
+    if settings.scan_interval is None:
+        return settings
+    lease = settings.lease_duration
+    if lease is None:
+        try:
+            lease = env_float(env, "CONSUMER_LEASE_DURATION_SECONDS", field_default("lease.lease_duration"))
+        except ConfigError:  # the build below names it
+            return settings
+    if settings.scan_interval < lease or not lease > 0:
+        return settings
+    used = lease / 2
+    caps.append(
+        _Cap(
+            "leaseAssignmentIntervalMillis",
+            settings.scan_interval,
+            used,
+            "the leader scans the lease table more often than a lease duration "
+            f"(failoverTimeMillis, {lease:g}s): half of it is used",
+        )
+    )
+    return dataclasses.replace(settings, scan_interval=used)
+
+
+def _fit_handoff(settings: MultiLangSettings, config: WorkerConfig, caps: list[_Cap]) -> MultiLangSettings:
     """The child's time to answer ``shutdownRequested`` fits in the worker's shutdown deadline, less the final
     checkpoint's time (``CONSUMER_SHUTDOWN_DEADLINE_SECONDS`` is bounded by the container's stop timeout):
     a child still busy past it would hold the stop past that deadline, its checkpoint refused and its lease
@@ -124,25 +209,91 @@ def _fit_handoff(settings: MultiLangSettings, config: WorkerConfig) -> MultiLang
     if settings.shutdown_timeout <= room:
         return settings
     if settings.shutdown_timeout_given:
-        log_event(
-            logger,
-            "multilang_setting_capped",
-            logging.WARNING,
-            key="gracefulLeaseHandoffTimeoutMillis",
-            given_s=settings.shutdown_timeout,
-            used_s=room,
-            why="a child answers shutdownRequested within the worker's shutdown deadline "
-            f"({config.shutdown.deadline:g}s, CONSUMER_SHUTDOWN_DEADLINE_SECONDS) less its final checkpoint "
-            f"timeout ({config.shutdown.final_checkpoint_timeout:g}s)",
+        caps.append(
+            _Cap(
+                "gracefulLeaseHandoffTimeoutMillis",
+                settings.shutdown_timeout,
+                room,
+                "a child answers shutdownRequested within the worker's shutdown deadline "
+                f"({config.shutdown.deadline:g}s, CONSUMER_SHUTDOWN_DEADLINE_SECONDS) less its final checkpoint "
+                f"timeout ({config.shutdown.final_checkpoint_timeout:g}s)",
+            )
         )
     return dataclasses.replace(settings, shutdown_timeout=room)
+
+
+def _millis(seconds: str) -> str:
+    value = round(float(seconds) * 1000, 3)
+    return f"{value:.0f}" if value.is_integer() else f"{value:g}"
+
+
+def _in_key_terms(exc: ConfigError, settings: MultiLangSettings, env: Mapping[str, str]) -> ConfigError:
+    """``exc`` in the properties file's terms. Each setting it names (a ``CONSUMER_*`` variable or a config
+    field) is named as the operator set it: by its KCL key when the file sets it, its number in the key's unit
+    (``failoverTimeMillis (1000 ms)``); as the variable when the operator set that; else as a default (by its
+    key when a key sets it). An error about a default that names one key of the file (a cross-check such as
+    ``CONSUMER_LEADER_CHECK_SECONDS`` against ``failoverTimeMillis``) is that key's error."""
+    in_file = set(_variables(settings))
+    if settings.max_leases_per_worker is not None:
+        in_file.add("lease.max_leases_per_worker")
+    named: list[str] = []
+
+    def name(match: re.Match[str]) -> str:
+        text, key = _term(match.group(1), match.group(2), in_file, env)
+        named.extend([key] if key else [])
+        return text
+
+    message = str(exc)[len(exc.field) + 2 :] if str(exc).startswith(f"{exc.field}: ") else str(exc)
+    text = _NAMES.sub(name, message)
+    got = _GOT.search(text)
+    field_text, field_key = _term(exc.field, got.group(1) if got else None, in_file, env)
+    if field_key is not None:  # a key of the file: the error is its own
+        if field_key in _MILLIS_KEYS and got:
+            text = f"{text[: got.start()]}{got.group(0)[0]} got {_millis(got.group(1))} ms"
+        return ConfigError(f"{settings.source}: {field_key}", text)
+    variable = _FIELD_VARIABLE.get(exc.field, exc.field)
+    if variable.isupper() and not env.get(variable, "").strip() and len(set(named)) == 1:
+        # A default against the file's key: the key is what to change (or the default's own setting).
+        key = named[0]
+        rest = text[: got.start()] if got else text
+        knob = _VARIABLE_KEY.get(variable, variable)
+        return ConfigError(f"{settings.source}: {key}", f"{field_text} {rest}: change {key}, or set {knob}")
+    if text == message:
+        return exc
+    return ConfigError(variable if variable.isupper() else exc.field, text)
+
+
+def _term(name: str, number: str | None, in_file: set[str], env: Mapping[str, str]) -> tuple[str, str | None]:
+    """How an error names a setting (a variable or a config field) and its ``number`` (seconds): the text, and
+    the key when the file sets it."""
+    variable = _FIELD_VARIABLE.get(name, name)
+    key = _VARIABLE_KEY.get(variable) or _VARIABLE_KEY.get(name)
+    ms = key in _MILLIS_KEYS and number is not None
+    if key is not None and (variable in in_file or name in in_file):
+        value = f" ({_millis(number)} ms)" if ms and number else f" ({number})" if number else ""
+        return f"{key}{value}", key
+    if env.get(variable, "").strip() or not variable.isupper():  # the operator's variable, or no setting's
+        return (f"{variable} ({number})" if number else variable), None
+    if key is not None:  # a key the file leaves out: this consumer's default
+        value = f"{_millis(number)} ms, " if ms and number else f"{number}, " if number else ""
+        return f"{key} (not set: {value}the default)", None
+    unit = " s" if variable.endswith("_SECONDS") else ""
+    return (f"{variable} ({number}{unit}, its default)" if number else f"{variable} (its default)"), None
 
 
 def _in_file_terms(
     exc: ConsumerError, settings: MultiLangSettings, env: Mapping[str, str], args: argparse.Namespace
 ) -> ConsumerError:
     """A start-up check's error with the variables it names put in the operator's terms: the properties key
-    behind the stream, the flag or ``applicationName`` behind a table name (a variable the operator set stays)."""
+    behind the stream, the flag or ``applicationName`` behind a table name, the key behind a setting (a variable
+    the operator set stays)."""
+    exc = _labelled(exc, settings, env, args)
+    return _in_key_terms(exc, settings, env) if isinstance(exc, ConfigError) else exc
+
+
+def _labelled(
+    exc: ConsumerError, settings: MultiLangSettings, env: Mapping[str, str], args: argparse.Namespace
+) -> ConsumerError:
     labels = {"CONSUMER_STREAMS": f"{settings.source}: streamName (or streamArn)"}
     for variable, flag, given in (
         ("CONSUMER_LEASE_TABLE", "--lease-table", args.lease_table),
@@ -168,11 +319,16 @@ def _in_file_terms(
         return exc
 
 
-def _check(settings: MultiLangSettings, path: Path) -> int:
-    """``--check``: each key of the file and what becomes of it."""
+def _check(settings: MultiLangSettings, path: Path, args: argparse.Namespace) -> int:
+    """``--check``: the config the start would build (a value the start refuses is refused here the same way,
+    without contacting AWS), then each key of the file and what becomes of it."""
+    _, _, caps = _build(settings, os.environ, args.lease_table, args.checkpoint_table)
+    cut = {cap.key: cap for cap in caps}
     for key, value in parse_text(properties_text(path), str(path)).items():  # keys as the KCL reads them
         fate = KEYS[key]
         what = f"-> {fate.target}" if fate.kind == "mapped" else f"ignored: {fate.why}"
+        if (cap := cut.get(key)) is not None:
+            what += f"; cut to {_millis(repr(cap.used))} ms: {cap.why}"
         print(f"{key} = {value}  {what}")
     print(f"stream {settings.stream}, child {' '.join(settings.command)} (in {settings.workdir})")
     return 0
@@ -186,7 +342,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(f"{settings.source}: executableName", str(exc)) from None
     if args.check:
-        return _check(settings, path)
+        return _check(settings, path, args)
     for key, why in settings.ignored:
         log_event(logger, "multilang_setting_ignored", logging.WARNING, key=key, why=why)
     config, env = multilang_config(settings, os.environ, args.lease_table, args.checkpoint_table)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULTS_ACCEPTED", "KEYS", "Fate"]
+__all__ = ["BOOLEAN_KEYS", "DEFAULTS_ACCEPTED", "KEYS", "Fate", "kcl_boolean"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,23 @@ KEYS: dict[str, Fate] = {
         "",
         "a stop is bounded by CONSUMER_SHUTDOWN_DEADLINE_SECONDS and gracefulLeaseHandoffTimeoutMillis",
     ),
+    # KCL 2.5+/3.x LeaseManagementConfig keys the MultiLangDaemonConfiguration reads.
+    "enablePriorityLeaseAssignment": Fate(
+        "ignored",
+        "",
+        "the leader assigns every free or expired lease at its next plan, within maxLeasesForWorker "
+        "(docs/protocol.md)",
+    ),
+    "leaseTableDeletionProtectionEnabled": Fate(
+        "ignored",
+        "",
+        "the tables are made by create-tables or the state stack (its deletion_protection setting in cdk.json)",
+    ),
+    "leaseTablePitrEnabled": Fate(
+        "ignored",
+        "",
+        "the tables are made by create-tables or the state stack (which turns point-in-time recovery on)",
+    ),
 }
 
 _DEFAULT_CHAINS = (
@@ -164,7 +181,23 @@ _DEFAULT_CHAINS = (
     "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
     "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
 )
-#: The values a refused-unless-default key may have (anything else is refused).
+#: The keys the KCL reads as booleans (through commons-beanutils: case-insensitive, yes/no, on/off, 1/0 too)
+#: whose value this daemon compares.
+BOOLEAN_KEYS = frozenset({"callProcessRecordsEvenForEmptyRecordList", "isGracefulLeaseHandoffEnabled"})
+
+_TRUE = frozenset({"true", "yes", "y", "on", "1"})
+_FALSE = frozenset({"false", "no", "n", "off", "0"})
+
+
+def kcl_boolean(value: str) -> str | None:
+    """``"true"`` or ``"false"`` for a value the KCL reads as that boolean (``True``, ``FALSE``, ``yes``,
+    ``off``, ``1``, ...: commons-beanutils' ``BooleanConverter``), None for one it refuses."""
+    text = value.strip().lower()
+    return "true" if text in _TRUE else "false" if text in _FALSE else None
+
+
+#: The values a refused-unless-default key may have (anything else is refused); a key of ``BOOLEAN_KEYS`` is
+#: compared after ``kcl_boolean``.
 DEFAULTS_ACCEPTED: dict[str, tuple[str, ...]] = {
     "AwsCredentialsProvider": _DEFAULT_CHAINS,
     "AwsCredentialsProviderDynamoDB": _DEFAULT_CHAINS,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from consumer.errors import ConfigError
 from consumer.multilang.java_properties import parse_text
-from consumer.multilang.kcl_keys import DEFAULTS_ACCEPTED, KEYS, Fate
+from consumer.multilang.kcl_keys import BOOLEAN_KEYS, DEFAULTS_ACCEPTED, KEYS, Fate, kcl_boolean
 
 __all__ = [
     "KEYS",
@@ -118,7 +118,15 @@ def _ignored(props: Mapping[str, str], source: str) -> tuple[tuple[str, str], ..
         if not value or fate.kind == "mapped":
             continue
         accepted = DEFAULTS_ACCEPTED.get(key, (props.get("regionName", ""),))
-        if fate.kind == "refused" or (fate.kind == "refused-unless-default" and value not in accepted):
+        given = value
+        if key in BOOLEAN_KEYS:  # the KCL reads True, FALSE, yes, off, ... too
+            normal = kcl_boolean(value)
+            if normal is None:
+                raise ConfigError(
+                    f"{source}: {key}", f"must be true or false (as the KCL reads a boolean), got {value!r}"
+                )
+            given = normal
+        if fate.kind == "refused" or (fate.kind == "refused-unless-default" and given not in accepted):
             raise ConfigError(f"{source}: {key}", f"{value!r} is refused: {fate.why}")
         ignored.append((key, fate.why))
     return tuple(ignored)

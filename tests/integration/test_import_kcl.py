@@ -120,6 +120,9 @@ def test_import_then_the_fleet_delivers_exactly_after_each_kcl_checkpoint(
     _put(kinesis_client, s2, 0, [f"new-{i}".encode() for i in range(3)])
 
     t1, t2 = unique_name("kcl"), unique_name("kclmulti")
+    # A multi-stream key's creationEpoch is the stream's creation (whole seconds), as the KCL keeps it.
+    created = kinesis_client.describe_stream_summary(StreamName=s2)["StreamDescriptionSummary"]
+    epoch = int(created["StreamCreationTimestamp"].timestamp())
     _kcl_table(
         dynamodb_client,
         t1,
@@ -134,8 +137,8 @@ def test_import_then_the_fleet_delivers_exactly_after_each_kcl_checkpoint(
         dynamodb_client,
         t2,
         [
-            _lease(f"123456789012:{s2}:1700000000:{m0}", "AT_TIMESTAMP"),
-            _lease(f"123456789012:{s2}:1700000000:{m1}", "LATEST"),
+            _lease(f"123456789012:{s2}:{epoch}:{m0}", "AT_TIMESTAMP"),
+            _lease(f"123456789012:{s2}:{epoch}:{m1}", "LATEST"),
         ],
     )
     tables = ["--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table]
@@ -287,4 +290,7 @@ def test_leases_that_do_not_belong_to_the_stream_are_refused_before_anything_is_
 
     done = _cli(emulators, "--kcl-table", good, "--stream", names.stream, "--force", *tables)
     assert done.returncode == 0 and f"imported 1 KCL leases from {good}" in done.stdout, done.stderr
+    assert (
+        f"{names.stream}/{gone}: KCL SHARD_END, owner kcl-1: left out (lease {gone}): finished" in done.stdout
+    )
     assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == seqs[1]

@@ -77,7 +77,9 @@ def test_import_then_multilang_resumes_exactly_after_each_kcl_checkpoint(
         AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
-    prefix = f"123456789012:{names.stream}:1700000000"
+    created = kinesis_client.describe_stream_summary(StreamName=names.stream)["StreamDescriptionSummary"]
+    epoch = int(created["StreamCreationTimestamp"].timestamp())  # the KCL's creationEpoch: whole seconds
+    prefix = f"123456789012:{names.stream}:{epoch}"
     for item in (_kcl3_lease(f"{prefix}:{s0}", seqs[s0][2]), _kcl3_lease(f"{prefix}:{s1}", "TRIM_HORIZON")):
         dynamodb_client.put_item(TableName=kcl_table, Item=item)
     base = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
