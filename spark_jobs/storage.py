@@ -1,7 +1,9 @@
 """Spark I/O shared by the job entry files: the session, listing hour partitions, staged partitioned writes.
 
 Paths are Hadoop URIs, so the same code reads ``file://`` (or plain local paths) on a laptop and
-``s3://`` on EMR.
+``s3://`` on EMR. The globs here (``<root>/_trash-*``, ``<root>/stream=*/...``) put a root in front of a pattern
+as it is: a root holding none of ``[ ] { } * ? \\ ,`` (refused by :func:`spark_jobs.args.check_roots` for the
+jobs, and by :class:`Staging` itself) names one folder, so each glob matches only that root's own children.
 
 A job writes every output to a staging folder first (``<root>/_staging-<run>``, hidden from readers by its
 ``_``) and only when all of them are written moves the partitions into place (:func:`commit`); so a job that
@@ -14,11 +16,13 @@ import fnmatch
 import logging
 import uuid
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+
+from spark_jobs.args import check_literal
 
 __all__ = [
     "JOB_SQL_CONF",
@@ -32,6 +36,7 @@ __all__ = [
     "gzip_error",
     "hour_files",
     "join",
+    "move",
     "unreadable_objects",
     "write_partitioned",
 ]
@@ -90,7 +95,8 @@ def check_root(spark: SparkSession, flag: str, root: str) -> None:
 
 
 def existing(spark: SparkSession, patterns: list[str]) -> list[str]:
-    """The glob patterns that match at least one path, asking the Hadoop file system of each pattern."""
+    """The glob patterns that match at least one path, asking the Hadoop file system of each pattern (built on
+    a root that names one folder: see the module's docstring)."""
     found = []
     for pattern in patterns:
         fs, path = _fs(spark, pattern)
@@ -101,7 +107,8 @@ def existing(spark: SparkSession, patterns: list[str]) -> list[str]:
 
 
 def glob(spark: SparkSession, pattern: str) -> list[str]:
-    """The paths ``pattern`` matches (URIs, sorted), asking its Hadoop file system; none: an empty list."""
+    """The paths ``pattern`` matches (URIs, sorted), asking its Hadoop file system; none: an empty list. The
+    jobs' patterns are built on a root that names one folder (see the module's docstring)."""
     fs, path = _fs(spark, pattern)
     return sorted(str(status.getPath().toString()) for status in fs.globStatus(path) or [])
 
@@ -158,6 +165,7 @@ def hour_files(spark: SparkSession, patterns: list[str]) -> HourFiles:
     newest: dict[str, int] = {}
     for pattern in patterns:
         folder, name = pattern.rsplit("/", 1)
+        # the folder glob is the jobs' input root (no pattern character, no comma) + stream=*/date=D/hour=H
         fs, path = _fs(spark, join(folder, "*"))
         matched = False
         for status in fs.globStatus(path) or []:
@@ -180,6 +188,8 @@ def unreadable_objects(spark: SparkSession, patterns: list[str]) -> dict[str, st
     """Objects matched by ``patterns`` that are not complete gzip data: {URI as in ``_metadata.file_path``:
     the error}. Reads every object once more; the jobs call it only after a read failed."""
     context = spark.sparkContext
+    # binaryFiles reads a comma as a separator of paths and the rest as globs: the patterns are the input root
+    # (which holds neither a comma nor a pattern character) + stream=*/date=D/hour=H/*.jsonl.gz
     files = context.union([context.binaryFiles(pattern) for pattern in patterns])
     checked = files.map(lambda item: (item[0], gzip_error(item[1]) or ""))
     jvm: Any = context._jvm
@@ -197,12 +207,17 @@ class Staging:
     one, the new one, or (for the instant between two renames) in the trash, from where :meth:`recover` - run
     at the start of every job - puts it back. A move that fails undoes the moves before it, in every root. One
     job at a time per output root.
+
+    Each root must name one folder (none of ``[ ] { } * ? \\ ,``, ``ValueError`` otherwise): the recovery and
+    the commit glob ``_trash-*``, ``_staging-*`` and ``date=*/hour=*`` under it, and must match only its own.
     """
 
     def __init__(self, spark: SparkSession, roots: Iterable[str]) -> None:
+        self.roots = list(roots)
+        for root in self.roots:
+            check_literal("output root", root)  # the jobs refuse such roots first (spark_jobs.args)
         self.spark = spark
         self.run = uuid.uuid4().hex[:12]
-        self.roots = list(roots)
         for root in self.roots:
             self.recover(root)
 
@@ -215,9 +230,12 @@ class Staging:
 
         A partition in the trash whose new one is in place stays new, unless that run's staging still holds
         the new one: then its move was cut short (on S3 a move copies object by object, then deletes), the
-        partition in place may be in part, and the old one is put back."""
+        partition in place may be in part, and the old one is put back. A partition in place that holds no
+        data file (only hidden ones, or none: what a move cut short part-way leaves, its files gone) counts as
+        absent, and the one in the trash is put back: no committed partition is without data."""
         fs, base = _fs(self.spark, root)
         jvm: Any = self.spark.sparkContext._jvm
+        # The globs below match only this root's own children: it holds no pattern character (__init__).
         for trash in fs.globStatus(jvm.org.apache.hadoop.fs.Path(base, "_trash-*")) or []:
             run = trash.getPath().getName()[len("_trash-") :]
             for part in fs.globStatus(jvm.org.apache.hadoop.fs.Path(trash.getPath(), "date=*/hour=*")) or []:
@@ -229,6 +247,11 @@ class Staging:
                         "dropping %s, moved in only in part, for the one in %s", relative, trash.getPath()
                     )
                     fs.delete(target, True)
+                elif fs.exists(target) and not _holds_data(fs, target):
+                    log.warning(
+                        "dropping %s, which holds no data file, for the one in %s", relative, trash.getPath()
+                    )
+                    fs.delete(target, True)
                 if not fs.exists(target):
                     log.warning("restoring %s from %s", relative, trash.getPath())
                     self._move(fs, part.getPath(), target)
@@ -237,17 +260,17 @@ class Staging:
             fs.delete(staged.getPath(), True)
 
     def _move(self, fs: Any, source: Any, target: Any) -> None:
-        fs.mkdirs(target.getParent())
-        if not fs.rename(source, target):
-            raise OSError(f"could not rename {source} to {target}")
+        jvm: Any = self.spark.sparkContext._jvm
+        move(fs, source, target, jvm.org.apache.hadoop.fs.Path)
 
     def commit(
         self, drops: Mapping[str, Iterable[tuple[str, str]]] | None = None
     ) -> dict[str, list[tuple[str, str]]]:
         """Commit every root of the run together: each staged partition replaces its root's, and the ``drops``
-        (root -> (date, hour) partitions) that have nothing staged are removed. If a move fails, the moves made
-        so far are undone, last first (the new partitions back to staging, the old ones back from the trash),
-        and the error is raised: the outputs stay as they were. Returns each root's partitions written."""
+        (root -> (date, hour) partitions) that have nothing staged are removed. If a move fails, what it moved
+        is moved back (:func:`move`), then the moves made so far are undone, last first (the new partitions
+        back to staging, the old ones back from the trash), and the error is raised: the outputs stay as they
+        were. Returns each root's partitions written."""
         drops = drops or {}
         jvm: Any = self.spark.sparkContext._jvm
         done: list[tuple[Any, Any, Any]] = []  # (file system, from, to) of each move made
@@ -256,6 +279,7 @@ class Staging:
             fs, base = _fs(self.spark, root)
             staged = jvm.org.apache.hadoop.fs.Path(self.path(root))
             parts = {}
+            # matches only this run's staged partitions: the root holds no pattern character (__init__)
             for status in fs.globStatus(jvm.org.apache.hadoop.fs.Path(staged, "date=*/hour=*")) or []:
                 path = status.getPath()
                 parts[(path.getParent().getName()[5:], path.getName()[5:])] = path
@@ -287,6 +311,51 @@ class Staging:
         for root in self.roots:
             fs, staged = _fs(self.spark, self.path(root))
             fs.delete(staged, True)
+
+
+def _holds_data(fs: Any, folder: Any) -> bool:
+    """Whether ``folder`` holds a data file: one, at any depth, whose name does not start with ``_`` or ``.``
+    (markers, ``_SUCCESS`` and checksums do)."""
+    files = fs.listFiles(folder, True)
+    while files.hasNext():
+        if not str(files.next().getPath().getName()).startswith(("_", ".")):
+            return True
+    return False
+
+
+def move(fs: Any, source: Any, target: Any, path: Callable[[Any, str], Any]) -> None:
+    """Rename ``source`` to ``target``, which must not exist yet, on the Hadoop file system ``fs``; ``path``
+    builds a child path (``org.apache.hadoop.fs.Path(parent, name)``).
+
+    A rename that fails may have moved part of ``source``: Hadoop's local rename falls back to copying and
+    then deleting the source, an S3 rename copies each object and then deletes them, and either can stop
+    part-way and return false. So on failure what reached ``target`` is moved back, file by file (a file
+    still in ``source`` is whole, as a copy never changes its source: then the copy is deleted), ``target`` is
+    removed, and ``OSError`` is raised: ``source`` is as it was."""
+    if fs.exists(target):  # Hadoop would move the source into it
+        raise OSError(f"could not rename {source} to {target}: {target} exists")
+    fs.mkdirs(target.getParent())
+    if fs.rename(source, target):
+        return
+    if fs.exists(target):
+        log.warning("the rename of %s to %s failed part-way: moving back what it moved", source, target)
+        _move_back(fs, target, source, path)
+    raise OSError(f"could not rename {source} to {target}")
+
+
+def _move_back(fs: Any, moved: Any, origin: Any, path: Callable[[Any, str], Any]) -> None:
+    """Put what a failed rename of ``origin`` left at ``moved`` back into ``origin``; remove ``moved``."""
+    if fs.getFileStatus(moved).isFile():
+        if fs.exists(origin):  # the copy was made but the original not deleted: the original is whole
+            fs.delete(moved, False)
+        elif not fs.rename(moved, origin):
+            raise OSError(f"could not move {moved} back to {origin}")
+        return
+    fs.mkdirs(origin)
+    for status in fs.listStatus(moved):
+        child = status.getPath()
+        _move_back(fs, child, path(origin, str(child.getName())), path)
+    fs.delete(moved, True)
 
 
 def write_partitioned(df: DataFrame, path: str, fmt: str, **options: str) -> None:

@@ -17,6 +17,7 @@ a UTC session (date and hour partitions are UTC) and no duplicate keys in ``pars
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import reduce
 
@@ -149,8 +150,8 @@ def valid_records(parsed: DataFrame) -> DataFrame:
 
 def payload_struct(schema: str | T.StructType, columns: Iterable[str]) -> T.StructType:
     """The typed payload columns of ``schema`` (``"amount DECIMAL(38,18), sku STRING"``) beside a table of
-    ``columns``; ``ValueError`` in one line for a list Spark cannot read, or a name the table has already
-    (Spark's names are case-blind)."""
+    ``columns``; ``ValueError`` in one line for a list Spark cannot read, a name the list holds twice or the
+    table has already (Spark's names are case-blind: ``qty`` and ``QTY`` are one column)."""
     try:
         struct = T._parse_datatype_string(schema) if isinstance(schema, str) else schema
     except Exception as err:  # Spark's parser (ParseException, a DECIMAL above 38 digits ...): its first line
@@ -158,7 +159,12 @@ def payload_struct(schema: str | T.StructType, columns: Iterable[str]) -> T.Stru
         raise ValueError(f"payload columns {schema!r}: {first}") from None
     if not isinstance(struct, T.StructType):
         raise ValueError(f"payload columns must be a list of 'name TYPE', got {schema!r}")
-    clash = {name for name in struct.fieldNames() if name.lower() in {c.lower() for c in columns}}
+    names = struct.fieldNames()
+    times = Counter(name.lower() for name in names)
+    repeated = [name for name in names if times[name.lower()] > 1]
+    if repeated:
+        raise ValueError(f"payload columns {repeated} name one column more than once (names are case-blind)")
+    clash = {name for name in names if name.lower() in {c.lower() for c in columns}}
     if clash:
         raise ValueError(f"payload columns {sorted(clash)} clash with columns of the table")
     return struct
