@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import InvalidRegionError
 from botocore.loaders import Loader
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, parse_timestamp
 
@@ -112,19 +113,36 @@ def make_client(
     name = region or session.region_name or os.environ.get("AWS_REGION") or None
     try:
         return session.client(service, endpoint_url=endpoint_url, region_name=name, config=config)
+    except InvalidRegionError:  # botocore's words name no setting ("AWS: Provided region_name ...")
+        raise ConfigError(
+            _region_setting(name, region), f"not an AWS region: {name!r} (a region name is like us-east-1)"
+        ) from None
     except ValueError as exc:  # an endpoint we did not see (a profile's endpoint_url): botocore's words
         if not str(exc).startswith(("Invalid endpoint", "Invalid IPv6 URL")):
             raise
         raise ConfigError("endpoint_url", f"not a URL: {exc} (check the AWS config file)") from None
 
 
+def _region_setting(name: str | None, given: str | None) -> str:
+    """What set the region ``name`` a client is made for: ``region`` given in code, else the variable that
+    holds it; a profile's region is named as ``AWS_DEFAULT_REGION``, the variable that overrides it."""
+    if given:
+        return "region"
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(variable) == name:
+            return variable
+    return "AWS_DEFAULT_REGION"
+
+
 def check_endpoint_url(url: str, setting: str) -> None:
     """``url`` is an endpoint botocore accepts (``http(s)://host[:port]``), else a :class:`ConfigError`
     naming ``setting``."""
     try:
-        scheme = urlsplit(url).scheme
+        parts = urlsplit(url)
+        scheme = parts.scheme
+        _ = parts.port  # read only here: a port out of range or not a number (botocore checks the host only)
         valid = bool(is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url))
-    except ValueError:  # urlsplit's own refusal, e.g. an unclosed IPv6 bracket
+    except ValueError:  # urlsplit's own refusal, e.g. an unclosed IPv6 bracket or a bad port
         valid, scheme = False, ""
     if not valid or scheme not in ("http", "https"):
         raise ConfigError(

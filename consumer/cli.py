@@ -2,7 +2,9 @@
 
 Exit codes: 0 done; 1 ``redrive`` left a message in the dead-letter queue (it names it); 2 a setting, a
 missing or wrong resource, or refused input (the message names the variable, flag or resource to fix); 3 a
-replay that was not confirmed; 4 an AWS endpoint that cannot be reached. Errors are one line on stderr (``error: ...``), never a traceback.
+replay that was not confirmed; 4 an AWS endpoint that cannot be reached; 130 Ctrl-C before the command
+finished (``interrupted``); 141 output piped into a reader that stopped early. Errors are one line on stderr
+(``error: ...``), never a traceback.
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ if TYPE_CHECKING:
 # The commands import boto3 and the worker when they run, not here: ``health`` (a container's health check,
 # every few seconds), ``--help`` and a refused setting then start in a fraction of the time.
 
-__all__ = ["OneLineParser", "main", "parser"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "OneLineParser", "main", "parser"]
 
 logger = logging.getLogger("consumer.cli")
+
+#: Ctrl-C (SIGINT) before the command handled it, as a shell reports a command SIGINT ended (128 + 2).
+EXIT_INTERRUPTED = 130
+#: Standard output was a pipe whose reader stopped early (``status | head -1``), as a shell reports a command
+#: SIGPIPE ended (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 _FLAG_ENV = {
     "application": "CONSUMER_APPLICATION",
@@ -151,7 +159,8 @@ def _run_epilog() -> str:
         "",
         "AWS: AWS_REGION, credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or a role),",
         "AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE> for local emulators.",
-        "exit codes: 0 stopped cleanly; 2 invalid setting or missing resource; 4 AWS unreachable.",
+        "exit codes: 0 stopped cleanly; 2 invalid setting or missing resource; 4 AWS unreachable;",
+        "130 interrupted (Ctrl-C) during the start-up checks.",
     ]
     return "\n".join(lines)
 
@@ -214,9 +223,63 @@ def _fail(exc: ConsumerError) -> int:
     return EXIT_UNREACHABLE if isinstance(exc, UnreachableError) else EXIT_INVALID
 
 
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed; arguments nobody recognizes are refused by the command's own parser, so that the
+    error names the command (``python -m consumer status: unrecognized arguments: ...``)."""
+    top = parser()
+    args, extra = top.parse_known_args(argv)
+    if extra:
+        commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+        own = commands.choices.get(getattr(args, "command", None) or "", top)
+        own.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe (or socket) whose reader has gone (``status | head -1``): polled,
+    so that a ``BrokenPipeError`` of some other pipe is not taken for it."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, or stdout is no file: it cannot be told
+        return True
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at the null device: the interpreter's last flush at exit then writes what is
+    left of its buffer there, instead of reporting a second ``BrokenPipeError``."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit code (errors are one line on stderr, never a traceback)."""
-    args = parser().parse_args(argv)  # --help and --version first: no setting can stand in their way
+    """Run one command; returns the exit code (errors are one line on stderr, never a traceback).
+
+    Ctrl-C (SIGINT) before a command has its own handling (``run``'s start-up checks, any operator command)
+    prints ``interrupted`` and returns 130; output piped into a reader that stopped early (``status | head
+    -1``) ends quietly with 141, as a shell reports a command that SIGPIPE ended."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parse(argv)  # --help and --version first: no setting can stand in their way
     level = _log_level()
     if level is None:
         if args.command != "health":  # a health check logs nothing: the worker itself refuses the level
@@ -230,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = "INFO"
     configure_logging(level)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, not at exit: a reader that went away is told apart (BrokenPipeError)
+        return code
     except ConsumerError as exc:
         return _fail(exc)
     except _provider_failures() as exc:  # one no command named: said in the same words

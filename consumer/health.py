@@ -86,6 +86,8 @@ def _health(args: argparse.Namespace) -> int:
         max_age = env_float(env, setting, field_default("health.max_age"))
     positive(setting, max_age)  # the bound HealthConfig checks, named as the operator set it
     try:
+        if Path(path).is_dir():  # its mtime is not the worker's: the setting names the wrong path
+            raise IsADirectoryError(21, "it is a directory, not the heartbeat file")
         age = heartbeat_age(path)
     except OSError as exc:  # e.g. a path through a file, or a directory we may not read
         print(f"unhealthy: cannot read the heartbeat at {path}: {exc.strerror or exc}")

@@ -15,7 +15,7 @@ from consumer.lifecycle.async_processor import returns_coroutine
 from consumer.lifecycle.processor import ProcessRecordsInput, RecordProcessor
 from consumer.logs import log_event
 
-__all__ = ["CALLBACKS", "checked_factory", "load_processor", "settings_for"]
+__all__ = ["CALLBACKS", "checked_factory", "failure_text", "load_processor", "settings_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,14 @@ def settings_for(target: object, env: Mapping[str, str]) -> object | None:
     return settings_from_env(settings_type, env) if takes else None
 
 
+def failure_text(exc: BaseException) -> str:
+    """``exc`` as a processor factory's failure reads in a message: ``Type: message``, and a ``sys.exit()``
+    with its code (``SystemExit: sys.exit(3) was called``)."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: sys.exit({exc.code!r}) was called"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], RecordProcessor]:
     """``factory`` whose failures name ``path``, whose products are checked to be record processors, and
     whose ``process_records`` return values are reported (once per path) instead of silently ignored."""
@@ -80,9 +88,12 @@ def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], Recor
             processor = factory()
         except ConsumerError:
             raise  # already names the setting (e.g. a processor's ConfigError)
-        except Exception as exc:  # the user's constructor: named, with the path, as the setting's fault
+        # The user's constructor: named, with the path, as the setting's fault. Also ``sys.exit()`` or
+        # ``KeyboardInterrupt`` from it: they would otherwise end ``run``'s start-up check silently with the
+        # constructor's exit code (0 looks like a clean stop), or with a traceback.
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
             raise ProcessorLoadError(
-                f"processor {path!r}: constructing it failed: {type(exc).__name__}: {exc}"
+                f"processor {path!r}: constructing it failed: {failure_text(exc)}"
             ) from exc
         missing = [m for m in CALLBACKS if not callable(getattr(processor, m, None))]
         if missing:

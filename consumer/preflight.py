@@ -253,7 +253,9 @@ def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, 
             raise  # names the processor's own variable
         except ConsumerError as exc:
             raise ProcessorLoadError(f"{setting}: {exc}") from exc
-        except Exception as exc:  # a factory not made by load_processor (Python API)
+        # A factory not made by load_processor (Python API); also its sys.exit() or KeyboardInterrupt, which
+        # would otherwise end the start-up check (and the embedding application) without naming it.
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
             raise ProcessorLoadError(
                 f"{setting}: constructing the processor failed: {type(exc).__name__}: {exc}"
             ) from exc

@@ -136,13 +136,22 @@ def _print_status(status: FleetStatus, out: TextIO) -> None:
     )
 
 
-def _status(args: argparse.Namespace) -> int:
-    if args.lease_duration is not None:
+def _lease_duration(args: argparse.Namespace) -> float:
+    """The lease duration by which a worker is judged dead: ``--lease-duration`` when the command has it and
+    it is given, else ``CONSUMER_LEASE_DURATION_SECONDS`` (default 10), checked as `run` checks it."""
+    if getattr(args, "lease_duration", None) is not None:
         duration, setting = args.lease_duration, "--lease-duration"
     else:
         setting = "CONSUMER_LEASE_DURATION_SECONDS"
         duration = env_float(os.environ, setting, field_default("lease.lease_duration"))
     positive(setting, duration)  # the check `run` makes (LeaseConfig), named as the operator set it
+    return float(duration)
+
+
+def _status(args: argparse.Namespace) -> int:
+    duration = _lease_duration(args)
+    if args.count is not None and not args.watch:
+        raise ConfigError("--count", "only counts the redraws of --watch: give --watch too, or leave it out")
     if args.count is not None and args.count < 1:
         raise ConfigError("--count", f"must be >= 1, got {args.count}")
     from consumer.admin.status import fleet_status, scanned_checkpoints
@@ -175,10 +184,11 @@ def _status(args: argparse.Namespace) -> int:
 def _drain(args: argparse.Namespace) -> int:
     if not args.worker.strip():
         raise ConfigError("worker", "must not be empty (the worker id, see `status`)")
+    duration = _lease_duration(args)
     from consumer.admin.ops import drain
 
     repo, _ = _tables(args)
-    drain(repo, args.worker)
+    drain(repo, args.worker, lease_duration=duration)
     print(f"drain requested: {args.worker} hands its leases over and exits")
     return 0
 
@@ -205,7 +215,12 @@ def _confirmed() -> bool:
     if not sys.stdin.isatty():
         print("refusing to replay without confirmation: pass --yes, or run it in a terminal", file=sys.stderr)
         return False
-    if input("replay? type 'yes' to continue: ").strip() != "yes":
+    try:
+        answer = input("replay? type 'yes' to continue: ")
+    except (EOFError, KeyboardInterrupt):  # Ctrl-D, Ctrl-C: not a yes
+        print(file=sys.stdout, flush=True)  # end the prompt's line
+        answer = ""
+    if answer.strip() != "yes":
         print("aborted", file=sys.stderr)
         return False
     return True
@@ -248,7 +263,7 @@ def _replay(args: argparse.Namespace) -> int:
         )
     if not args.yes and not _confirmed():
         return EXIT_NOT_CONFIRMED
-    for line in replay(repo, plans):
+    for line in replay(repo, plans, lease_table=args.lease_table, checkpoint_table=args.checkpoint_table):
         print(f"undo: {line}")
     return 0
 
@@ -288,7 +303,9 @@ def add_admin_commands(sub: Any) -> None:
     dr = sub.add_parser(
         "drain",
         help="ask one worker to hand its leases away and exit",
-        description="The worker hands every lease to the others (or releases it) and exits 0.",
+        description="The worker hands every lease to the others (or releases it) and exits 0. A worker "
+        "that status shows dead (no heartbeat for $CONSUMER_LEASE_DURATION_SECONDS, default 10) is refused "
+        "(exit 2): its leases are taken over once they expire.",
     )
     _add_tables(dr)
     dr.add_argument("worker", help="the worker id (see `status`)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from consumer.admin.status import worker_state
 from consumer.checkpoint.store import CheckpointStore
 from consumer.errors import ConfigError, ConsumerError, LeaseConflictError, MissingResourceError
 from consumer.leases.model import Lease
@@ -32,9 +34,23 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def drain(repo: LeaseRepository, worker_id: str) -> None:
-    if repo.get_worker(worker_id) is None:
+def drain(
+    repo: LeaseRepository, worker_id: str, *, lease_duration: float = 10.0, now_ms: int | None = None
+) -> None:
+    """Ask ``worker_id`` to hand its leases over and exit. ``MissingResourceError`` for an unknown id, and for
+    a worker that ``status`` shows dead (no heartbeat for ``lease_duration`` seconds, or its own longer one):
+    nothing would act on the request, and its leases are taken over once they expire."""
+    worker = repo.get_worker(worker_id)
+    if worker is None:
         raise MissingResourceError(f"no live worker {worker_id!r} (see the status command for the fleet)")
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    state, since = worker_state(worker, now_ms, lease_duration * 1000)
+    if state == "dead":
+        raise MissingResourceError(
+            f"no live worker {worker_id!r}: it looks dead (no heartbeat since {since}, longer than the lease "
+            f"duration of {worker.silence_allowed(lease_duration):g}s), so nothing would drain it; its leases "
+            "will be taken over by live workers once they expire (see the status command)"
+        )
     repo.request_drain(worker_id)
     log_event(logger, "drain_requested_by_operator", worker=worker_id)
 
@@ -207,8 +223,14 @@ def plan_replay(
     return plans
 
 
-def replay(repo: LeaseRepository, plans: list[ReplayPlan]) -> list[str]:
-    """Apply the plans; log each old checkpoint with the command that restores it. Returns undo commands."""
+def replay(
+    repo: LeaseRepository, plans: list[ReplayPlan], *, lease_table: str, checkpoint_table: str
+) -> list[str]:
+    """Apply the plans; log each old checkpoint with the command that restores it. Returns undo commands.
+
+    Each undo command names ``lease_table`` and ``checkpoint_table`` (the tables the plans were made on): run
+    as printed, in whatever environment, it moves this application's checkpoint and no other's."""
+    tables = f"--lease-table {shlex.quote(lease_table)} --checkpoint-table {shlex.quote(checkpoint_table)}"
     undo = []
     for p in plans:
         try:
@@ -217,8 +239,8 @@ def replay(repo: LeaseRepository, plans: list[ReplayPlan]) -> list[str]:
             raise ConsumerError(f"{p.lease.key} changed while replaying; run the command again") from exc
         old = p.old_checkpoint
         restore = (
-            f"python -m consumer replay --stream {p.lease.stream} --shard {p.lease.shard_id} "
-            f"--checkpoint {old.sequence}/{old.sub_sequence} --yes"
+            f"python -m consumer replay {tables} --stream {shlex.quote(p.lease.stream)} "
+            f"--shard {shlex.quote(p.lease.shard_id)} --checkpoint {old.sequence}/{old.sub_sequence} --yes"
             if old
             else "(no checkpoint before: TRIM_HORIZON)"
         )

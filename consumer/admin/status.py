@@ -36,6 +36,7 @@ __all__ = [
     "iso",
     "scanned_checkpoints",
     "stored_checkpoints",
+    "worker_state",
 ]
 
 logger = logging.getLogger(__name__)
@@ -202,7 +203,10 @@ def _lag(
     return known
 
 
-def _worker_state(w: WorkerItem, now_ms: int, lease_ms: float) -> tuple[str, str | None]:
+def worker_state(w: WorkerItem, now_ms: int, lease_ms: float) -> tuple[str, str | None]:
+    """How ``status`` judges a worker at ``now_ms`` (wall clock) with a lease duration of ``lease_ms``:
+    ``alive``, ``draining`` or ``dead`` (no heartbeat for the longer of ``lease_ms`` and its own lease
+    duration), and since when (its start; a dead one's last heartbeat)."""
     last = w.heartbeat_ms or w.started_ms
     # A worker that publishes a longer lease duration beats less often: dead only once its own has run out.
     if last and now_ms - last > w.silence_allowed(lease_ms / 1000) * 1000:
@@ -243,7 +247,7 @@ def fleet_status(
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     lease_ms = lease_duration * 1000
     items = {w.worker_id: w for w in snap.workers}
-    states = {w.worker_id: _worker_state(w, now_ms, lease_ms) for w in snap.workers}
+    states = {w.worker_id: worker_state(w, now_ms, lease_ms) for w in snap.workers}
     heartbeats = {w.worker_id: w.heartbeat_ms or w.started_ms for w in snap.workers}
     published = {w.worker_id: decode_progress(w.progress) for w in snap.workers}
 

@@ -92,7 +92,10 @@ def test_a_malformed_command_line_is_one_line_and_exit_2() -> None:
             "abc",
         ): "error: python -m consumer import-kcl: argument --failover-millis: invalid int value: 'abc'",
         ("nosuch",): "error: python -m consumer: argument COMMAND: invalid choice: 'nosuch'",
-        ("status", "--bogus"): "error: python -m consumer: unrecognized arguments: --bogus",
+        # named with its command, whose --help lists what it takes
+        ("status", "--bogus"): "error: python -m consumer status: unrecognized arguments: --bogus "
+        "(see python -m consumer status --help)",
+        ("drain", "w1", "w2"): "error: python -m consumer drain: unrecognized arguments: w2",
         (): "error: python -m consumer: the following arguments are required: COMMAND",
     }
     for args, expected in cases.items():
