@@ -232,6 +232,26 @@ def run_cli(
     )
 
 
+def run_multilang(
+    path: Path, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m consumer multilang <path> <flags>`` to its end (60 s at most), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", "multilang", str(path), *flags],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=env,
+    )
+
+
+def error_lines(out: subprocess.CompletedProcess[str]) -> list[str]:
+    """A command's stderr without its JSON log lines: what a person reads (``error: ...``)."""
+    return [line for line in out.stderr.splitlines() if not line.startswith("{")]
+
+
 def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 20) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)

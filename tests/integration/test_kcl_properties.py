@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.integration.kclpy_support import events, spawn_daemon
-from tests.integration.support import REPO, create_stream, make_names
+from tests.integration.support import create_stream, error_lines, make_names, run_multilang
 from tests.unit.helpers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -42,29 +41,11 @@ dynamoDBEndpoint = https://dynamodb.eu-west-1.amazonaws.com
 """
 
 
-def _multilang(
-    path: Path, *flags: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "consumer", "multilang", str(path), *flags],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=env,
-    )
-
-
-def _errors(out: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in out.stderr.splitlines() if not line.startswith("{")]
-
-
 def test_a_kcl2_file_with_java_syntax_and_more_keys_checks(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text("")
     path = tmp_path / "app.properties"
     path.write_text(_KCL2_FILE.format(python=Path(sys.executable).name), encoding="utf-8")
-    out = _multilang(path, "--check")
+    out = run_multilang(path, "--check")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     expected = [
@@ -115,8 +96,8 @@ def test_a_refused_or_bad_kcl_key_is_one_line(tmp_path: Path, line: str, expecte
         f"executableName = {Path(sys.executable).name}\nstreamName = s\napplicationName = a\n"
         f"regionName = us-east-1\n{line}\n"
     )
-    out = _multilang(path, "--check")
-    errors = _errors(out)
+    out = run_multilang(path, "--check")
+    errors = error_lines(out)
     assert out.returncode == 2 and len(errors) == 1, out.stderr
     assert errors[0].startswith(f"error: {path}") and expected in errors[0], out.stderr
     assert "Traceback" not in out.stderr

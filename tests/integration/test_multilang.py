@@ -28,8 +28,10 @@ from tests.integration.kclpy_support import (
 from tests.integration.support import (
     REPO,
     create_stream,
+    error_lines,
     make_names,
     put_records,
+    run_multilang,
     stop_process,
     stored_checkpoints,
     wait_active,
@@ -487,16 +489,8 @@ def test_start_up_errors_name_the_properties_key_not_a_variable(
     for name, (lines, flags, expected) in cases.items():
         path = tmp_path / f"{name}.properties"
         path.write_text(f"executableName = {Path(sys.executable).name}\n" + lines)
-        out = subprocess.run(
-            [sys.executable, "-m", "consumer", "multilang", str(path), *flags],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            env=env,
-        )
-        errors = [line for line in out.stderr.splitlines() if not line.startswith("{")]
+        out = run_multilang(path, *flags, env=env)
+        errors = error_lines(out)
         assert out.returncode == 2 and len(errors) == 1, (name, out.stderr)
         assert errors[0].startswith(f"error: {path}: {expected}"), (name, out.stderr)
         assert "CONSUMER_" not in errors[0] and "Traceback" not in out.stderr, (name, out.stderr)

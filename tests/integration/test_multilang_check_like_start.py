@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.support import REPO
+from tests.integration.support import error_lines, run_multilang
 
 pytestmark = pytest.mark.integration
 
@@ -27,19 +26,7 @@ def _multilang(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         AWS_ACCESS_KEY_ID="testing",
         AWS_SECRET_ACCESS_KEY="testing",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "consumer", "multilang", str(path), *flags],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=env,
-    )
-
-
-def _errors(out: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in out.stderr.splitlines() if not line.startswith("{")]
+    return run_multilang(path, *flags, env=env)
 
 
 @pytest.mark.parametrize(
@@ -63,8 +50,8 @@ def test_check_refuses_what_the_start_refuses_in_the_files_terms(
     path = tmp_path / "app.properties"
     path.write_text(f"{_FILE}{line}\n")
     check, start = _multilang(path, "--check"), _multilang(path)
-    assert (check.returncode, _errors(check)) == (2, [f"error: {path}: {expected}"]), check.stderr
-    assert (start.returncode, _errors(start)) == (check.returncode, _errors(check)), start.stderr
+    assert (check.returncode, error_lines(check)) == (2, [f"error: {path}: {expected}"]), check.stderr
+    assert (start.returncode, error_lines(start)) == (check.returncode, error_lines(check)), start.stderr
     assert check.stdout == "" and "Traceback" not in check.stderr + start.stderr
 
 
