@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from consumer.cli import main
+try:
+    from consumer.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python imports the CLI: as main() says it, not a traceback
+    print("interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

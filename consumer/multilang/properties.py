@@ -8,6 +8,7 @@ refused key or a bad value is one ``ConfigError`` naming the file and the key.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -164,12 +165,13 @@ def _number(props: Mapping[str, str], key: str, source: str, kind: type[int] | t
     raw = props.get(key)
     if not raw:
         return None
+    what = "a whole number" if kind is int else "a number"
     try:
         value = kind(raw)
     except ValueError:
-        raise ConfigError(f"{source}: {key}", f"must be a {kind.__name__} number, got {raw!r}") from None
-    if not value > 0:
-        raise ConfigError(f"{source}: {key}", f"must be > 0, got {raw}")
+        raise ConfigError(f"{source}: {key}", f"must be {what}, got {raw!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{source}: {key}", f"must be {what} > 0, got {raw}")
     return value
 
 

@@ -77,7 +77,9 @@ def test_a_kcl2_file_with_java_syntax_and_more_keys_checks(tmp_path: Path) -> No
         ),
         ("retrievalMode = SOMETIMES", "retrievalMode: must be POLLING, FANOUT or DEFAULT; got 'SOMETIMES'"),
         ("kinesisEndpoint = kinesis.local:4567", "kinesisEndpoint: not a URL: 'kinesis.local:4567'"),
-        ("maxLeasesForWorker = 0", "maxLeasesForWorker: must be > 0"),
+        ("maxLeasesForWorker = 0", "maxLeasesForWorker: must be a whole number > 0, got 0"),
+        ("maxRecords = 1e3", "maxRecords: must be a whole number, got '1e3'"),
+        ("timeoutInSeconds = inf", "timeoutInSeconds: must be a number > 0, got inf"),
         (
             "initialPositionInStream = TRIM_HORIZON\ninitialPositionInStreamExtended = 1636609142",
             "initialPositionInStreamExtended: is set with initialPositionInStream = TRIM_HORIZON",

@@ -137,3 +137,26 @@ def test_operations_doc_tables_say_what_run_help_says() -> None:
     for var in variables:
         default = "required" if var.required else (f"`{default_text(var)}`" if default_text(var) else "")
         assert rows[var.name] == (default, var.help), var.name
+
+
+def test_ctrl_c_while_python_imports_the_cli_is_one_line_and_130(tmp_path: Path) -> None:
+    """SIGINT can land before ``main()`` runs, while ``python -m consumer`` imports it: the interrupt is raised
+    here at the same point, by an import hook Python loads at start (``sitecustomize``), not by a timed signal."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'consumer.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "consumer", "status"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (out.returncode, out.stderr, out.stdout) == (130, "interrupted\n", "")
