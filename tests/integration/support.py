@@ -232,6 +232,13 @@ def run_cli(
     )
 
 
+def sigint_default() -> None:
+    """A ``preexec_fn``: SIGINT's default action in the child before it starts, as in a terminal. A process
+    started while its parent ignores SIGINT (a background job of a non-interactive shell) inherits that, and
+    Python then installs no KeyboardInterrupt handler: Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_multilang(
     path: Path, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

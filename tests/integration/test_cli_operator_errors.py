@@ -42,7 +42,7 @@ from consumer.leases.model import Lease, WorkerItem
 from consumer.lifecycle.processor import ProcessRecordsInput
 from consumer.records import Position
 
-from .support import REPO, Names, create_stream, make_names, put_numbered, stored_checkpoints
+from .support import REPO, Names, create_stream, make_names, put_numbered, sigint_default, stored_checkpoints
 
 pytestmark = pytest.mark.integration
 
@@ -216,6 +216,7 @@ def test_the_replay_prompt_takes_ctrl_d_and_ctrl_c_as_no(
             stdin=terminal,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=sigint_default,  # noqa: PLW1509 - one signal() call: as in a terminal
         )
         try:
             shown = _prompted(proc)
@@ -323,6 +324,7 @@ def test_ctrl_c_while_a_call_waits_is_one_line_and_exit_130(emulators, args: tup
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=sigint_default,  # noqa: PLW1509 - one signal() call: as in a terminal
         )
         try:
             assert accepted.wait(TIMEOUT), "the command never called the endpoint"

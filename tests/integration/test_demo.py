@@ -16,15 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.support import sigint_default
 from tools.demo_dev import DemoNames, load_environment
 
 pytestmark = pytest.mark.integration
-
-
-def _sigint_default() -> None:
-    """In the child before it starts: SIGINT's default action. A process started while its parent ignores
-    SIGINT inherits that, and Python then installs no KeyboardInterrupt handler: Ctrl-C would do nothing."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,7 +157,7 @@ def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        preexec_fn=_sigint_default,  # noqa: PLW1509 - one signal() call: as in a terminal, whatever we do with SIGINT
+        preexec_fn=sigint_default,  # noqa: PLW1509 - one signal() call: as in a terminal, whatever we do with SIGINT
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()

@@ -24,15 +24,17 @@ from consumer.dynamo import create_tables
 from consumer.errors import ConfigError, ProcessorLoadError
 from consumer.examples.copier import StreamCopier
 
-from .support import REPO, create_stream, make_names, put_records, stored_checkpoints, wait_until
+from .support import (
+    REPO,
+    create_stream,
+    make_names,
+    put_records,
+    sigint_default,
+    stored_checkpoints,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def _sigint_default() -> None:
-    """In the child before it starts: SIGINT's default action. A process started while its parent ignores
-    SIGINT inherits that, and Python then installs no KeyboardInterrupt handler: Ctrl-C would do nothing."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 README_REGION = "eu-west-1"  # the region the README's example names
@@ -204,7 +206,7 @@ def test_the_readme_embedding_example_runs_from_the_installed_wheel(clean_venv: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_sigint_default,  # noqa: PLW1509 - one signal() call: as in a terminal, whatever we do with SIGINT
+        preexec_fn=sigint_default,  # noqa: PLW1509 - one signal() call: as in a terminal, whatever we do with SIGINT
     )
     lines: list[str] = []
     stderr: list[str] = []
