@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 
 from stacks.config_analytics import AnalyticsSettings, read_analytics
 from stacks.config_consumer import (
+    LOG_RETENTION_DAYS,
     MAX_STOP_TIMEOUT_SECONDS,
     PROCESSOR_TABLE_ACTIONS,
     ConsumerSettings,
@@ -33,7 +34,9 @@ from stacks.config_scaling import (
 
 __all__ = [
     "DEPLOYMENT_MAX_PERCENT",
+    "ENVIRONMENT_NAME",
     "INSTANCE_TYPES",
+    "LOG_RETENTION_DAYS",
     "MAX_STOP_TIMEOUT_SECONDS",
     "PROCESSOR_TABLE_ACTIONS",
     "AlarmSettings",
@@ -50,8 +53,12 @@ __all__ = [
     "select_environments",
 ]
 
-# A Stage id and a part of every stack name (kinesis-fleet-<env>-<unit>), which CloudFormation limits to these.
-_ENVIRONMENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+#: An environment's name, the same rule as deploy/github-oidc-role.yaml's Environment parameter: a Stage id and a
+#: part of every name built from it, which must all fit: the stack names (kinesis-fleet-<env>-<unit>, 128
+#: characters at most), the GitHub roles (kinesis-fleet-<env>-github-deploy, IAM's 64 at most: so 36 for the
+#: name), their stack (kinesis-fleet-github-<env>) and the GitHub environments (<env>, <env>-diff). Lowercase:
+#: IAM role names and GitHub environment names ignore case, so Qa and qa would share a role and an environment.
+ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,35}$")
 # A stopping worker's longest stay after SIGTERM, past its shutdown deadline: it waits up to its final checkpoint
 # timeout (min(5, deadline), the task sets no other) for shard loops still in a processor call, as long again for
 # the asyncio processors' loop to close, then the interpreter exits.
@@ -126,11 +133,13 @@ def load_environments(raw: object) -> dict[str, EnvironmentSettings]:
     if not isinstance(raw, Mapping) or not raw:
         raise ConfigError("environments", "must be a non-empty object of environment name to settings")
     for name in raw:
-        if not isinstance(name, str) or not _ENVIRONMENT_NAME.match(name):
+        if not isinstance(name, str) or not ENVIRONMENT_NAME.match(name):
             raise ConfigError(
                 f"environments.{name}",
-                "an environment's name is part of its stack names (kinesis-fleet-<name>-streaming, ...): use "
-                "a letter, then letters, digits or hyphens (at most 64), e.g. qa-1",
+                "an environment's name is part of its stack names (kinesis-fleet-<name>-streaming, ...) and of its "
+                "GitHub deploy role's (kinesis-fleet-<name>-github-deploy, 64 characters at most; "
+                "deploy/github-oidc-role.yaml): use a lowercase letter, then lowercase letters, digits or "
+                "hyphens, 36 characters at most, e.g. qa-1",
             )
     return {name: _environment(name, Section(f"environments.{name}", body)) for name, body in raw.items()}
 

@@ -10,11 +10,26 @@ from dataclasses import dataclass
 
 from stacks.config_reader import ConfigError, Section
 
-__all__ = ["AnalyticsSettings", "read_analytics"]
+__all__ = ["FIRST_SUPPORTED_RELEASE", "AnalyticsSettings", "read_analytics"]
 
 # EventBridge Scheduler: cron(minutes hours day-of-month month day-of-week year), or rate(value unit).
-_CRON = re.compile(r"^cron\(\S+( \S+){5}\)$")
+_CRON = re.compile(r"^cron\((?P<fields>\S+( \S+){5})\)$")
 _RATE = re.compile(r"^rate\((?P<value>[1-9]\d*) (?P<unit>minutes?|hours?|days?)\)$")
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+# Each cron field as the EventBridge cron reference lists it: name, values (lowest, highest, names) and wildcards.
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...], str], ...] = (
+    ("minutes", 0, 59, (), ", - * /"),
+    ("hours", 0, 23, (), ", - * /"),
+    ("day-of-month", 1, 31, (), ", - * ? / L W"),
+    ("month", 1, 12, _MONTHS, ", - * /"),
+    ("day-of-week", 1, 7, _DAYS, ", - * ? L #"),
+    ("year", 1970, 2199, (), ", - * /"),
+)
+_RELEASE = re.compile(r"^emr-(?:spark-)?(\d+)\.(\d+)\.(\d+)$")
+#: The first EMR release the Spark jobs run on: emr-spark-8.0.0 (Spark 4.0.2), the release docs/infrastructure.md
+#: names; the jobs use Spark 4 types (VARIANT), which the EMR 7 releases (Spark 3.5) and older do not have.
+FIRST_SUPPORTED_RELEASE = (8, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,7 @@ class AnalyticsSettings:
 
 def read_analytics(a: Section) -> AnalyticsSettings:
     settings = AnalyticsSettings(
-        emr_release_label=a.text("emr_release_label", re.compile(r"^emr-(spark-)?\d+\.\d+\.\d+$")),
+        emr_release_label=_release_label(a),
         max_vcpu=a.integer("max_vcpu", 1),
         max_memory_gb=a.integer("max_memory_gb", 1),
         compaction_schedule=_schedule(a),
@@ -52,14 +67,53 @@ def read_analytics(a: Section) -> AnalyticsSettings:
     return settings
 
 
+def _release_label(a: Section) -> str:
+    """An EMR release label (``emr-spark-8.0.0``) no older than :data:`FIRST_SUPPORTED_RELEASE`."""
+    value = a.text("emr_release_label", _RELEASE)
+    match = _RELEASE.match(value)
+    version = tuple(int(part) for part in match.groups()) if match else ()
+    if version < FIRST_SUPPORTED_RELEASE:
+        first = ".".join(map(str, FIRST_SUPPORTED_RELEASE))
+        raise ConfigError(
+            f"{a.path}.emr_release_label",
+            f"{value!r} runs Spark 3 or older, and the jobs use Spark 4 types (VARIANT): use emr-spark-{first} "
+            "(Spark 4.0) or a later release",
+        )
+    return value
+
+
 def _schedule(a: Section) -> str:
-    """An EventBridge Scheduler expression Scheduler accepts: six cron fields, or a whole rate and its unit."""
+    """An EventBridge Scheduler expression Scheduler accepts: six cron fields (see :func:`_cron_problem`), or a
+    whole rate and its unit."""
     value = a.text("compaction_schedule")
-    rate = _RATE.match(value)
-    if _CRON.match(value) or (rate and (rate["value"] == "1") == (not rate["unit"].endswith("s"))):
+    rate, cron = _RATE.match(value), _CRON.match(value)
+    problem = _cron_problem(cron["fields"].split(" ")) if cron else None
+    if (cron and problem is None) or (rate and (rate["value"] == "1") == (not rate["unit"].endswith("s"))):
         return value
     raise ConfigError(
         f"{a.path}.compaction_schedule",
-        f"{value!r} is not a schedule EventBridge Scheduler accepts: use cron(minutes hours day-of-month month "
-        "day-of-week year), e.g. cron(15 * * * ? *), or rate(value unit), e.g. rate(1 hour) or rate(30 minutes)",
+        f"{value!r} is not a schedule EventBridge Scheduler accepts{f' ({problem})' if problem else ''}: use "
+        "cron(minutes hours day-of-month month day-of-week year), e.g. cron(15 * * * ? *), or rate(value unit), "
+        "e.g. rate(1 hour) or rate(30 minutes)",
     )
+
+
+def _cron_problem(fields: list[str]) -> str | None:
+    """Why EventBridge Scheduler would refuse these six cron fields, or None: each field holds only its values
+    (numbers in its range, or the month's or weekday's three-letter names) and its wildcards (see
+    ``_CRON_FIELDS``); ``?`` stands alone, in exactly one of day-of-month and day-of-week (the other one, or
+    ``*``, picks the days)."""
+    for text, (label, lowest, highest, names, wildcards) in zip(fields, _CRON_FIELDS, strict=True):
+        bare = re.sub("|".join(names), "", text) if names else text
+        if any(not (c.isdigit() or c in wildcards.split()) for c in bare):
+            values = f"{lowest}-{highest}" + (f" or {names[0]}-{names[-1]}" if names else "")
+            return f"the {label} field {text!r} may hold only {values} and the wildcards {wildcards}"
+        if "?" in text and text != "?":
+            return f"the {label} field {text!r}: ? stands alone"
+        for element in text.split(","):
+            for number in re.findall(r"\d+", element.split("/")[0].split("#")[0]):
+                if not lowest <= int(number) <= highest:
+                    return f"the {label} field {text!r}: {number} is not within {lowest}-{highest}"
+    if (fields[2] == "?") == (fields[4] == "?"):
+        return "? goes in exactly one of day-of-month and day-of-week, e.g. cron(0 2 * * ? *) or cron(0 2 ? * MON *)"
+    return None

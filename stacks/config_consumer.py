@@ -14,6 +14,7 @@ from typing import Any, Literal, cast
 from stacks.config_reader import ConfigError, Section
 
 __all__ = [
+    "LOG_RETENTION_DAYS",
     "MAX_STOP_TIMEOUT_SECONDS",
     "PROCESSOR_TABLE_ACTIONS",
     "ConsumerSettings",
@@ -23,6 +24,32 @@ __all__ = [
 
 # ECS refuses a container stopTimeout above 120 s.
 MAX_STOP_TIMEOUT_SECONDS = 120
+#: The retentions CloudWatch Logs accepts (a log group's RetentionInDays), in days: consumer.log_retention_days
+#: must be one of them (stacks.retention maps each to CDK's RetentionDays).
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 _PROCESSOR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # The EMR Serverless application is named "<application>-analytics", and EMR allows 64 characters.
 _APPLICATION = re.compile(r"^[A-Za-z0-9_-]{1,54}$")
@@ -108,6 +135,18 @@ class ConsumerSettings:
     processor_secrets_kms_keys: tuple[str, ...] = ()
 
 
+def _log_retention_days(c: Section) -> int:
+    """One of CloudWatch Logs' retentions (:data:`LOG_RETENTION_DAYS`): another is refused, not rounded."""
+    days = c.get("log_retention_days")
+    if isinstance(days, bool) or not isinstance(days, int) or days not in LOG_RETENTION_DAYS:
+        raise ConfigError(
+            f"{c.path}.log_retention_days",
+            f"CloudWatch Logs keeps log events for one of {', '.join(map(str, LOG_RETENTION_DAYS))} days; "
+            f"got {days!r}",
+        )
+    return days
+
+
 def read_consumer(c: Section) -> ConsumerSettings:
     settings = ConsumerSettings(
         application=_application(c),
@@ -125,7 +164,7 @@ def read_consumer(c: Section) -> ConsumerSettings:
         retrieval=cast(Any, c.choice("retrieval", ("polling", "fanout"))),
         cpu=c.integer("cpu", 128),
         memory_mib=c.integer("memory_mib", 128),
-        log_retention_days=c.integer("log_retention_days", 1, 3653),
+        log_retention_days=_log_retention_days(c),
         processor_environment=_variables(c, "processor_environment", _PLAIN_VALUE, "a string"),
         processor_secrets=_variables(c, "processor_secrets", _SECRET_ARN, _SECRET_HINT),
         processor_secrets_kms_keys=_kms_keys(c),

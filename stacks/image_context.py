@@ -26,6 +26,7 @@ import re
 import shutil
 import sys
 import tempfile
+import tokenize
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -85,20 +86,21 @@ def check_processor_code(settings: EnvironmentSettings, root: Path) -> None:
 
 def check_defined(processor: str, project: Path | None, setting: str, folder: str | None, root: Path) -> None:
     """Refuse, naming ``setting``, a ``<module>:<Class>`` that ``project`` (or, without one, the consumer package
-    in ``root``) does not define, read without importing it."""
+    in ``root``) does not define, read without importing it (see :func:`_may_define`): without a project the
+    image holds the consumer package alone, so the module must be one of ``consumer``'s."""
     module, _, name = processor.partition(":")
     if project is None or folder is None:
-        if not _defines(root, module, name):
+        if module.split(".")[0] != "consumer" or not _defines(root, module, name, setting, root, ""):
             key = setting.rpartition(".")[0]
             where = f"{key}.processor_project" if key else "--project"
             raise ConfigError(
                 setting,
-                f"{processor!r} is not shipped in the consumer package: set {where} to the folder of the "
-                "Python project that defines it",
+                f"{processor!r} is not shipped in the consumer package (the image holds no other code without a "
+                f"project): set {where} to the folder of the Python project that defines it",
             )
         return
     if module.split(".")[0] == "consumer" or not any(
-        _defines(base, module, name) for base in _bases(project)
+        _defines(base, module, name, setting, project, folder) for base in _bases(project)
     ):
         raise ConfigError(
             setting,
@@ -130,15 +132,39 @@ def check_project(
 
 def _check_build_system(pyproject: Path, setting: str, folder: str) -> None:
     """A project with a ``pyproject.toml`` builds with what the image's builder holds: setuptools (the pinned
-    one in requirements/build.lock), the default when ``[build-system]`` names none."""
+    one in requirements/build.lock), the default when ``[build-system]`` names none. A ``[build-system]`` pip
+    would refuse (not a table, without ``requires``, ``requires`` not a list of strings, ``build-backend`` not a
+    string) is refused here, in one line."""
     if not pyproject.is_file():
         return
+    where = f"{folder}/pyproject.toml"
     try:
-        system = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(setting, f"{folder}/pyproject.toml is not valid TOML ({exc})") from None
-    backend = system.get("build-backend", "setuptools.build_meta:__legacy__")
-    requires = [str(r) for r in system.get("requires", [])]
+        raise ConfigError(setting, f"{where} is not valid TOML ({exc})") from None
+    fix = 'write [build-system] requires = ["setuptools"], build-backend = "setuptools.build_meta"'
+    if "build-system" not in document:
+        system: dict[str, object] = {"requires": []}  # pip's default: setuptools' legacy backend
+    elif isinstance(document["build-system"], dict):
+        system = document["build-system"]
+    else:
+        raise ConfigError(
+            setting,
+            f"{where}: build-system is a {_toml_type(document['build-system'])}, not a table: {fix}",
+        )
+    if "requires" not in system:
+        raise ConfigError(setting, f"{where}: [build-system] has no requires, which pip refuses: {fix}")
+    requires, backend = system["requires"], system.get("build-backend", "setuptools.build_meta:__legacy__")
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise ConfigError(
+            setting,
+            f"{where}: [build-system] requires must be a list of strings, got a {_toml_type(requires)}: {fix}",
+        )
+    if not isinstance(backend, str):
+        raise ConfigError(
+            setting,
+            f"{where}: [build-system] build-backend must be a string, got a {_toml_type(backend)}: {fix}",
+        )
     extra = [
         r
         for r in requires
@@ -147,11 +173,24 @@ def _check_build_system(pyproject: Path, setting: str, folder: str) -> None:
     if backend not in _BACKENDS or extra:
         raise ConfigError(
             setting,
-            f"{folder}/pyproject.toml builds with {backend} (requires {', '.join(requires) or 'nothing'}); the "
+            f"{where} builds with {backend} (requires {', '.join(requires) or 'nothing'}); the "
             "image builds processor projects with its pinned setuptools only (requirements/build.lock), offline: "
             'set [build-system] requires = ["setuptools"], build-backend = "setuptools.build_meta", or ship '
             "a requirements.txt and the code without a pyproject.toml",
         )
+
+
+def _toml_type(value: object) -> str:
+    """What TOML calls the type of a value ``tomllib`` read."""
+    kinds = (
+        (bool, "boolean"),
+        (str, "string"),
+        (int, "integer"),
+        (float, "float"),
+        (list, "array"),
+        (dict, "table"),
+    )
+    return next((kind for cls, kind in kinds if isinstance(value, cls)), "date or time")
 
 
 def _skip(top: Path) -> Callable[[str, list[str]], set[str]]:
@@ -172,31 +211,90 @@ def _bases(project: Path) -> tuple[Path, ...]:
     return (project, project / "src")
 
 
-def _defines(base: Path, module: str, name: str) -> bool:
-    """Whether ``base`` holds ``module`` (a file or a package) defining the top-level ``name`` (by parsing)."""
+def _defines(base: Path, module: str, name: str, setting: str, top: Path, folder: str) -> bool:
+    """Whether ``base`` holds ``module`` (a package or a file, in the order Python looks for them) that may
+    define the top-level ``name`` (:func:`_may_define`); ``top`` and ``folder`` name its files in errors."""
     relative = Path(*module.split("."))
-    for path in (base / relative.with_suffix(".py"), base / relative / "__init__.py"):
+    for path in (base / relative / "__init__.py", base / relative.with_suffix(".py")):
         if path.is_file():
-            return name.split(".", maxsplit=1)[0] in _top_level_names(path)
+            shown = path.relative_to(top).as_posix()
+            return _may_define(path, name, setting, f"{folder}/{shown}" if folder else shown)
     return False
 
 
-def _top_level_names(path: Path) -> set[str]:
+# What a module that binds names this check cannot list "binds": anything (the image build's import decides).
+_ANY = "*"
+
+
+def _may_define(path: Path, name: str, setting: str, shown: str) -> bool:
+    """Whether the module at ``path`` may bind ``name`` at its top level, read without importing it: a class,
+    function, assignment or import, also inside a top-level ``if``, ``try``, ``with`` or loop, counts; so does
+    anything when it has ``from x import *`` or a module ``__getattr__`` (the build's import check decides
+    then). Read as Python reads it (``tokenize.open``: a BOM or a PEP 263 coding line); a module Python could
+    not compile is refused, naming ``setting``, the file (``shown``) and the line."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (SyntaxError, UnicodeDecodeError):
-        return set()
+        with tokenize.open(path) as source:
+            tree = ast.parse(source.read(), filename=str(path))
+    except SyntaxError as exc:
+        line = f", line {exc.lineno}" if exc.lineno else ""
+        raise ConfigError(
+            setting,
+            f"{shown}{line}: {exc.msg}: the image build cannot import a module that does not compile: fix it",
+        ) from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(
+            setting,
+            f"{shown} is not Python source Python can read ({exc}): save it as UTF-8, or declare its encoding "
+            "in a '# -*- coding: <encoding> -*-' first line",
+        ) from None
+    names = _bound(tree.body)
+    return name in names or _ANY in names or "__getattr__" in names
+
+
+def _bound(body: list[ast.stmt]) -> set[str]:
+    """The names ``body`` may bind when it runs (``_ANY`` for ``import *``), recursing into compound
+    statements other than definitions."""
     names: set[str] = set()
-    for node in tree.body:
+    for node in body:
         if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.ImportFrom | ast.Import):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            for target in node.targets:
+                names.update(_targets(target))
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+            names.update(_targets(node.target))
+        elif isinstance(node, ast.Import):
+            names.update(a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(_ANY if a.name == "*" else a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    names.update(_targets(item.optional_vars))
+        elif isinstance(node, ast.Try | ast.TryStar):
+            for handler in node.handlers:
+                names.update(_bound(handler.body))
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                names.update(_bound(case.body))
+        for field in ("body", "orelse", "finalbody"):
+            nested = getattr(node, field, None)
+            if isinstance(nested, list) and not isinstance(
+                node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+            ):
+                names.update(_bound(nested))
     return names
+
+
+def _targets(target: ast.expr) -> set[str]:
+    """The names an assignment target binds (``a``, ``a, *b``; not ``a.b`` or ``a[0]``)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Starred):
+        return _targets(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return {name for element in target.elts for name in _targets(element)}
+    return set()
 
 
 def assemble(root: Path, project: Path | None, into: Path | None = None) -> Path:

@@ -12,6 +12,7 @@ file still fails the build's ``pip check``, naming both.
 
 from __future__ import annotations
 
+import codecs
 import re
 import sys
 import tomllib
@@ -23,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from stacks.config import ConfigError
 
-__all__ = ["IMAGE_MARKERS", "canonical", "check_requirements", "logical_lines"]
+__all__ = ["IMAGE_MARKERS", "canonical", "check_requirements", "decode", "logical_lines"]
 
 # The image's interpreter (consumer/Dockerfile: python:3.11-slim, Linux), for environment markers.
 IMAGE_MARKERS: dict[str, str] = {
@@ -45,6 +46,19 @@ _PIN = re.compile(
 _NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 _INCLUDE = re.compile(r"^(?:-r|--requirement)(?:\s*=\s*|\s+|(?=[^\s=]))(?P<file>\S+)$")
 _CONSUMER_VERSION = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
+# How pip decodes a requirements file (pip._internal.req.req_file): a byte-order mark first (UTF-32 before
+# UTF-16, whose little-endian mark begins UTF-32's), then a PEP 263 coding line among the first two, then UTF-8
+# (pip's last resort, the locale's encoding, is UTF-8 too in the image's python:3.11-slim).
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF16, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+)
+_CODING = re.compile(rb"coding[:=]\s*([-\w.]+)")
 
 
 def canonical(name: str) -> str:
@@ -52,9 +66,24 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def decode(data: bytes) -> str:
+    """A requirements file's text, decoded as pip decodes it: by its byte-order mark (a file PowerShell 5 or
+    Notepad wrote: UTF-16, UTF-8 with a BOM), else by a ``# -*- coding: ... -*-`` line among the first two, else as
+    UTF-8. Raises :class:`UnicodeError` (or :class:`LookupError`, for an unknown coding) when pip could not read
+    it either."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding)
+    for line in data.split(b"\n")[:2]:
+        if line[:1] == b"#" and (coding := _CODING.search(line)):
+            return data.decode(coding[1].decode("ascii"))
+    return data.decode("utf-8")
+
+
 def logical_lines(path: Path) -> list[str]:
-    """A requirements file's lines, continuations joined and comments dropped (pip's own reading)."""
-    text = re.sub(r"\\\r?\n", " ", path.read_text(encoding="utf-8"))
+    """A requirements file's lines, decoded (:func:`decode`), continuations joined and comments dropped (pip's
+    own reading)."""
+    text = re.sub(r"\\\r?\n", " ", decode(path.read_bytes()))
     lines = (re.sub(r"(^|\s)#.*$", "", line).strip() for line in text.splitlines())
     return [line for line in lines if line]
 
@@ -106,7 +135,15 @@ def check_requirements(project: Path, setting: str, folder: str, root: Path) -> 
 def _check_file(path: Path, project: Path, image: _Image, setting: str, folder: str, seen: set[Path]) -> None:
     seen.add(path.resolve())
     where = f"{folder}/{path.relative_to(project).as_posix()}"
-    for line in logical_lines(path):
+    try:
+        lines = logical_lines(path)
+    except (UnicodeError, LookupError) as exc:
+        raise ConfigError(
+            setting,
+            f"{where} cannot be decoded as pip decodes a requirements file (a byte-order mark, a '# -*- coding: "
+            f"... -*-' line, or UTF-8): {exc}: save it as UTF-8 (pip-compile writes UTF-8)",
+        ) from None
+    for line in lines:
         if line.startswith("-"):
             if line.startswith(("-e", "--editable")):
                 raise ConfigError(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from aws_cdk import aws_logs as logs
 
+from stacks.config_consumer import LOG_RETENTION_DAYS
+
 __all__ = ["log_retention"]
 
+# Every retention CloudWatch Logs accepts (LOG_RETENTION_DAYS, which consumer.log_retention_days is checked against).
 _BY_DAYS = {
     1: logs.RetentionDays.ONE_DAY,
     3: logs.RetentionDays.THREE_DAYS,
@@ -22,11 +25,21 @@ _BY_DAYS = {
     400: logs.RetentionDays.THIRTEEN_MONTHS,
     545: logs.RetentionDays.EIGHTEEN_MONTHS,
     731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
     1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
     3653: logs.RetentionDays.TEN_YEARS,
 }
 
 
 def log_retention(days: int) -> logs.RetentionDays:
-    """The shortest supported retention that keeps at least ``days`` days."""
-    return _BY_DAYS[min((d for d in _BY_DAYS if d >= days), default=3653)]
+    """CloudWatch's retention of exactly ``days`` days; ``ValueError`` for a number of days it does not accept
+    (the settings refuse those first, naming consumer.log_retention_days)."""
+    try:
+        return _BY_DAYS[days]
+    except KeyError:
+        allowed = ", ".join(map(str, LOG_RETENTION_DAYS))
+        raise ValueError(f"CloudWatch Logs keeps log events for one of {allowed} days, not {days}") from None
