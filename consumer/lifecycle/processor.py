@@ -177,7 +177,8 @@ class RecordProcessor(Protocol):
         ...
 
     def shutdown_requested(self, data: ShutdownRequestedInput) -> None:
-        """The worker stops or hands the shard over: flush and checkpoint now."""
+        """The worker stops or hands the shard over, or the shard halted on a record that kept failing: flush
+        and checkpoint now (after a halt, what came before the failing record; the lease stays halted)."""
         ...
 
 

@@ -131,6 +131,8 @@ class ShardConsumer:
                 outcome, halted_at, detail = finish.outcome, finish.halted_at, finish.detail
                 if outcome is Outcome.LOST:
                     self.work.lost()
+                elif outcome is Outcome.HALTED and not self.machine.state.ended:  # not after shard_ended
+                    self.work.halted()
             else:
                 logger.error(
                     "shard loop failed",

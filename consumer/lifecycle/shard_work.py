@@ -290,6 +290,24 @@ class ShardWork:
             logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
         return ShutdownNotified()
 
+    def halted(self) -> None:
+        """The shard halted on a record that kept failing: ``shutdown_requested`` lets the processor flush what
+        came before that record (a buffering sink writes it and marks it done), and what is done is then
+        checkpointed, so that the lease, kept halted, holds its checkpoint right before the failing record
+        (``replay --checkpoint`` of that record then skips it alone). A failure here is logged: the shard is
+        halted either way."""
+        setting = self.setting
+        if setting is None:
+            return
+        view = setting.writer.view(setting.policy.position)
+        try:
+            setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
+            view.checkpoint()
+        except LeaseLostError as exc:
+            self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
+        except Exception:  # the processor's callback (user code): the shard is halted either way
+            logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
+
     def end(self) -> ShardEvent:
         """SHARD_END, once every delivered record is done: the processor's shard_ended checkpoints it."""
         setting = self.setting
