@@ -9,9 +9,11 @@ a crash between a put and its delete puts that record again on the next run; a m
 Records Kinesis refuses one by one (throttled, ``InternalFailure``) are put again with capped exponential
 backoff and jitter (``consumer.lifecycle.retry``); a whole call that is throttled is retried by the command
 client (``consumer.aws.command_client``) and then here. A message that is not a dead letter of this
-consumer is left in the queue and reported; so is one whose record could not be put. Messages left so, and
-every message of a dry run, are made visible again at the end (ChangeMessageVisibilityBatch), so the queue
-looks as it did before.
+consumer is left in the queue and reported, and the run goes on to the messages behind it; so is one whose
+record could not be put. Messages left so, and every message of a dry run, are made visible again at the end
+(ChangeMessageVisibilityBatch), so the queue looks as it did before. Kinesis unreachable (at the first put,
+or for ``give_up_after`` later on) ends the run with ``UnreachableError`` (exit 4), the messages not put left
+in the queue.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, TextIO
 
 from consumer.admin.dead_letters import DeadLetter, NotADeadLetter, parse_dead_letter
 from consumer.aws_errors import THROTTLE_CODES, aws_call, is_throttle_code
-from consumer.errors import ConsumerError, MissingResourceError
+from consumer.errors import ConsumerError, MissingResourceError, UnreachableError
 from consumer.lifecycle.retry import Backoff, Verdict, next_try, verdict
 from consumer.logs import log_event
 
@@ -59,11 +61,17 @@ class RedriveSummary:
     skipped: int = 0
     throttled: int = 0  # records Kinesis refused for a rate limit and that were put again
     listed: int = 0  # dry run: records that would be put back
+    pending: int = 0  # dead letters taken but not put: Kinesis could not be reached (left in the queue)
+
+    @property
+    def left(self) -> int:
+        """Messages this run left in the queue: skipped (each reported) and pending."""
+        return self.skipped + self.pending
 
     @property
     def complete(self) -> bool:
         """Every message seen was handled: none is left in the queue by this run."""
-        return self.skipped == 0 and self.deleted == self.put
+        return self.left == 0 and self.deleted == self.put
 
 
 @dataclass
@@ -107,35 +115,56 @@ class Redrive:
         self._seen: dict[str, bool] = {}  # message id -> whether its record was put (this run)
         self._restore: dict[str, str] = {}  # message id -> receipt: made visible again at the end
         self._accepted: dict[str, _Message] = {}  # every dead letter taken, by message id
+        self._kinesis_down = False  # a put found Kinesis unreachable: the run ends (exit 4)
+        self._reached = False  # Kinesis answered a put in this run (an unreachable one later is retried)
 
     def run(self) -> RedriveSummary:
         """Receive, put back and delete until the queue is empty (or ``limit``); returns the summary."""
         batch = _Batch()
         taken = 0
+        stale = 0  # messages met before, received since the last new one
         try:
             while self._limit is None or taken < self._limit:
                 want = 10 if self._limit is None else min(10, self._limit - taken)
                 received = self._receive(want)
                 if not received:
                     break
-                fresh = False
+                new = [raw for raw in received if str(raw["MessageId"]) not in self._seen]
                 for raw in received:
                     message = self._accept(raw)
-                    if message is None:
+                    if message is None:  # met before, or not a dead letter (reported, left)
                         continue
-                    fresh = True
                     taken += 1
                     if not batch.fits(message.letter):
                         self._flush(batch)
                         batch = _Batch()
                     batch.messages.append(message)
                     batch.size += message.letter.size
-                if not fresh:  # only messages met before (left, and visible again): nothing new to take
+                if new:  # progress, dead letters or not: the ones behind them come next
+                    stale = 0
+                    continue
+                # Only messages met before: their visibility ran out (a run longer than the timeout) or SQS
+                # delivered one twice. Each receive hides them again, so go on until as many as this run left
+                # came back with nothing new among them: what is visible now is what this run left.
+                stale += len(received)
+                if stale >= max(1, len(self._seen) - self.summary.put):
                     break
             self._flush(batch)
+        except UnreachableError:
+            if self._kinesis_down:  # nothing more can be put: what was taken and not put stays in the queue
+                self._leave_unput()
+            raise
         finally:
             self._make_visible()
         return self.summary
+
+    def _leave_unput(self) -> None:
+        """Kinesis cannot be reached: every dead letter taken and not put back is left in the queue (visible
+        again at the end, counted in ``pending``), not reported one by one."""
+        for message_id, m in self._accepted.items():
+            if not self._seen[message_id] and message_id not in self._restore:
+                self._restore[message_id] = m.receipt
+                self.summary.pending += 1
 
     def _receive(self, want: int) -> list[dict[str, Any]]:
         with aws_call("sqs", f"receive from {self._url}", "--queue"):
@@ -255,17 +284,11 @@ class Redrive:
         progress = self._clock()  # when Kinesis last took one of them (or the start)
         setting = "--stream" if self._stream else f"the stream of the dead letters ({stream})"
         while pending:
-            entries = [{"Data": m.letter.data, "PartitionKey": m.letter.partition_key} for m in pending]
-            try:
-                with aws_call("kinesis", f"put records into {stream!r}", setting):
-                    out = self._kinesis.put_records(StreamName=stream, Records=entries)
-            except ConsumerError as exc:
-                if verdict(exc) is Verdict.SURFACE:
-                    raise
-                again, slow, why = pending, verdict(exc) is Verdict.BACK_OFF, str(exc)
-                log_event(logger, "redrive_put_failed", logging.WARNING, stream=stream, error=why)
+            answer = self._call(stream, pending, setting)
+            if isinstance(answer, ConsumerError):
+                again, slow, why = pending, verdict(answer) is Verdict.BACK_OFF, str(answer)
             else:
-                again, why, slowed = _refused(pending, out["Records"], refused)
+                again, why, slowed = _refused(pending, answer, refused)
                 slow = bool(slowed)
                 throttled |= slowed
             if not again:
@@ -277,6 +300,9 @@ class Redrive:
                 _BACKOFF, failures, since, now, throttled=slow, jitter=random.random()
             )
             if delay is None or now - progress >= _BACKOFF.give_up_after:
+                if isinstance(answer, UnreachableError):  # that long: no later batch would fare better
+                    self._kinesis_down = True
+                    raise answer
                 # Nothing taken for that long (throttled too: the messages' visibility would run out): left.
                 for m in again:
                     refused[m.message_id] = f"not taken for {_BACKOFF.give_up_after:g}s (last: {why})"
@@ -284,6 +310,28 @@ class Redrive:
             self._sleep(delay)
             pending = again
         return refused, len(throttled)
+
+    def _call(
+        self, stream: str, pending: list[_Message], setting: str
+    ) -> list[dict[str, Any]] | ConsumerError:
+        """One PutRecords of ``pending``: Kinesis's answer for each record, or the error that may pass it
+        failed with. Raises one that does not pass, and ``UnreachableError`` while Kinesis has not answered
+        once in this run (its endpoint is wrong or down, not a passing blip: exit 4)."""
+        entries = [{"Data": m.letter.data, "PartitionKey": m.letter.partition_key} for m in pending]
+        try:
+            with aws_call("kinesis", f"put records into {stream!r}", setting):
+                out = self._kinesis.put_records(StreamName=stream, Records=entries)
+        except ConsumerError as exc:
+            if verdict(exc) is Verdict.SURFACE:
+                raise
+            if isinstance(exc, UnreachableError) and not self._reached:
+                self._kinesis_down = True
+                raise
+            log_event(logger, "redrive_put_failed", logging.WARNING, stream=stream, error=str(exc))
+            return exc
+        self._reached = True
+        records: list[dict[str, Any]] = out["Records"]
+        return records
 
     def _delete(self, messages: list[_Message]) -> int:
         """Delete the messages (10 a call); returns how many SQS deleted, and reports any it did not."""

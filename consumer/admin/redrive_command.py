@@ -33,7 +33,8 @@ queue and reported. Messages this run left, and every message of a --dry-run, ar
 end. The order of records is kept within each batch only.
 
 Exit codes: 0 every dead letter put back and deleted; 1 a message was left in the queue (reported); 2 a bad
-flag, or a missing queue or stream; 4 AWS unreachable. Needs sqs:ReceiveMessage, sqs:DeleteMessage,
+flag, or a missing queue or stream; 4 AWS unreachable (SQS, or Kinesis: the messages not put stay in the
+queue). Needs sqs:ReceiveMessage, sqs:DeleteMessage,
 sqs:ChangeMessageVisibility, sqs:GetQueueAttributes and kinesis:PutRecords (kinesis:DescribeStreamSummary
 with --stream; kms:Decrypt on the key of a KMS-encrypted queue, as the deployed one is): an operator's
 credentials, not the workers' task role."""
@@ -100,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         summary = redrive.run()
     finally:  # also before an error's line: what was put back and deleted so far
         s = redrive.summary
-        left = f"{s.skipped} left in the queue" + (
+        left = f"{s.left} left in the queue" + (
             f", {s.put - s.deleted} put but not deleted" if s.put > s.deleted else ""
         )
         if args.dry_run:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import logging
+import operator
 import os
 import time
 from dataclasses import dataclass, field
@@ -64,17 +65,16 @@ logger = logging.getLogger(__name__)
 _FAILURE_LOG_INTERVAL = 60.0  # the same flush failure is logged at most once a minute
 _RETRY_MIN = 1.0  # after a failed write, the next try waits this long, doubled on each failure ...
 _RETRY_MAX = 30.0  # ... up to this
-_LINE_OVERHEAD = 200  # a line's fields besides the data, about
-
-
-def _size(record: Record) -> int:
-    """About the bytes of ``record``'s line (what ``max_bytes`` counts)."""
-    return len(record.data) + _LINE_OVERHEAD
 
 
 @dataclass
 class _Buffer:
+    """One arrival hour's records and their encoded lines (each with its newline), in the same order; ``size``
+    is the lines' total length: exactly the uncompressed bytes of the object(s) they are written as, what
+    ``max_bytes`` counts."""
+
     records: list[Record] = field(default_factory=list)
+    lines: list[bytes] = field(default_factory=list)
     size: int = 0
     born: float = field(default_factory=time.monotonic)
 
@@ -166,9 +166,11 @@ class RawS3Sink:
         (before buffering: the worker's retries of the batch add nothing), and the worker halts the shard."""
         self._check_broken()
         for r in data.records:
+            line = encode_line(r, self._epoch) + b"\n"  # encoded once: its length is what max_bytes counts
             buf = self._buffers.setdefault(_hour(r), _Buffer())
             buf.records.append(r)
-            buf.size += _size(r)
+            buf.lines.append(line)
+            buf.size += len(line)
         self._write_due(aged=self._timers is None)
         self._check_broken()
 
@@ -305,30 +307,44 @@ class RawS3Sink:
         )
 
     def _write(self, hour: tuple[str, str]) -> None:
-        """Upload one hour's buffer, in objects of at most ``max_records`` records and about ``max_bytes``
-        (one record at least), marking each object's records done once it is written."""
+        """Upload one hour's buffer, in objects of at most ``max_records`` records and ``max_bytes``
+        uncompressed (one record at least, however large), marking each object's records done once it is
+        written."""
         buf = self._buffers.get(hour)
         while buf is not None and buf.records:
             count, size = 0, 0
-            for r in buf.records:
-                if count and (count >= self.max_records or size + _size(r) > self.max_bytes):
+            for line in buf.lines:
+                if count and (count >= self.max_records or size + len(line) > self.max_bytes):
                     break
-                count, size = count + 1, size + _size(r)
+                count, size = count + 1, size + len(line)
             written = buf.records[:count]
             self._put(written)
             del buf.records[:count]
+            del buf.lines[:count]
             buf.size -= size
             if not buf.records:
                 del self._buffers[hour]
             for r in written:
                 r.done()
 
+    def _lines(self, records: list[Record]) -> list[bytes]:
+        """The lines of ``records``: those encoded when they were buffered (``_write`` puts the head of their
+        hour's buffer), else encoded now."""
+        buf = self._buffers.get(_hour(records[0]))
+        n = len(records)
+        if (
+            buf is not None
+            and min(len(buf.records), len(buf.lines)) >= n
+            and all(map(operator.is_, buf.records, records))
+        ):
+            return buf.lines[:n]
+        return [encode_line(r, self._epoch) + b"\n" for r in records]
+
     def _put(self, records: list[Record]) -> None:
         """Write ``records`` (one shard, one hour, in order) as one object."""
         body = io.BytesIO()
         with gzip.GzipFile(fileobj=body, mode="wb", mtime=0) as gz:  # mtime 0: same bytes on re-delivery
-            for r in records:
-                gz.write(encode_line(r, self._epoch) + b"\n")
+            gz.writelines(self._lines(records))
         key = object_key(self.prefix, records)
         if self._guard is not None:
             self._guard.ensure_valid()  # fenced: a zombie never writes a batch the new owner also writes

@@ -197,7 +197,7 @@ class _NoBucket:
 def test_missing_bucket_is_one_short_line_however_often_the_flush_retries(env, caplog):
     client = _NoBucket()
     sink = RawS3Sink(client=client, bucket="no-such-bucket-x1", max_age=0.01)
-    sink._buffers[("2026-11-21", "01")] = _Buffer(records=[_record(b"{}")], size=10)
+    sink._buffers[("2026-11-21", "01")] = _Buffer(records=[_record(b"{}")], lines=[b"{}\n"], size=3)
     with pytest.raises(MissingResourceError, match="no-such-bucket-x1"):
         sink._write(("2026-11-21", "01"))
     caplog.set_level(logging.WARNING, logger="consumer.sinks.raw_s3")
