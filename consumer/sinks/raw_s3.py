@@ -166,13 +166,18 @@ class RawS3Sink:
         (before buffering: the worker's retries of the batch add nothing), and the worker halts the shard."""
         self._check_broken()
         for r in data.records:
-            line = encode_line(r, self._epoch) + b"\n"  # encoded once: its length is what max_bytes counts
-            buf = self._buffers.setdefault(_hour(r), _Buffer())
-            buf.records.append(r)
-            buf.lines.append(line)
-            buf.size += len(line)
+            self._add(r)
         self._write_due(aged=self._timers is None)
         self._check_broken()
+
+    def _add(self, record: Record) -> None:
+        """Buffer ``record`` in its arrival hour, with its line: encoded once, its length is what
+        ``max_bytes`` counts."""
+        line = encode_line(record, self._epoch) + b"\n"
+        buf = self._buffers.setdefault(_hour(record), _Buffer())
+        buf.records.append(record)
+        buf.lines.append(line)
+        buf.size += len(line)
 
     def _check_broken(self) -> None:
         if self._broken is not None:

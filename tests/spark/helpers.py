@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from consumer.records import Record
-from consumer.sinks.raw_s3 import RawS3Sink, _Buffer
+from consumer.sinks.raw_s3 import RawS3Sink
 from spark_jobs import compact
 from spark_jobs.local import LOCAL_SETTINGS
 from spark_jobs.schemas import CURATED_SCHEMA, RAW_LINE_SCHEMA
@@ -101,12 +101,9 @@ def sink_objects(lake: Path, records: list[Record], epoch: int = 1) -> MemoryS3:
     s3 = MemoryS3()
     sink = RawS3Sink(client=s3, bucket="lake", prefix="raw")
     sink._epoch = epoch
-    by_hour: dict[tuple[str, str], list[Record]] = {}
     for r in records:
-        t = r.approximate_arrival.astimezone(UTC)
-        by_hour.setdefault((t.strftime("%Y-%m-%d"), t.strftime("%H")), []).append(r)
-    for hour, rs in by_hour.items():
-        sink._buffers[hour] = _Buffer(records=rs)
+        sink._add(r)  # buffered in its arrival hour, as process_records does
+    for hour in list(sink._buffers):
         sink._write(hour)
     for key, body in s3.objects.items():
         path = lake / key
