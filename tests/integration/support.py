@@ -232,6 +232,18 @@ def run_cli(
     )
 
 
+def kcl_lease_table(ddb: Any, name: str, items: list[dict[str, Any]]) -> None:
+    """A KCL lease table (key ``leaseKey``) holding ``items``, put in this order (a scan returns them so)."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for item in items:
+        ddb.put_item(TableName=name, Item=item)
+
+
 def sigint_default() -> None:
     """A ``preexec_fn``: SIGINT's default action in the child before it starts, as in a terminal. A process
     started while its parent ignores SIGINT (a background job of a non-interactive shell) inherits that, and

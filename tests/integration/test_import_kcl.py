@@ -21,6 +21,7 @@ from tests.integration.support import (
     REPO,
     create_stream,
     dynamo_worker,
+    kcl_lease_table,
     make_names,
     stored_checkpoints,
     wait_active,
@@ -30,17 +31,6 @@ from tests.integration.support import (
 pytestmark = pytest.mark.integration
 
 _HALF = 2**127
-
-
-def _kcl_table(ddb: Any, name: str, items: list[dict[str, Any]]) -> None:
-    ddb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    for item in items:
-        ddb.put_item(TableName=name, Item=item)
 
 
 def _lease(
@@ -123,7 +113,7 @@ def test_import_then_the_fleet_delivers_exactly_after_each_kcl_checkpoint(
     # A multi-stream key's creationEpoch is the stream's creation (whole seconds), as the KCL keeps it.
     created = kinesis_client.describe_stream_summary(StreamName=s2)["StreamDescriptionSummary"]
     epoch = int(created["StreamCreationTimestamp"].timestamp())
-    _kcl_table(
+    kcl_lease_table(
         dynamodb_client,
         t1,
         [
@@ -133,7 +123,7 @@ def test_import_then_the_fleet_delivers_exactly_after_each_kcl_checkpoint(
             _lease(shard1, agg_seq, sub=2),
         ],
     )
-    _kcl_table(
+    kcl_lease_table(
         dynamodb_client,
         t2,
         [
@@ -205,7 +195,7 @@ def test_a_live_kcl_table_is_refused_in_one_line(
     names = make_names(unique_name, dynamodb_client)
     (shard,) = create_stream(kinesis_client, names.stream, 1)
     table = unique_name("kcl")
-    _kcl_table(dynamodb_client, table, [_lease(shard, "TRIM_HORIZON")])
+    kcl_lease_table(dynamodb_client, table, [_lease(shard, "TRIM_HORIZON")])
     stop = threading.Event()
 
     def renew() -> None:  # a KCL worker renewing its lease
@@ -262,12 +252,12 @@ def test_leases_that_do_not_belong_to_the_stream_are_refused_before_anything_is_
     gone = "shardId-000000000042"
     good, bad_sub, lost = unique_name("kcl"), unique_name("kclsub"), unique_name("kcllost")
     nowhere = unique_name("kclseq")
-    _kcl_table(dynamodb_client, nowhere, [_lease(shard, "123")])
-    _kcl_table(dynamodb_client, good, [_lease(shard, seqs[1]), _lease(gone, "SHARD_END")])
+    kcl_lease_table(dynamodb_client, nowhere, [_lease(shard, "123")])
+    kcl_lease_table(dynamodb_client, good, [_lease(shard, seqs[1]), _lease(gone, "SHARD_END")])
     not_a_number = _lease(shard, seqs[1])
     not_a_number["checkpointSubSequenceNumber"] = {"S": "abc"}
-    _kcl_table(dynamodb_client, bad_sub, [not_a_number])
-    _kcl_table(dynamodb_client, lost, [_lease(gone, seqs[1])])
+    kcl_lease_table(dynamodb_client, bad_sub, [not_a_number])
+    kcl_lease_table(dynamodb_client, lost, [_lease(gone, seqs[1])])
     tables = ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table)
     cases = [
         (("--kcl-table", good, "--stream", names.stream + "x"), "error: --stream: Kinesis stream"),

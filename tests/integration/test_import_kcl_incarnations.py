@@ -16,6 +16,7 @@ import pytest
 from tests.integration.support import (
     REPO,
     create_stream,
+    kcl_lease_table,
     make_names,
     put_records,
     stored_checkpoints,
@@ -25,17 +26,6 @@ from tests.integration.support import (
 pytestmark = pytest.mark.integration
 
 _ACCOUNT = "123456789012"
-
-
-def _kcl_table(ddb: Any, name: str, items: list[dict[str, Any]]) -> None:
-    ddb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    for item in items:  # in this order: a scan returns them so
-        ddb.put_item(TableName=name, Item=item)
 
 
 def _lease(key: str, checkpoint: str, counter: int = 3) -> dict[str, Any]:
@@ -105,8 +95,10 @@ def test_leases_of_a_former_stream_of_the_same_name_are_left_out_and_the_live_sh
     old_position = _lease(key(old_epoch, s1), "49" + "0" * 54)  # the former stream's: no position now
     live = [_lease(key(epoch, s0), seqs[s0][1]), _lease(key(epoch, s1), seqs[s1][2])]
     old_first, live_first = unique_name("kclold"), unique_name("kcllive")
-    _kcl_table(dynamodb_client, old_first, [old_end, *live])  # the data-loss case: the old SHARD_END first
-    _kcl_table(dynamodb_client, live_first, [*live, old_end, old_position])
+    kcl_lease_table(
+        dynamodb_client, old_first, [old_end, *live]
+    )  # the data-loss case: the old SHARD_END first
+    kcl_lease_table(dynamodb_client, live_first, [*live, old_end, old_position])
     tables = ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table)
 
     for table, left_out in ((old_first, [old_end]), (live_first, [old_end, old_position])):
@@ -153,7 +145,7 @@ def test_two_leases_for_one_shard_are_refused_in_one_line_with_nothing_written(
     epoch = int(_created(kinesis_client, names.stream))
     table = unique_name("kcltwo")
     # A table with both key forms (an application moved to multi-stream mode): both are this stream's shard.
-    _kcl_table(
+    kcl_lease_table(
         dynamodb_client,
         table,
         [_lease(shard, "TRIM_HORIZON"), _lease(f"{_ACCOUNT}:{names.stream}:{epoch}:{shard}", "LATEST")],
@@ -176,7 +168,7 @@ def test_timestamp_as_epoch_seconds_and_a_finished_expired_lease_in_the_plan(
     (shard,) = create_stream(kinesis_client, names.stream, 1)
     (first,) = [r["SequenceNumber"] for r in put_records(kinesis_client, names.stream, [b"a"])]
     table = unique_name("kclats")
-    _kcl_table(
+    kcl_lease_table(
         dynamodb_client,
         table,
         [_lease(shard, "AT_TIMESTAMP"), _lease("shardId-000000000042", "SHARD_END")],
