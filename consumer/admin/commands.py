@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -211,12 +212,25 @@ def _timestamp(raw: str) -> datetime:
     return value
 
 
+def _answer(prompt: str) -> str:
+    """The line typed after ``prompt`` (``EOFError`` at the end of input). Waits in short ``select`` calls, not
+    in one read: Python runs a signal's handler only between two of its own steps, so a Ctrl-C that came just
+    before a blocking read would wait for the read to end, and the prompt would ignore it."""
+    print(prompt, end="", flush=True)
+    while not select.select([sys.stdin], [], [], 0.2)[0]:
+        pass
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
 def _confirmed() -> bool:
     if not sys.stdin.isatty():
         print("refusing to replay without confirmation: pass --yes, or run it in a terminal", file=sys.stderr)
         return False
     try:
-        answer = input("replay? type 'yes' to continue: ")
+        answer = _answer("replay? type 'yes' to continue: ")
     except (EOFError, KeyboardInterrupt):  # Ctrl-D, Ctrl-C: not a yes
         print(file=sys.stdout, flush=True)  # end the prompt's line
         answer = ""

@@ -199,12 +199,13 @@ def _prompted(proc: subprocess.Popen[bytes], prompt: bytes = b"type 'yes' to con
     return seen
 
 
-@pytest.mark.parametrize("answer", ["ctrl-d", "ctrl-c"])
+@pytest.mark.parametrize("answer", ["ctrl-d", "ctrl-c", "no", "yes"])
 def test_the_replay_prompt_takes_ctrl_d_and_ctrl_c_as_no(
     emulators, kinesis_client, dynamodb_client, unique_name, answer: str
 ) -> None:
     """At the prompt (stdin a terminal), Ctrl-D (end of input) and Ctrl-C (SIGINT) abort: ``aborted``,
-    exit 3, nothing moved; before, a traceback and exit 1 or 130."""
+    exit 3, nothing moved; before, a traceback and exit 1 or 130. A typed ``no`` aborts too; ``yes`` replays.
+    Ctrl-C comes right after the prompt shows: the prompt waits in short selects, so it is seen at once."""
     names, (shard,), seqs = _fleet(kinesis_client, dynamodb_client, unique_name)
     _checkpoint(dynamodb_client, names, shard, seqs[9])
     controller, terminal = pty.openpty()
@@ -223,8 +224,10 @@ def test_the_replay_prompt_takes_ctrl_d_and_ctrl_c_as_no(
             assert b"loses the lease" in shown  # the plan was printed first
             if answer == "ctrl-d":
                 os.write(controller, b"\x04")  # the terminal's end of input, at the start of a line
-            else:
+            elif answer == "ctrl-c":
                 proc.send_signal(signal.SIGINT)
+            else:
+                os.write(controller, answer.encode() + b"\n")
             _, err = proc.communicate(timeout=TIMEOUT)
         finally:
             if proc.poll() is None:
@@ -234,6 +237,10 @@ def test_the_replay_prompt_takes_ctrl_d_and_ctrl_c_as_no(
         os.close(controller)
         os.close(terminal)
     stderr = err.decode()
+    if answer == "yes":
+        assert proc.returncode == 0, stderr
+        assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] != seqs[9]  # replayed
+        return
     assert proc.returncode == 3, stderr
     assert _said(stderr) == ["aborted"], stderr
     assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][:2] == (seqs[9], 0)
