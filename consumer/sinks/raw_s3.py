@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import io
 import logging
-import operator
 import os
 import time
 from dataclasses import dataclass, field
@@ -323,7 +322,7 @@ class RawS3Sink:
                     break
                 count, size = count + 1, size + len(line)
             written = buf.records[:count]
-            self._put(written)
+            self._put(written, buf.lines[:count])
             del buf.records[:count]
             del buf.lines[:count]
             buf.size -= size
@@ -332,24 +331,11 @@ class RawS3Sink:
             for r in written:
                 r.done()
 
-    def _lines(self, records: list[Record]) -> list[bytes]:
-        """The lines of ``records``: those encoded when they were buffered (``_write`` puts the head of their
-        hour's buffer), else encoded now."""
-        buf = self._buffers.get(_hour(records[0]))
-        n = len(records)
-        if (
-            buf is not None
-            and min(len(buf.records), len(buf.lines)) >= n
-            and all(map(operator.is_, buf.records, records))
-        ):
-            return buf.lines[:n]
-        return [encode_line(r, self._epoch) + b"\n" for r in records]
-
-    def _put(self, records: list[Record]) -> None:
-        """Write ``records`` (one shard, one hour, in order) as one object."""
+    def _put(self, records: list[Record], lines: list[bytes]) -> None:
+        """Write ``records`` (one shard, one hour, in order) as one object of their ``lines``."""
         body = io.BytesIO()
         with gzip.GzipFile(fileobj=body, mode="wb", mtime=0) as gz:  # mtime 0: same bytes on re-delivery
-            gz.writelines(self._lines(records))
+            gz.writelines(lines)
         key = object_key(self.prefix, records)
         if self._guard is not None:
             self._guard.ensure_valid()  # fenced: a zombie never writes a batch the new owner also writes

@@ -78,11 +78,11 @@ class _BuggySink(RawS3Sink):
 
     attempts = 0
 
-    def _put(self, records: list[Record]) -> None:
+    def _put(self, records: list[Record], lines: list[bytes]) -> None:
         if any(r.data == POISON for r in records):
             type(self).attempts += 1
             raise TypeError("can't concat str to bytes")
-        super()._put(records)
+        super()._put(records, lines)
 
 
 def test_a_bug_in_the_sink_halts_the_shard_once_with_its_traceback_and_loses_nothing(
