@@ -299,3 +299,19 @@ def quiet_loggers(*modules: ModuleType) -> Iterator[None]:
     finally:
         for log in logs:
             log.disabled = False
+
+
+class Orders(BaseProcessor):
+    """A processor that does nothing: what the embedding tests build a worker of."""
+
+    def process_records(self, data: ProcessRecordsInput) -> None:
+        return None
+
+
+#: A typed config of one stream, ``orders``, and its two tables: the embedding tests' worker.
+ORDERS_CONFIG = WorkerConfig(
+    application="orders",
+    lease_table="orders-leases",
+    checkpoint_table="orders-checkpoints",
+    streams=(StreamSpec("orders", Orders),),
+)

@@ -27,18 +27,14 @@ from typing import Any
 import pytest
 
 from consumer import (
-    BaseProcessor,
     CheckpointConfig,
     ConfigError,
     LeaseConfig,
     ProcessingConfig,
-    ProcessRecordsInput,
     RetrievalConfig,
     ShutdownConfig,
-    StreamSpec,
     ThreadsConfig,
     Worker,
-    WorkerConfig,
     WorkerStateError,
     create_worker,
 )
@@ -48,22 +44,12 @@ from consumer.leases.model import WorkerItem
 from consumer.loader import load_processor
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.retrieval.memory import InMemoryKinesis
-from tests.unit.helpers import Journal, make_worker, wait_until
+from tests.unit.helpers import ORDERS_CONFIG as CONFIG
+from tests.unit.helpers import Journal, Orders, make_worker, wait_until
 
 NOWHERE = "http://127.0.0.1:9"  # nothing answers: a call that got this far would fail, not hang
 
 
-class Orders(BaseProcessor):
-    def process_records(self, data: ProcessRecordsInput) -> None:
-        return None
-
-
-CONFIG = WorkerConfig(
-    application="orders",
-    lease_table="orders-leases",
-    checkpoint_table="orders-checkpoints",
-    streams=(StreamSpec("orders", Orders),),
-)
 ENV = {
     "CONSUMER_STREAMS": "orders",
     "CONSUMER_APPLICATION": "orders",

@@ -8,14 +8,12 @@ from typing import Any
 import pytest
 
 from consumer import (
-    BaseProcessor,
     ConfigError,
-    ProcessRecordsInput,
-    StreamSpec,
     Worker,
-    WorkerConfig,
     create_worker,
 )
+from tests.unit.helpers import ORDERS_CONFIG as CONFIG
+from tests.unit.helpers import Orders
 
 NOWHERE = "http://127.0.0.1:9"  # nothing answers: a call that got this far would fail, not hang
 
@@ -26,19 +24,6 @@ ENV = {
     "CONSUMER_CHECKPOINT_TABLE": "orders-checkpoints",
     "AWS_REGION": "eu-west-1",
 }
-
-
-class Orders(BaseProcessor):
-    def process_records(self, data: ProcessRecordsInput) -> None:
-        return None
-
-
-CONFIG = WorkerConfig(
-    application="orders",
-    lease_table="orders-leases",
-    checkpoint_table="orders-checkpoints",
-    streams=(StreamSpec("orders", Orders),),
-)
 
 
 @pytest.mark.parametrize(
