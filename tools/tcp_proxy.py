@@ -51,7 +51,7 @@ class Exchange:
 
     arrived: float  # its first bytes reached the proxy (time.monotonic)
     request: bytearray = field(default_factory=bytearray)
-    forwarded: float | None = None  # its last bytes so far passed on to the server
+    forwarded: float | None = None  # its last bytes so far handed on to the server
     answered: float | None = None  # the first bytes of the response came back
     completed: float | None = None  # its last bytes came back (noted when the proxy frames responses)
     response: bytearray = field(default_factory=bytearray)
@@ -380,9 +380,11 @@ class _Connection:
             self._requests.feed(data)
             for request in self._requests.messages():  # its last byte is in ``data``: not yet forwarded
                 self._tokens.append(meter.begin(request))
-        self.upstream.sendall(data)
+        # Noted before the bytes go: once they are sent, the answer can reach the client (and a test reading
+        # the log) before this thread runs again.
         exchange.forwarded = time.monotonic()
         self.proxy._count("bytes_to_target", len(data))
+        self.upstream.sendall(data)
         return None
 
     def _client_gone(self) -> str:
