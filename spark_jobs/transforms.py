@@ -170,13 +170,37 @@ def payload_struct(schema: str | T.StructType, columns: Iterable[str]) -> T.Stru
     return struct
 
 
+#: The VARIANT types of a JSON integer (``parse_json`` reads one of more than 18 digits as a DECIMAL).
+_INTEGER_KINDS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def _exact_within_scale(member: Column, scale: int) -> Column:
+    """Whether the VARIANT ``member`` is a JSON number whose exact value has at most ``scale`` fraction digits.
+
+    ``parse_json`` keeps a number exactly, as an integer or as a DECIMAL of at most 38 digits with its
+    trailing fraction zeros dropped (its text is plain: ``0.00000001``, ``1.5`` for ``1.50``), unless it is
+    written with an exponent or more than 38 digits: then it holds a double, whose digits are not the written
+    ones, and the answer is false, as it is for another JSON type or no member (never null).
+    """
+    kind = F.schema_of_variant(member)
+    text = F.try_variant_get(member, "$", "string")
+    exact = kind.isin(*_INTEGER_KINDS) | (kind.startswith("DECIMAL") & text.rlike(r"^-?[0-9]+(\.[0-9]+)?$"))
+    fraction = F.regexp_extract(text, r"\.([0-9]*[1-9])", 1)  # without trailing zeros, "" for none
+    return F.coalesce(exact & (F.length(fraction) <= F.lit(scale)), F.lit(False))
+
+
 def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFrame], DataFrame]:
     """Add typed columns parsed from each row's ``payload`` text (``"amount DECIMAL(38,18), sku STRING"``).
 
-    They are derived from the exact text, never from a double: a DECIMAL column holds the written digits
-    (null when they do not fit its precision and scale), an integer column null when the value is not an
-    integer that fits. A number column (integer, DECIMAL, DOUBLE, ...) takes only JSON numbers: a JSON string
-    (``"0.5"``, ``"NaN"``) gives null, as do binary payloads, absent fields and values of another JSON type.
+    They are derived from the exact text, never from a double: a DECIMAL column holds the written digits,
+    never rounded, and null when they do not fit its precision and scale (``0.135`` into ``DECIMAL(10,2)``,
+    more integer digits than precision minus scale); trailing zeros of the fraction do not count (``1.50``
+    fits ``DECIMAL(10,1)``). A number written with an exponent (``1e2``) or more than 38 digits gives null
+    in a DECIMAL column, as Spark cannot read its exact digits (see :func:`_exact_within_scale`). An integer
+    column gives null when the value is not an integer that fits. A number column (integer, DECIMAL, DOUBLE,
+    ...) takes only JSON numbers: a JSON string (``"0.5"``, ``"NaN"``) gives null, as do binary payloads,
+    absent fields and values of another JSON type. Only top-level columns are checked this way: a DECIMAL
+    inside a STRUCT, ARRAY or MAP column is Spark's JSON reading, rounded half-up to its scale.
     """
 
     def transform(curated: DataFrame) -> DataFrame:
@@ -190,12 +214,18 @@ def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFra
         if not numeric:
             return curated.select("*", *[column.alias(name) for name, column in columns.items()])
         # Spark's JSON reader reads a DECIMAL from a JSON string ("0.5") and a DOUBLE from "NaN": a number
-        # column takes JSON numbers only, so a string member (only strings cast to binary) gives null.
+        # column takes JSON numbers only, so a string member (only strings cast to binary) gives null. It
+        # also rounds a DECIMAL half-up to its scale: a DECIMAL column keeps its value only when the exact
+        # number needs no more fraction digits than the scale (the reader nulls too many integer digits).
         members = F.col("_payload_members")
         for name in numeric:
             member = F.try_element_at(members, F.lit(name))
-            string = F.try_variant_get(member, "$", "binary").isNotNull()
-            columns[name] = F.when(~F.coalesce(string, F.lit(False)), columns[name])
+            data_type = struct[name].dataType
+            if isinstance(data_type, T.DecimalType):
+                keep = _exact_within_scale(member, data_type.scale)
+            else:
+                keep = F.try_variant_get(member, "$", "binary").isNull()
+            columns[name] = F.when(keep, columns[name])
         return curated.withColumn(
             "_payload_members",
             F.try_variant_get(F.try_parse_json(F.col("payload")), "$", "map<string,variant>"),

@@ -288,6 +288,35 @@ def test_payload_columns_are_derived_from_the_exact_text(spark):
         "5": (None, None, None),
         "6": (None, None, "b"),  # a JSON string is no number
     }
+    # Spark's JSON reader rounds a DECIMAL half-up to its scale: more fraction digits than the scale give null
+    rows = [
+        {"sequence_number": "1", "payload": '{"c": 0.135, "d": 1.50, "e": 0.12345678901234567890}'},
+        {"sequence_number": "2", "payload": '{"c": 1.999, "d": 1.500000, "e": 0.123456789012345678}'},
+        {
+            "sequence_number": "3",
+            "payload": '{"c": 99999999.99, "d": 123456789.0, "e": 123456789012345678901.5}',
+        },
+        {
+            "sequence_number": "4",
+            "payload": '{"c": 123456789.1, "d": 99999999.99, "e": 12345678901234567890.5}',
+        },
+        {"sequence_number": "5", "payload": '{"c": 1e2, "d": -0.50, "e": 12}'},
+        {"sequence_number": "6", "payload": '{"c": 0.10, "d": 0.0000, "e": -0.000000000000000001}'},
+        {"sequence_number": "7", "payload": '{"c": 0.005, "d": 1.0000000000000000000000000000000000000000}'},
+    ]
+    typed = curated(spark, rows).transform(
+        with_payload_columns("c DECIMAL(10,2), d DECIMAL(10,1), e DECIMAL(38,18)")
+    )
+    got = {r.sequence_number: (r.c, r.d, r.e) for r in typed.collect()}
+    assert got == {
+        "1": (None, Decimal("1.5"), None),  # 0.14 and 0.123456789012345679 were rounded; 1.50 is 1.5 exactly
+        "2": (None, Decimal("1.5"), Decimal("0.123456789012345678")),
+        "3": (Decimal("99999999.99"), Decimal("123456789.0"), None),  # 21 integer digits: too many for 38-18
+        "4": (None, None, Decimal("12345678901234567890.5")),
+        "5": (None, Decimal("-0.5"), Decimal("12")),  # an exponent (1e2) gives null: no exact digits to read
+        "6": (Decimal("0.10"), Decimal("0.0"), Decimal("-0.000000000000000001")),
+        "7": (None, None, None),  # 0.01 was rounded; 41 written digits are read as a double (documented)
+    }
     with pytest.raises(ValueError, match="clash"):
         curated(spark, rows).transform(with_payload_columns("epoch BIGINT"))
     assert curated(spark, rows).transform(with_payload_columns(None)).columns == list(CURATED_COLUMNS)
