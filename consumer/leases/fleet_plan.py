@@ -1,12 +1,16 @@
 """The leader's plan for the whole fleet, as a pure function of the lease table it read.
 
 Rules (docs/protocol.md, "The leader's plan"):
-1. Every live, non-draining worker has a fair share of the ready leases (``fair_shares``).
+1. Every live, non-draining worker has a fair share of the ready leases (``fair_shares``); so has a worker
+   not yet proven dead whose heartbeat this leader has not yet seen move (``unproven``: a new leader's first
+   scan showed it and nothing since), which may also be assigned a free lease.
 2. Unowned leases and leases of owners seen dead for a whole lease duration are assigned at once, to the
    workers furthest below their share (a lease its last owner gave up on goes to another worker if any).
 3. Leases of draining workers, and leases of workers above their share, are moved by asking their owner to
-   hand them to a worker below its share: the owner drains and transfers (a cooperative hand-off).
-4. One request per lease at a time; a request whose requester left or no longer needs it is withdrawn.
+   hand them to a live worker below its share (never to an unproven one, which may have died just before
+   this leader started: the shard would sit idle until its lease expired): the owner drains and transfers.
+4. One request per lease at a time; a request whose requester left or no longer needs it is withdrawn; one
+   whose owner is seen dead gives way to rule 2 (the take clears it).
 5. At most ``max_moves`` units per plan (an assignment or a withdrawal one, a request two: it brings the
    owner's transfer), so that a fleet start of thousands of shards stays within the table's throughput.
 """
@@ -39,6 +43,10 @@ class FleetInput:
     stalled_requests: frozenset[str] = frozenset()
     max_leases: int | None = None
     max_moves: int = 100
+    # Not yet proven dead, but not seen alive either (its heartbeat not yet seen moving: a new leader's first
+    # scan showed it, and nothing since): its leases stay its own, it has a share and may be given a free
+    # lease, a request already made to it stands, but no owner is asked to hand it a lease.
+    unproven: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -63,13 +71,22 @@ class FleetPlan:
 
 class _Loads:
     """How many ready leases each active worker holds or has coming, against its share; a heap finds the
-    worker furthest below its share in log time (a plan for 10,000 shards and 2,500 workers stays cheap)."""
+    worker furthest below its share in log time (a plan for 10,000 shards and 2,500 workers stays cheap), a
+    second one the same among the workers seen alive (``live``), who alone may be asked for (while every
+    worker is seen alive, both are the same heap)."""
 
-    def __init__(self, active: frozenset[str], holdings: Counter[str], targets: Mapping[str, int]) -> None:
+    def __init__(
+        self, active: frozenset[str], holdings: Counter[str], targets: Mapping[str, int], live: frozenset[str]
+    ) -> None:
         self.load = Counter({w: holdings.get(w, 0) for w in active})
         self.targets = targets
         self._heap = [self._key(w) for w in self.load]
         heapq.heapify(self._heap)
+        self._live = live
+        self._live_heap = self._heap
+        if not active <= live:
+            self._live_heap = [self._key(w) for w in self.load if w in live]
+            heapq.heapify(self._live_heap)
 
     def _key(self, w: str) -> tuple[int, int, str]:
         return (self.load[w] - self.targets.get(w, 0), self.load[w], w)
@@ -77,50 +94,65 @@ class _Loads:
     def below(self, w: str) -> bool:
         return self.load[w] < self.targets.get(w, 0)
 
-    def _best(self, avoid: str | None) -> str | None:
-        """The worker with the smallest key other than ``avoid`` (stale heap entries are dropped)."""
+    def _best(self, heap: list[tuple[int, int, str]], avoid: str | None) -> str | None:
+        """The worker with the smallest key in ``heap`` other than ``avoid`` (stale entries are dropped)."""
         aside = []
         found = None
-        while self._heap:
-            entry = self._heap[0]
+        while heap:
+            entry = heap[0]
             if entry != self._key(entry[2]):
-                heapq.heappop(self._heap)
+                heapq.heappop(heap)
                 continue
             if entry[2] == avoid:
-                aside.append(heapq.heappop(self._heap))
+                aside.append(heapq.heappop(heap))
                 continue
             found = entry[2]
             break
         for entry in aside:
-            heapq.heappush(self._heap, entry)
+            heapq.heappush(heap, entry)
         return found
+
+    def asked_recipient(self) -> str | None:
+        """The worker seen alive furthest below its share (ties: fewest leases, then name), if any is below:
+        whom an owner may be asked to hand a lease to."""
+        best = self._best(self._live_heap, None)
+        return best if best is not None and self.below(best) else None
 
     def recipient(self, avoid: str | None = None) -> str | None:
         """The worker furthest below its share (ties: fewest leases, then name). ``avoid`` (the worker that
         gave this lease up) only when nobody else is active; another worker takes it even above its share."""
-        best = self._best(avoid)
+        best = self._best(self._heap, avoid)
         if best is not None and (self.below(best) or avoid in self.load):
             return best
         return avoid if avoid is not None and avoid in self.load and self.below(avoid) else None
 
     def move(self, owner: str | None, to: str) -> None:
         self.load[to] += 1
-        heapq.heappush(self._heap, self._key(to))
+        self._push(to)
         if owner is not None and owner in self.load:
             self.load[owner] -= 1
-            heapq.heappush(self._heap, self._key(owner))
+            self._push(owner)
+
+    def _push(self, w: str) -> None:
+        heapq.heappush(self._heap, self._key(w))
+        if self._live_heap is not self._heap and w in self._live:
+            heapq.heappush(self._live_heap, self._key(w))
 
 
 def _pending(
     ready: list[Lease], active: frozenset[str], inp: FleetInput
 ) -> tuple[dict[str, str], list[Lease], list[Lease]]:
     """Requests already in the table: those still wanted (key -> requester) count as moves under way; the
-    rest are withdrawn."""
+    rest are withdrawn. A request to an owner seen dead is neither: nobody will answer it, and the lease is
+    assigned as any dead owner's is (``_orphans``; taking it clears the request)."""
     wanted: dict[str, str] = {}
     withdraw: list[Lease] = []
     stalled: list[Lease] = []
+    alive = inp.live | inp.unproven
     for lease in sorted((x for x in ready if x.handoff_to is not None), key=_by_key):
         to = lease.handoff_to
+        if lease.owner is not None and lease.owner not in alive and lease.owner in inp.dead_owners:
+            continue
         if to is None or to not in active or to == lease.owner or lease.owner is None:
             withdraw.append(lease)
             continue
@@ -133,22 +165,24 @@ def _pending(
 def _orphans(ready: list[Lease], inp: FleetInput) -> list[tuple[Lease, OwnerObservation | None]]:
     """Unowned leases, then leases of owners seen dead for a whole lease duration."""
     unowned: list[tuple[Lease, OwnerObservation | None]] = [(x, None) for x in ready if x.owner is None]
+    alive = inp.live | inp.unproven
     dead: list[tuple[Lease, OwnerObservation | None]] = [
         (x, inp.dead_owners[x.owner])
         for x in ready
-        if x.owner is not None and x.owner not in inp.live and x.owner in inp.dead_owners
+        if x.owner is not None and x.owner not in alive and x.owner in inp.dead_owners
     ]
     return sorted(unowned, key=lambda p: p[0].key) + sorted(dead, key=lambda p: p[0].key)
 
 
 def plan_fleet(inp: FleetInput) -> FleetPlan:
-    active = frozenset(inp.live - inp.draining)
+    alive = inp.live | inp.unproven  # not proven dead: their leases stay theirs
+    active = frozenset(alive - inp.draining)
     ready = ready_leases(inp.leases)
     wanted, withdraw, stalled = _pending(ready, active, inp)
     # Shares follow the holdings once the moves under way are done, so that they stay put while they finish.
     holdings: Counter[str] = Counter(w for x in ready if (w := wanted.get(x.key, x.owner)) in active)
     targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
-    loads = _Loads(active, holdings, targets)
+    loads = _Loads(active, holdings, targets, inp.live)
     asked = set(wanted)
     budget = inp.max_moves - len(withdraw)
     skipped = False
@@ -174,14 +208,14 @@ def plan_fleet(inp: FleetInput) -> FleetPlan:
     stranded: list[Lease] = []
     for lease in movable:
         owner = lease.owner or ""
-        leaving = owner in inp.draining and owner in inp.live
+        leaving = owner in inp.draining and owner in alive
         if not leaving and (owner not in active or loads.load[owner] <= targets.get(owner, 0)):
             continue  # a dead owner's (assigned above) or one within its share
-        to = loads.recipient()
+        to = loads.asked_recipient()
         if to is None:
-            if leaving:
+            if leaving and loads.recipient() is None:  # nobody below its share, even among the unproven
                 stranded.append(lease)
-            continue
+            continue  # (an unproven worker is below its share: ask once its heartbeat is seen moving)
         if budget < REQUEST_COST:
             skipped = True
             continue

@@ -38,6 +38,17 @@ class FleetView:
         # Streams Kinesis said are gone (the leader's discovery): their leases are planned for by nobody, so
         # nothing takes them and nothing churns, until a discovery lists the stream again.
         self.gone: frozenset[str] = frozenset()
+        # Workers the first scan of our term showed, each with the heartbeat (incarnation, counter) it had
+        # then; None until that scan. Until its heartbeat moves past that value a worker is not proven dead
+        # but not seen alive either (we may have no history of it, or only a stale one from an earlier term):
+        # nobody is asked to hand it a lease, nor is it a successor. A worker that appears in a later scan
+        # registered since the one before: alive at once.
+        self._first_seen: dict[str, tuple[str, int]] | None = None
+
+    def begin(self) -> None:
+        """We lead from now on: the next scan is our term's first (what we saw while we led before, if we
+        did, is history that a heartbeat's move since does not date)."""
+        self._first_seen = None
 
     def known_dead(self, obs: OwnerObservation) -> None:
         """A worker we proved dead ourselves (we claimed leadership from it): no need to watch it again."""
@@ -57,6 +68,16 @@ class FleetView:
         """Take in a fresh read of the whole table."""
         self.snapshot = snap
         self._liveness.observe(snap.workers, snap.leases, now)
+        beats = {w.worker_id: (w.incarnation, w.heartbeat) for w in snap.workers if w.worker_id != self.me}
+        if self._first_seen is None:
+            self._first_seen = beats
+        else:  # a mark goes when its heartbeat moves or it is dead (any move after that is one we saw); an
+            # item missing from this read (eventually consistent) keeps it: it may be back unmoved in the next
+            self._first_seen = {
+                k: v
+                for k, v in self._first_seen.items()
+                if k not in beats or (beats[k] == v and self._liveness.is_alive(k, now))
+            }
         self._tell_other_durations(snap.workers)
         # Forget what no longer is: items asked to be forgotten that are gone (or moved), and leaders we
         # replaced that neither have an item nor own a lease any more.
@@ -119,19 +140,30 @@ class FleetView:
         ) | (mine & live)
 
     def live(self, now: float) -> frozenset[str]:
-        """Workers to share leases with: heartbeat (incarnation and counter) seen changing within a lease
-        duration, on our monotonic clock. A worker we see for the first time counts as just seen: a new
-        leader waits out a crashed worker's item for one lease duration rather than trust its wall stamps."""
+        """Workers not proven dead, whose leases stay theirs: heartbeat (incarnation and counter) seen
+        changing within a lease duration, on our monotonic clock. A worker we see for the first time counts as
+        just seen: a new leader waits out a crashed worker's item for one lease duration rather than trust its
+        wall stamps. Those of them not yet seen alive are ``unproven``."""
         return frozenset(
             w.worker_id
             for w in self.snapshot.workers
             if self._liveness.is_alive(w.worker_id, now) and self._still_dead(w.worker_id) is None
         ) | {self.me}
 
+    def unproven(self) -> frozenset[str]:
+        """Workers whose heartbeat has not moved since the first scan of our term: not seen alive (a worker
+        killed just before we started leading looks the same for a lease duration), so not asked for."""
+        return frozenset(self._first_seen or ())
+
+    def seen_alive(self, now: float) -> frozenset[str]:
+        """Live workers whose heartbeat we have seen move (or that registered) since our term's first scan,
+        and us: the only ones a living owner is asked to hand a lease to, or hands one to on its own."""
+        return self.live(now) - self.unproven()
+
     def successors(self, now: float) -> frozenset[str]:
-        """Live workers other than us that are not draining: who may take a lease we give up."""
+        """Workers seen alive other than us that are not draining: who may take a lease we give up."""
         draining = {w.worker_id for w in self.snapshot.workers if w.draining}
-        return frozenset(self.live(now) - draining - {self.me})
+        return frozenset(self.seen_alive(now) - draining - {self.me})
 
     def hand_to(self, keys: tuple[str, ...], now: float) -> dict[str, str | None]:
         """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
@@ -141,6 +173,7 @@ class FleetView:
         """The fleet plan, stream by stream among the workers that consume it; ``leaving``: we are shutting
         down too (our leases go like a draining worker's); ``budget``: the moves it may spend (fleet_plan)."""
         live = self.live(now)
+        unproven = live & self.unproven()
         stalled = self.stalled_requests(now)
         dead: dict[str, OwnerObservation] = {}
         for lease in self.snapshot.leases:
@@ -158,7 +191,8 @@ class FleetView:
             p = plan_fleet(
                 FleetInput(
                     leases=tuple(x for x in self.snapshot.leases if x.stream == stream),
-                    live=self._consumers(stream, live),
+                    live=self._consumers(stream, live - unproven),
+                    unproven=self._consumers(stream, unproven),
                     draining=frozenset(draining),
                     dead_owners=dead,
                     stalled_requests=stalled,

@@ -53,6 +53,7 @@ class LeaderDuties:
         """We lead from now on: read the table and run discovery at once."""
         self.active, self._read_at = True, None
         self._next_scan = self._next_discovery = now
+        self.fleet.begin()
         if replaced is not None:
             self.fleet.known_dead(replaced)
 

@@ -26,6 +26,7 @@ def test_workers_with_skewed_wall_clocks_are_live_and_get_fair_shares() -> None:
     v = view()
     ahead, behind = worker("ahead", wall=WALL + SKEW_MS), worker("behind", wall=WALL - SKEW_MS)
     snap = TableSnapshot(leases(9), (worker("a"), ahead, behind))
+    v.observe(TableSnapshot(leases(9), (worker("a"),)), T - 1)  # our first scan: they registered after it
     v.observe(snap, T)
     assert v.live(T) == {"a", "ahead", "behind"}
     plan = v.plan(T)

@@ -213,6 +213,7 @@ def test_the_leader_assigns_unowned_leases_evenly_and_its_own_take_starts_at_onc
 
 def test_the_leader_asks_owners_above_their_share_to_hand_over_to_a_new_worker() -> None:
     c = leading()
+    c.step(T0 + 1.2, [table((), "a")])  # our first read: b and n register after it (seen alive at once)
     ls = tuple(Lease("s", f"sh{i}", owner="b", epoch=1) for i in range(4))
     reqs = writes(c.step(T0 + 1.5, [table(ls, "a", "b", "n")]), WriteKind.REQUEST)
     assert sorted(w.to for w in reqs) == ["a", "n"]  # b keeps two
@@ -267,6 +268,7 @@ def test_an_owner_whose_heartbeat_moves_costs_the_leader_no_extra_read() -> None
 
 def test_a_leader_shutting_down_asks_others_to_take_its_leases_then_resigns() -> None:
     c = leading()
+    c.step(T0 + 1.1, [table((), "a")])  # our first read: b registers after it (seen alive at once)
     mine = owning(c, now=T0 + 1.2)
     c.step(T0 + 1.3, [ShutdownRequested()])
     acts = c.step(T0 + 1.3, [table((mine,), "a", "b")])
@@ -288,6 +290,7 @@ def test_the_last_worker_releases_at_once_and_resigns_before_deregistering() -> 
 
 def test_a_leader_leaving_plans_its_hand_offs_at_once_from_a_table_read_within_a_scan_interval() -> None:
     c = leading()
+    c.step(T0 + 1.1, [table((), "a")])  # our first read: b registers after it (seen alive at once)
     mine = owning(c, now=T0 + 1.2)
     c.step(T0 + 1.5, [table((mine,), "a", "b")])  # the read that shows it ours
     acts = c.step(T0 + 1.9, [ShutdownRequested()])
@@ -313,6 +316,7 @@ def test_a_leader_leaving_reads_the_table_first_when_its_read_is_old_or_misses_a
     assert not [a for a in acts if isinstance(a, Stop)]
     # The read shows one lease of ours, the other came to us after it.
     missing = leading()
+    missing.step(T0 + 1.1, [table((), "a")])  # our first read: b registers after it (seen alive at once)
     first = owning(missing, now=T0 + 1.2)
     missing.step(T0 + 1.5, [table((first,), "a", "b")])
     owning(missing, "sh1", now=T0 + 1.6)

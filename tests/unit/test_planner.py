@@ -69,6 +69,20 @@ def test_dead_owners_leases_are_assigned_with_the_observation_that_fences_it() -
     assert [(to, o) for _, to, o in p.assign] == [("a", obs), ("a", obs)]
 
 
+def test_a_request_to_an_owner_that_died_gives_way_to_the_dead_owners_assignment() -> None:
+    # The audit's table: w10 was asked to hand sh03 to w11, then exited (drained or killed) with the request
+    # unanswered; w11 and w12 were at their shares. The request used to count as w11's lease under way, so
+    # nobody ever took sh03: it was read by nobody until the fleet changed size.
+    ls = list(leases(4, ["w12", "w11", "w12", "w10"]))
+    ls[3] = replace(ls[3], handoff_to="w11")
+    obs = OwnerObservation("w10", None)
+    p = plan_fleet(inp(tuple(ls), {"w11", "w12"}, dead={"w10": obs}))
+    assert [(x.shard_id, to, o) for x, to, o in p.assign] == [("sh03", "w11", obs)]
+    assert not p.withdraw and not p.request  # the take clears the request: no write of its own
+    # Not yet seen dead: the request still stands (its owner may yet answer it).
+    assert plan_fleet(inp(tuple(ls), {"w11", "w12"})).assign == ()
+
+
 def test_an_owner_not_yet_seen_dead_keeps_its_leases() -> None:
     assert plan_fleet(inp(leases(2, ["x", "x"]), {"a"})) == FleetPlan(targets={"a": 2})
 
