@@ -295,7 +295,7 @@ def add_admin_commands(sub: Any) -> None:
         "status",
         help="every shard (owner, epoch, state, checkpoint, lag) and every worker (alive, draining, dead)",
         description="Per shard: owner, epoch, state (running, handing over, halted at X since T, owner dead, "
-        "released, ended), checkpoint and lag (as its owner last read it, and how long ago). Per worker: "
+        "waiting for its parent shards, released, ended), checkpoint and lag (as its owner last read it, and how long ago). Per worker: "
         "alive, draining or dead (and since when). Reads DynamoDB only: no Kinesis call.",
     )
     _add_tables(st)

@@ -7,7 +7,7 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -196,8 +196,14 @@ def plan_replay(
     timestamp: datetime | None = None,
     sequence: str | None = None,
     checkpoint: Position | None = None,
+    say: Callable[[str], None] = print,
 ) -> list[ReplayPlan]:
-    """Where each targeted shard would restart. Raises naming an unknown stream or shard."""
+    """Where each targeted shard would restart. Raises naming an unknown stream or shard.
+
+    With ``timestamp`` and no ``shard_id``, every ended shard of the stream (closed by a reshard) is left
+    out: its records after the time are not replayed. One line each says so through ``say`` (the plan the
+    operator confirms: printed on stdout by default, before the plan's own lines) and in the log
+    (``replay_skipped``, WARNING)."""
     snap = repo.snapshot()
     leases = [x for x in snap.leases if x.stream == stream]
     if not leases:
@@ -207,10 +213,12 @@ def plan_replay(
         if not leases:
             raise MissingResourceError(f"unknown shard {shard_id!r} of stream {stream!r}")
     plans = []
+    ended = []
     for lease in sorted(leases, key=lambda x: x.shard_id):
         if lease.ended:
             if shard_id is not None:
                 raise ConsumerError(f"{stream}/{lease.shard_id} has ended; its children carry on from it")
+            ended.append(lease)
             continue
         cp = store.get(stream, lease.shard_id)
         target = _replay_target(kinesis, stream, lease.shard_id, timestamp, sequence, checkpoint)
@@ -220,7 +228,28 @@ def plan_replay(
             )
             continue
         plans.append(ReplayPlan(lease, cp.position if cp else None, target))
+    if timestamp is not None:
+        for lease in ended:  # told once every shard is checked: nothing is said of a replay refused
+            _tell_ended(stream, lease.shard_id, timestamp, say)
     return plans
+
+
+def _tell_ended(stream: str, shard_id: str, timestamp: datetime, say: Callable[[str], None]) -> None:
+    """An ended shard is not replayed: its records after ``timestamp`` (if any) are not delivered again."""
+    since = f"{timestamp.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    say(
+        f"{stream}/{shard_id}: has ended (closed by a reshard): its records after {since} are NOT replayed "
+        "(an ended shard cannot be reopened)"
+    )
+    log_event(
+        logger,
+        "replay_skipped",
+        logging.WARNING,
+        stream=stream,
+        shard=shard_id,
+        reason="shard ended: its records after the time are not replayed",
+        timestamp=since,
+    )
 
 
 def replay(

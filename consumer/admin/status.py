@@ -2,7 +2,9 @@
 
 Shard states: ``running``; ``handing over`` (a successor asked, ``handoff_to``); ``halted`` (the owner
 stopped before a poison record: ``halted_at``, ``halted_since``); ``owner dead`` (owned by a worker that is
-dead or gone: it is taken once the lease expires); ``released`` (no owner, not ended); ``ended``.
+dead or gone: it is taken once the lease expires); ``waiting`` (no owner: a child of a reshard whose parent
+has not ended yet, ``waiting_for``; the leader assigns it once every parent has, as ``ready_leases`` rules);
+``released`` (no owner, not ended, not waiting); ``ended``.
 Worker states: ``alive``, ``draining``, ``dead`` (heartbeat older than the lease duration).
 
 Lag is what each shard's owner last read: the ``MillisBehindLatest`` of its last fetch and the last sequence
@@ -73,6 +75,8 @@ class LeaseStatus:
     lag_age_s: float | None = None  # how old the owner's observation is (also when stale)
     lag_observed_at: str | None = None  # when the owner observed it (its wall clock)
     last_sequence: str | None = None  # the last sequence number the owner read (or started after)
+    parents: tuple[str, ...] = ()  # the shards it was split or merged from (a reshard's child)
+    waiting_for: tuple[str, ...] = ()  # ``waiting``: its parents that have a lease and have not ended
 
     @property
     def detail(self) -> str:
@@ -83,6 +87,8 @@ class LeaseStatus:
             return f"handing over to {self.handoff_to}"
         if self.state == "owner dead":
             return f"owner {self.owner} is {self.owner_state}; taken once its lease expires"
+        if self.state == "waiting":
+            return f"waiting for {', '.join(self.waiting_for)}"
         return self.state
 
 
@@ -216,11 +222,20 @@ def worker_state(w: WorkerItem, now_ms: int, lease_ms: float) -> tuple[str, str 
     return "alive", iso(w.started_ms)
 
 
-def _lease_state(lease: Lease, owner_state: str | None) -> str:
+def _waiting_for(lease: Lease, by_shard: Mapping[tuple[str, str], Lease]) -> tuple[str, ...]:
+    """The parents of ``lease`` that hold it back: those with a lease that has not ended (the rule of
+    ``consumer.leases.planner.ready_leases``: a parent ended or gone lets its children be assigned)."""
+    if lease.ended:
+        return ()
+    parents = (by_shard.get((lease.stream, p)) for p in lease.parents)
+    return tuple(p.shard_id for p in parents if p is not None and not p.ended)
+
+
+def _lease_state(lease: Lease, owner_state: str | None, waiting_for: tuple[str, ...] = ()) -> str:
     if lease.ended:
         return "ended"
     if lease.owner is None:
-        return "released"
+        return "waiting" if waiting_for else "released"
     if lease.halted_at is not None:
         return "halted"
     if owner_state in {"dead", "gone"}:
@@ -254,8 +269,10 @@ def fleet_status(
     def age(ms: int | None) -> float | None:
         return round((now_ms - ms) / 1000, 1) if ms else None
 
+    by_shard = {(x.stream, x.shard_id): x for x in leases}
     out = []
     for lease in leases:
+        waiting_for = _waiting_for(lease, by_shard)
         position = positions.get((lease.stream, lease.shard_id))
         owner_state = None if lease.owner is None else states.get(lease.owner, ("gone", None))[0]
         owner = items.get(lease.owner) if lease.owner else None
@@ -264,7 +281,7 @@ def fleet_status(
             LeaseStatus(
                 stream=lease.stream,
                 shard_id=lease.shard_id,
-                state=_lease_state(lease, owner_state),
+                state=_lease_state(lease, owner_state, waiting_for),
                 owner=lease.owner,
                 owner_state=owner_state,
                 epoch=lease.epoch,
@@ -278,6 +295,8 @@ def fleet_status(
                 lag_age_s=lag.age_s,
                 lag_observed_at=lag.observed_at,
                 last_sequence=lag.last_sequence,
+                parents=lease.parents,
+                waiting_for=waiting_for,
             )
         )
     counts = {w: sum(1 for x in snap.leases if x.owner == w and not x.ended) for w in states}

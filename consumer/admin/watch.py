@@ -19,6 +19,7 @@ _LEASE_STYLE = {
     "handing over": "cyan",
     "halted": "bold red",
     "owner dead": "red",
+    "waiting": "blue",
     "released": "yellow",
     "ended": "dim",
 }

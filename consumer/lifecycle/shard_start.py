@@ -40,7 +40,7 @@ from consumer.sinks.dlq import DeadLetterQueue
 if TYPE_CHECKING:
     from consumer.lifecycle.shard_runner import ShardRunner
 
-__all__ = ["ConsumerContext", "Started", "open_reader", "start_shard"]
+__all__ = ["ConsumerContext", "Started", "initial_position", "open_reader", "start_shard"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +91,18 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
     else:
         reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock)
     return reader  # fetched ahead by the runner (retrieval.prefetch_batches), on its fetch pool
+
+
+def initial_position(lease: Lease, configured: str) -> str:
+    """Where a shard without a checkpoint starts: at ``configured``, except that a child shard (one with
+    parents) starts at ``TRIM_HORIZON`` under ``LATEST``: its parents were read to their end, and its first
+    records come after theirs. Under ``AT_TIMESTAMP`` a child starts at the timestamp too: a child created
+    after it starts at its first record anyway, and one created before it holds records from before it,
+    which ``AT_TIMESTAMP`` leaves out as it does in every other shard. (Under ``LATEST``, a child created by
+    a reshard before the application first read the stream is still read from its first record.)"""
+    if lease.parents and configured == "LATEST":
+        return "TRIM_HORIZON"
+    return configured
 
 
 def start_shard(
@@ -152,7 +164,7 @@ def start_shard(
         saved,
         ctx.event_loop.offload,  # acheckpoint's writes: never queued behind the application's executor work
     )
-    initial = "TRIM_HORIZON" if lease.parents else ctx.config.retrieval.initial_position
+    initial = initial_position(lease, ctx.config.retrieval.initial_position)
     try:
         processor.initialize(
             InitializationInput(
