@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from consumer.errors import ConsumerError, ProcessorLoadError
-from consumer.lifecycle.async_processor import returns_coroutine
+from consumer.lifecycle.async_processor import inert_callback_problem, returns_coroutine
 from consumer.lifecycle.processor import ProcessRecordsInput, RecordProcessor
 from consumer.logs import log_event
 
@@ -48,6 +48,8 @@ def load_processor(path: str, env: Mapping[str, str] | None = None) -> Callable[
     missing = [m for m in CALLBACKS if not hasattr(target, m)]
     if isinstance(target, type) and missing:
         raise ProcessorLoadError(f"processor {path!r}: {attr!r} lacks {', '.join(missing)}")
+    if isinstance(target, type) and (problem := inert_callback_problem(target)):
+        raise ProcessorLoadError(f"processor {path!r}: {problem}")  # before anything is constructed
     settings = settings_for(target, env) if env is not None else None
     if settings is not None:
         target = functools.partial(target, settings=settings)
@@ -80,8 +82,9 @@ def failure_text(exc: BaseException) -> str:
 
 
 def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], RecordProcessor]:
-    """``factory`` whose failures name ``path``, whose products are checked to be record processors, and
-    whose ``process_records`` return values are reported (once per path) instead of silently ignored."""
+    """``factory`` whose failures name ``path``, whose products are checked to be record processors (every
+    callback there, none a generator function: ``inert_callback_problem``), and whose ``process_records``
+    return values are reported (once per path) instead of silently ignored."""
 
     def make() -> RecordProcessor:
         try:
@@ -101,6 +104,8 @@ def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], Recor
                 f"processor {path!r}: the factory returned a {type(processor).__name__!r}, not a record "
                 f"processor (it lacks {', '.join(missing)})"
             )
+        if problem := inert_callback_problem(processor):
+            raise ProcessorLoadError(f"processor {path!r}: {problem}")
         _report_return_values(path, processor)
         return processor  # type: ignore[no-any-return]
 
@@ -108,7 +113,7 @@ def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], Recor
 
 
 def _warn_returned(path: str, result: object) -> None:
-    if result is None:
+    if result is None or _unrun(result):  # work that never ran: the adapter fails the call (TypeError)
         return
     with _warned_lock:
         first = path not in _warned
@@ -123,6 +128,10 @@ def _warn_returned(path: str, result: object) -> None:
             hint="process_records returns None: records are checkpointed when it returns (auto mode) "
             "or when each is marked done() (manual mode); a returned value is ignored",
         )
+
+
+def _unrun(result: object) -> bool:
+    return inspect.iscoroutine(result) or inspect.isgenerator(result) or inspect.isasyncgen(result)
 
 
 def _report_return_values(path: str, processor: Any) -> None:

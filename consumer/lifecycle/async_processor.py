@@ -6,6 +6,11 @@ worker's loop and waits for it, exactly as it waits for a synchronous callback, 
 concurrently on the one loop: one that awaits slow I/O holds up only its own shard. One that blocks the loop
 (a synchronous call inside a coroutine) stalls the other async shards, never the coordinator (heartbeats,
 hand-offs run on threads of their own); a watchdog logs ``async_loop_blocked`` with the blocking stack.
+
+A callback written as a generator (a ``yield`` in a ``def`` or an ``async def``) runs none of its body when
+called: the start-up checks refuse it (``inert_callbacks``), and a call that still gives back a generator,
+an async generator or a coroutine (``async def`` that returns another coroutine without awaiting it) fails
+(``TypeError``), as any failure of the call: never taken as done.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from consumer.lifecycle.processor import (
     ShardEndedInput,
     ShutdownRequestedInput,
 )
+from consumer.lifecycle.slow_calls import watched
 
 __all__ = [
     "AsyncBaseProcessor",
@@ -31,6 +37,8 @@ __all__ = [
     "EventLoopThread",
     "ProcessorAdapter",
     "adapt",
+    "inert_callback_problem",
+    "inert_callbacks",
     "is_async_processor",
     "returns_coroutine",
 ]
@@ -119,13 +127,73 @@ def returns_coroutine(callback: object) -> bool:
     return not inspect.isroutine(callback) and inspect.iscoroutinefunction(call)
 
 
+def inert_callbacks(processor: object) -> list[str]:
+    """The lifecycle callbacks of ``processor`` (an instance or its class) written as generator or async
+    generator functions (a ``yield`` in the body), also behind decorators that keep ``__wrapped__`` or as an
+    object whose ``__call__`` is one: calling such a callback runs none of its body, so its records would be
+    checkpointed unprocessed."""
+    return [name for name in CALLBACKS if _is_generator_callback(getattr(processor, name, None))]
+
+
+def inert_callback_problem(processor: object) -> str | None:
+    """One line naming the class and its callbacks that ``inert_callbacks`` finds (None without any): what
+    the start-up checks refuse."""
+    names = inert_callbacks(processor)
+    if not names:
+        return None
+    cls = processor if isinstance(processor, type) else type(processor)
+    which = ", ".join(f"{cls.__name__}.{name}" for name in names)
+    kind = "is a generator function" if len(names) == 1 else "are generator functions"
+    return (
+        f"{which} {kind} (a yield in the body): a call runs none of the body, and the worker would take it as "
+        "done (its records checkpointed unprocessed); write it without yield (def or async def)"
+    )
+
+
+def _is_generator_callback(callback: object) -> bool:
+    if callback is None:
+        return False
+    kinds = (inspect.isgeneratorfunction, inspect.isasyncgenfunction)
+    try:
+        unwrapped = inspect.unwrap(callback)  # type: ignore[arg-type]
+    except ValueError:  # a __wrapped__ cycle
+        unwrapped = callback
+    if any(kind(callback) or kind(unwrapped) for kind in kinds):
+        return True
+    if inspect.isroutine(callback) or isinstance(callback, type):
+        return False
+    call = inspect.getattr_static(type(callback), "__call__", None)
+    return any(kind(call) for kind in kinds)
+
+
+def _refuse_inert(what: str, result: object) -> None:
+    """Raise ``TypeError`` if ``result``, what ``what`` returned (awaited, for a coroutine), is work that never
+    ran: a generator, an async generator or a coroutine. It is closed first (no "never awaited" warning)."""
+    if inspect.iscoroutine(result):
+        result.close()
+        kind, cause = "a coroutine", "an async def that returns another coroutine instead of awaiting it"
+    elif inspect.isgenerator(result):
+        result.close()
+        kind, cause = "a generator", "a yield in its body"
+    elif inspect.isasyncgen(result):  # never started: nothing to finalize
+        kind, cause = "an async generator", "a yield in its async def"
+    else:
+        return
+    raise TypeError(
+        f"{what} returned {kind} that never ran ({cause}): the call did no work, so it fails as any "
+        "failure of the call does, rather than be taken as done"
+    )
+
+
 class ProcessorAdapter:
     """The ``RecordProcessor`` the worker calls, in front of the user's (sync or async): each callback that
     returns an awaitable is run on the worker's ``EventLoopThread`` while the shard's thread waits for it;
     plain callbacks run as they are. Whatever a callback raises reaches the worker as an ``Exception``: a
     ``BaseException`` that is not one (``asyncio.CancelledError``, ``KeyboardInterrupt``, ``SystemExit``)
-    becomes ``CallbackAbortedError``, the call's failure like any other. Other attributes
-    (``checkpoint_mode``, ``required_resources`` ...) are the wrapped processor's."""
+    becomes ``CallbackAbortedError``, the call's failure like any other; so does a call whose (awaited) result
+    is a generator, an async generator or a coroutine, whose body never ran (``TypeError``). Each call runs in
+    the watch its thread has in place (``slow_calls.watched``). Other attributes (``checkpoint_mode``,
+    ``required_resources`` ...) are the wrapped processor's."""
 
     def __init__(self, processor: object, loop: EventLoopThread) -> None:
         self.processor = processor
@@ -135,14 +203,17 @@ class ProcessorAdapter:
         return getattr(self.processor, name)
 
     def _call(self, name: str, data: object) -> None:
+        what = f"{type(self.processor).__name__}.{name}"
         try:
-            result = getattr(self.processor, name)(data)
-            if inspect.isawaitable(result):
-                self._loop.run(result)
+            with watched(name):
+                result = getattr(self.processor, name)(data)
+                if inspect.isawaitable(result):
+                    result = self._loop.run(result)
+            _refuse_inert(what, result)
         except Exception:
             raise
         except BaseException as exc:  # user code on a worker thread: its failure, never the thread's end
-            raise aborted(f"{type(self.processor).__name__}.{name}", exc) from exc
+            raise aborted(what, exc) from exc
 
     def initialize(self, data: InitializationInput) -> None:
         self._call("initialize", data)

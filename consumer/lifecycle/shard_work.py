@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import assert_never
 
 from consumer.checkpoint.checkpointer import ShardCheckpointer
@@ -50,7 +51,7 @@ from consumer.lifecycle.shard_messages import (
 from consumer.lifecycle.shard_model import Mode
 from consumer.lifecycle.shard_start import ConsumerContext, open_reader, start_shard
 from consumer.lifecycle.shard_start import Started as Setting
-from consumer.lifecycle.slow_calls import ProcessorCall
+from consumer.lifecycle.slow_calls import ProcessorCall, watching_calls
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position, Record
 from consumer.retrieval.reader import Fetch, ShardReader
@@ -90,7 +91,9 @@ class ShardWork:
         self._view: ShardCheckpointer | None = None
         self._batch: Sequence[Record] = ()
         self.behind: int | None = None  # the MillisBehindLatest of the fetch of this round
-        self.calling: ProcessorCall | None = None  # process_records under way (the worker's SlowCallWatch)
+        self.calling: ProcessorCall | None = (
+            None  # a processor callback under way (the worker's SlowCallWatch)
+        )
         self._lock = threading.Lock()  # orders a stop against the loop entering or leaving a fetch
         self._fetching = False  # the machine waits on a fetch (a requested stop lets it finish)
         self._setup_told = False  # a processor setup failure's traceback was logged
@@ -101,6 +104,32 @@ class ShardWork:
         log_event(
             logger, event, level, stream=lease.stream, shard=lease.shard_id, epoch=lease.epoch, **fields
         )
+
+    @contextmanager
+    def watched(self, callback: str) -> Iterator[ProcessorCall]:
+        """Note the processor's ``callback`` as under way on this thread while the block runs (the worker's
+        ``SlowCallWatch`` tells one that does not return, naming it)."""
+        lease = self.lease
+        call = ProcessorCall(
+            lease.stream,
+            lease.shard_id,
+            lease.epoch,
+            self._ctx.clock.monotonic(),
+            threading.get_ident(),
+            callback,
+        )
+        self.calling = call
+        try:
+            yield call
+        finally:
+            self.calling = None
+
+    def log_failure(self, event: str, message: str) -> None:
+        """Log ``event`` (ERROR) with the exception being handled, its traceback, and the lease's identity
+        (called in an ``except`` block)."""
+        lease = self.lease
+        fields = {"event": event, "stream": lease.stream, "shard": lease.shard_id, "epoch": lease.epoch}
+        logger.exception(message, extra=fields)
 
     # -- from the coordinator's thread -----------------------------------------------------------------
     def stopping(self, reason: ShutdownReason, cut: bool) -> tuple[ShardReader | None, bool]:
@@ -151,8 +180,9 @@ class ShardWork:
 
     def setup(self) -> ShardEvent:
         """Read the checkpoint, build and initialize the processor (``shard_start.start_shard``)."""
-        try:
-            started = start_shard(self.lease, self._spec, self._ctx, self.guard, self._wake, self._timers)
+        try:  # initialize is called inside start_shard, through the processor's adapter: watched there
+            with watching_calls(self.watched):
+                started = start_shard(self.lease, self._spec, self._ctx, self.guard, self._wake, self._timers)
         except LeaseLostError as exc:
             return self.closed(exc, False)
         except Exception as exc:  # the one verdict decides: retried, or FAILED
@@ -220,13 +250,10 @@ class ShardWork:
             started, lapses = ctx.clock.monotonic(), self.guard.lapses
             deadline = started + self.guard.remaining()
             data = ProcessRecordsInput(records, view, lease.epoch, behind, self.guard, deadline)
-            self.calling = ProcessorCall(
-                lease.stream, lease.shard_id, lease.epoch, started, threading.get_ident()
-            )
             try:
-                processor.process_records(data)
+                with self.watched("process_records"):
+                    processor.process_records(data)
             finally:
-                self.calling = None
                 took.append(self._timed(started, deadline, lapses, len(records)))
 
         try:
@@ -283,11 +310,12 @@ class ShardWork:
         assert setting is not None
         try:  # first, so that a buffering processor can flush and mark its records done
             view = setting.writer.view(setting.policy.position)
-            setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
+            with self.watched("shutdown_requested"):
+                setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
         except LeaseLostError as exc:
             return self.closed(exc, True)
         except Exception:  # the processor's callback (user code): the final checkpoint is still due
-            logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
+            self.log_failure("processor_shutdown_failed", "shutdown_requested raised")
         return ShutdownNotified()
 
     def halted(self) -> None:
@@ -301,12 +329,20 @@ class ShardWork:
             return
         view = setting.writer.view(setting.policy.position)
         try:
-            setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
+            with self.watched("shutdown_requested"):
+                setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
+        except LeaseLostError as exc:
+            self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
+            return
+        except Exception:  # the processor's callback (user code): the shard is halted either way
+            self.log_failure("processor_shutdown_failed", "shutdown_requested raised")
+            return
+        try:
             view.checkpoint()
         except LeaseLostError as exc:
             self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
-        except Exception:  # the processor's callback (user code): the shard is halted either way
-            logger.exception("shutdown_requested raised", extra={"event": "processor_shutdown_failed"})
+        except Exception:  # the halted shard's checkpoint (ours, not the processor's): halted either way
+            self.log_failure("halt_checkpoint_failed", "the halted shard's checkpoint failed")
 
     def end(self) -> ShardEvent:
         """SHARD_END, once every delivered record is done: the processor's shard_ended checkpoints it."""
@@ -314,7 +350,8 @@ class ShardWork:
         assert setting is not None
         try:
             view = setting.writer.view(lambda: SHARD_END, at_end=True)
-            setting.processor.shard_ended(ShardEndedInput(view, self.lease.epoch))
+            with self.watched("shard_ended"):
+                setting.processor.shard_ended(ShardEndedInput(view, self.lease.epoch))
         except LeaseLostError as exc:
             return self.closed(exc, False)
         return ShardEndCalled()
@@ -327,9 +364,10 @@ class ShardWork:
         setting.policy.close()
         processor: RecordProcessor = setting.processor
         try:
-            processor.lease_lost(LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch))
+            with self.watched("lease_lost"):
+                processor.lease_lost(LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch))
         except Exception:  # the processor's callback (user code): the lease is gone either way
-            logger.exception("lease_lost raised", extra={"event": "processor_lease_lost_failed"})
+            self.log_failure("processor_lease_lost_failed", "lease_lost raised")
 
 
 def _stronger(noted: ShutdownReason | None, reason: ShutdownReason) -> ShutdownReason:

@@ -1,5 +1,6 @@
 """The streams a worker reads and the processors it makes for them: :class:`StreamSpec`, and the checks that
-a processor factory is one (a class or a function, a known ``checkpoint_mode``) before any shard starts."""
+a processor factory is one (a class or a function, a known ``checkpoint_mode``, no callback written as a
+generator) before any shard starts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from consumer.errors import ConfigError
+from consumer.lifecycle.async_processor import inert_callback_problem
 
 if TYPE_CHECKING:
     from consumer.lifecycle.async_processor import AsyncRecordProcessor
@@ -49,6 +51,7 @@ class StreamSpec:
             f"StreamSpec.processor_factory (stream {self.name!r})", self.processor_factory
         )
         _check_checkpoint_mode(self.name, self.processor_factory)
+        _check_callbacks(self.name, self.processor_factory)
 
 
 #: Kinesis's own rule for stream names (CreateStream's StreamName).
@@ -71,6 +74,17 @@ def _check_checkpoint_mode(stream: str, factory: object) -> None:
             f"{factory.__name__}.checkpoint_mode (stream {stream!r})",
             f"must be one of {', '.join(PROCESSOR_CHECKPOINT_MODES)}; got {mode!r}",
         )
+
+
+def _check_callbacks(stream: str, factory: object) -> None:
+    """A processor class none of whose callbacks is a generator function: called, one would run none of its
+    body, and the worker would checkpoint its records unprocessed. What a factory function makes is checked
+    when it is built by the loader or ``create_worker(processor=...)`` (``checked_factory``), and any call that
+    gives back such unrun work fails when it runs (``ProcessorAdapter``)."""
+    if not isinstance(factory, type):
+        return
+    if problem := inert_callback_problem(factory):
+        raise ConfigError(f"StreamSpec.processor_factory (stream {stream!r})", problem)
 
 
 def check_processor_factory(field: str, factory: object) -> None:
