@@ -20,6 +20,7 @@ from consumer.aws_errors import aws_call
 from consumer.config import PROCESSOR_CHECKPOINT_MODES, WorkerConfig
 from consumer.dynamo import from_item
 from consumer.errors import ConfigError, ConsumerError, MissingResourceError, ProcessorLoadError
+from consumer.lifecycle.async_processor import inert_callback_problem
 from consumer.loader import CALLBACKS
 from consumer.logs import log_event
 from consumer.resources import Resource
@@ -265,6 +266,8 @@ def _construct(config: WorkerConfig, env: Mapping[str, str]) -> list[tuple[str, 
                 f"{setting}: the factory returned a {type(processor).__name__!r}, not a record processor "
                 f"(it lacks {', '.join(missing)}; subclass consumer.BaseProcessor)"
             )
+        if (inert := inert_callback_problem(processor)) is not None:  # its calls would run none of their body
+            raise ProcessorLoadError(f"{setting}: {inert}")
         mode = getattr(processor, "checkpoint_mode", None)
         if mode is not None and mode not in PROCESSOR_CHECKPOINT_MODES:  # a typo would run as auto
             raise ProcessorLoadError(

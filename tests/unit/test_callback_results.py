@@ -385,3 +385,27 @@ def test_a_failed_shutdown_requested_is_logged_with_the_stream_shard_and_epoch(
     for record in failed:
         assert record.__dict__["stream"] == "s" and record.__dict__["epoch"] >= 1
         assert record.exc_info is not None and "cannot flush" in str(record.exc_info[1])
+
+
+def test_the_start_up_checks_refuse_a_typed_configs_factory_function_whose_processor_yields() -> None:
+    """A factory function is not a class, so ``StreamSpec`` cannot look at its callbacks; the start-up checks
+    make the processor once and refuse it, naming the stream and the callback (before, it ran, and every
+    call failed at run time only)."""
+    from consumer import WorkerConfig
+    from consumer.preflight import _construct
+
+    class Yields(BaseProcessor):
+        def process_records(self, data):  # type: ignore[no-untyped-def]
+            yield from data.records
+
+    def make() -> Yields:
+        return Yields()
+
+    config = WorkerConfig(
+        application="orders",
+        lease_table="orders-leases",
+        checkpoint_table="orders-checkpoints",
+        streams=(StreamSpec("orders", make),),
+    )
+    with pytest.raises(ProcessorLoadError, match=r"stream 'orders'.*Yields\.process_records is a generator"):
+        _construct(config, {})
