@@ -138,9 +138,13 @@ class CheckpointWriter:
             self.handed = last
 
     def write(self, pos: Position) -> None:
-        """Save ``pos``. A transient failure leaves it ``pending`` and raises ``TransientError``."""
+        """Save ``pos``. A transient failure leaves it ``pending`` and raises ``TransientError``.
+
+        A position at or behind ``last`` is already saved for this ownership: nothing is sent (the store would
+        refuse one behind as going backwards), whoever asks (the shard's machine, a no-argument ``checkpoint()``
+        whose default lags a ``checkpoint(record)`` made before it, a retry's record checkpointed again)."""
         with self._lock:
-            if self.last is not None and pos == self.last:
+            if self.covers(pos):
                 return
             self._guard.ensure_valid()
             try:
@@ -160,6 +164,11 @@ class CheckpointWriter:
         if self._on_saved is not None:
             self._on_saved(pos)
 
+    def covers(self, pos: Position) -> bool:
+        """Whether ``pos`` is at or behind what this ownership last saved (``write`` skips it)."""
+        last = self.last
+        return last is not None and not last < pos
+
     def ensure_valid(self) -> None:
         """``LeaseLostError`` unless this ownership's lease is still provably ours."""
         self._guard.ensure_valid()
@@ -172,14 +181,24 @@ class CheckpointWriter:
                 f"of {self._stream}/{self._shard}: checkpoint a record with its own shard's checkpointer"
             )
 
-    def allowed(self, position: Position | Record, *, at_end: bool) -> Position:
+    def allowed(
+        self,
+        position: Position | Record,
+        *,
+        at_end: bool,
+        redelivered_after: Callable[[], Position | None] = lambda: None,
+    ) -> Position:
         """``position`` as the processor may checkpoint it, or a ``TypeError``/``ValueError`` saying why not
         (the KCL's range check): a record of this shard, or a position no further than the last record
         handed to the processor (or the one the ownership started at); SHARD_END only once the shard has
-        ended (``at_end``: the ``shard_ended`` callback). Nothing is written when it raises."""
+        ended (``at_end``: the ``shard_ended`` callback). Behind the last checkpoint (the KCL's lower bound):
+        refused with ``CheckpointRejectedError`` at once, as the store would refuse it, unless it is after
+        ``redelivered_after`` (what the callback's no-argument checkpoint saves, in auto mode the end of the
+        batch before the one in hand; None: nothing yet), as a record that a retry handed again after the
+        processor checkpointed it is: already saved, and ``write`` skips it. Nothing is written when it raises."""
         if isinstance(position, Record):
             self.check_own(position)
-            return position.position
+            return self._not_behind(position.position, redelivered_after)
         if not isinstance(position, Position):
             hint = (
                 " (wrap a sequence number as Position(sequence_number))" if isinstance(position, str) else ""
@@ -207,7 +226,22 @@ class CheckpointWriter:
                 f"checkpoint({position}) on {where}: past the last record handed to the processor "
                 f"({furthest or 'none yet'}); a checkpoint there would skip records never delivered"
             )
-        return position
+        return self._not_behind(position, redelivered_after)
+
+    def _not_behind(self, position: Position, redelivered_after: Callable[[], Position | None]) -> Position:
+        """``position``, unless it is behind the last checkpoint and not a record a retry handed again."""
+        last = self.last
+        if last is None or not position < last:
+            return position
+        floor = redelivered_after()
+        if floor is None or floor < position:
+            return position  # checkpointed before this retry handed it again: ``write`` skips it
+        self._guard.ensure_valid()  # an ownership that is over says so (``LeaseLostError``), as a write would
+        raise CheckpointRejectedError(
+            f"checkpoint({position}) on {self._stream}/{self._shard}: behind this ownership's last checkpoint "
+            f"({last}); a checkpoint never moves back (checkpoint() with no argument saves what is done)",
+            stale_epoch=False,
+        )
 
     def view(
         self, default_position: Callable[[], Position | None], *, at_end: bool = False
@@ -236,17 +270,26 @@ class ShardCheckpointer:
         loop's default executor, where it would queue behind the application's ``to_thread`` work). Refused
         as ``checkpoint`` refuses, before anything is offloaded; once the ownership is over, ``LeaseLostError``."""
         if position is not None:
-            self._writer.allowed(position, at_end=self._at_end)
+            self._writer.allowed(position, at_end=self._at_end, redelivered_after=self._default)
         self._writer.ensure_valid()
         await self._writer.offload(lambda: self.checkpoint(position))
 
     def checkpoint(self, position: Position | Record | None = None) -> None:
         """Checkpoint ``position`` (a record or position), or the callback's default position.
 
-        Refused, with nothing written (``CheckpointWriter.allowed``): a record of another shard and a position
-        past the last record handed to the processor (``ValueError``: it would skip records), SHARD_END outside
-        ``shard_ended`` (``ValueError``), anything but a ``Record`` or ``Position`` (``TypeError``)."""
-        pos = None if position is None else self._writer.allowed(position, at_end=self._at_end)
+        At or behind this ownership's last checkpoint it is already saved: nothing is written, no error (the
+        default position, which may lag a ``checkpoint(record)`` made before it; a record that a retry of
+        ``process_records`` handed again after the processor checkpointed it). Refused, with nothing written
+        (``CheckpointWriter.allowed``): a record of another shard and a position past the last record handed to
+        the processor (``ValueError``: it would skip records), SHARD_END outside ``shard_ended``
+        (``ValueError``), anything but a ``Record`` or ``Position`` (``TypeError``), and a position behind the
+        last checkpoint from before the batch in hand (``CheckpointRejectedError``, raised at once: a checkpoint
+        never moves back; as the KCL's range check)."""
+        pos = (
+            None
+            if position is None
+            else self._writer.allowed(position, at_end=self._at_end, redelivered_after=self._default)
+        )
         if pos is None:
             pos = self._default()
         if pos is None:

@@ -1,4 +1,9 @@
-"""Delivering a batch to the processor: retries with backoff, then dead-letter or halt — never skip."""
+"""Delivering a batch to the processor: retries with backoff, then dead-letter or halt — never skip.
+
+A retry (of the batch, or of one record) never hands again a record that this ownership has checkpointed
+since: the processor said it is done (a ``checkpoint(record)`` after each record, then a failure further on),
+so a transient failure is retried from the record that failed, and only a record that fails every attempt is
+dead-lettered or halted on."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from consumer.config import ProcessingConfig
 from consumer.errors import LeaseLostError
 from consumer.logs import log_event
 from consumer.metrics.sink import MetricsSink
-from consumer.records import Record
+from consumer.records import Position, Record
 from consumer.sinks.dlq import DeadLetterQueue
 
 __all__ = ["DeliveryOutcome", "DeliveryResult", "deliver"]
@@ -79,8 +84,30 @@ def _told(event: str, failure: BaseException | None, **fields: object) -> None:
     logger.error(event, exc_info=failure, extra={"event": event, **fields})
 
 
-def _single(process: Callable[[Sequence[Record]], None], record: Record) -> Callable[[], None]:
-    return lambda: process([record])
+def _nothing_checkpointed() -> Position | None:
+    return None
+
+
+def _rest(batch: Sequence[Record], checkpointed: Callable[[], Position | None]) -> Sequence[Record]:
+    """``batch`` less the records checkpointed (by a call before that checkpointed and then failed)."""
+    done = checkpointed()
+    if done is None or done < batch[0].position:
+        return batch
+    return [r for r in batch if done < r.position]
+
+
+def _attempt(
+    process: Callable[[Sequence[Record]], None],
+    batch: Sequence[Record],
+    checkpointed: Callable[[], Position | None],
+) -> Callable[[], None]:
+    """One try at ``batch``: what is not checkpointed of it (nothing left: the processor said all is done)."""
+
+    def call() -> None:
+        if left := _rest(batch, checkpointed):
+            process(left)
+
+    return call
 
 
 def deliver(
@@ -91,16 +118,22 @@ def deliver(
     epoch: int,
     stop: threading.Event,
     metrics: MetricsSink,
+    checkpointed: Callable[[], Position | None] = _nothing_checkpointed,
 ) -> DeliveryResult:
-    """Process a batch; after the batch fails every attempt, isolate the failing records one by one."""
+    """Process a batch; after the batch fails every attempt, isolate the failing records one by one.
+
+    ``checkpointed``: what this ownership has checkpointed (the writer's ``last``), read before each attempt:
+    records at or before it are done and never handed again (nor dead-lettered, nor halted on)."""
     stream, shard = records[0].stream, records[0].shard_id
-    if _attempts(lambda: process(records), cfg, stop, "batch", metrics, stream, shard) is None:
+    batch = _attempt(process, records, checkpointed)
+    if _attempts(batch, cfg, stop, "batch", metrics, stream, shard) is None:
         return DeliveryResult(DeliveryOutcome.DONE)
     if stop.is_set():
         return DeliveryResult(DeliveryOutcome.STOPPED)
     dead: list[Record] = []
-    for record in records:
-        error = _attempts(_single(process, record), cfg, stop, record.sequence_number, metrics, stream, shard)
+    for record in _rest(records, checkpointed):
+        single = _attempt(process, [record], checkpointed)
+        error = _attempts(single, cfg, stop, record.sequence_number, metrics, stream, shard)
         if error is None:
             continue
         if stop.is_set():

@@ -68,9 +68,12 @@ class Checkpointer(Protocol):
     def checkpoint(self, position: Position | Record | None = None) -> None:
         """Checkpoint ``position`` (a record or position), or everything delivered and done so far.
 
-        Refused with nothing written, as the KCL refuses them: a record of another shard, a position past the
-        last record this ownership handed to the processor, or SHARD_END outside ``shard_ended``
-        (``ValueError``); anything but a ``Record`` or ``Position`` (``TypeError``)."""
+        At or behind this ownership's last checkpoint it is already saved: a no-op (the no-argument form may
+        lag a ``checkpoint(record)`` made before it). Refused with nothing written, as the KCL refuses them: a
+        record of another shard, a position past the last record this ownership handed to the processor, or
+        SHARD_END outside ``shard_ended`` (``ValueError``); anything but a ``Record`` or ``Position``
+        (``TypeError``); a position from before the batch in hand (``CheckpointRejectedError``: a checkpoint
+        never moves back). A retry of ``process_records`` hands only the records after what was checkpointed."""
         ...
 
     async def acheckpoint(self, position: Position | Record | None = None) -> None:

@@ -37,7 +37,7 @@ from consumer.lifecycle.shard_model import (
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position
 
-__all__ = ["decide", "final_position", "finish", "good_round", "note"]
+__all__ = ["ahead", "decide", "final_position", "finish", "good_round", "note"]
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +165,12 @@ def _write(s: ShardState, position: Position) -> _Next:
     return replace(s, awaiting=Work.CHECKPOINT), [Checkpoint(position)]
 
 
+def ahead(position: Position | None, written: Position | None) -> bool:
+    """Whether a checkpoint at ``position`` would save anything: one at or behind what this ownership has
+    written (the processor may have checkpointed further than what was delivered or done) is saved already."""
+    return position is not None and (written is None or written < position)
+
+
 def _not_here(s: ShardState) -> AssertionError:
     return AssertionError(f"{s.stage} is not a stage of {s.phase}")
 
@@ -178,9 +184,10 @@ def _reading(s: ShardState, now: float, r: Rules) -> _Next:  # noqa: C901, PLR09
         case Stage.FLUSH:
             if s.deferred is not None:
                 return _write(s, s.deferred)
-            if s.failing_since is not None and (position := final_position(s)) not in (None, s.written):
+            if s.failing_since is not None and ahead(position := final_position(s), s.written):
                 # failing rounds never reach SAVE: what was delivered (auto) or done (manual) is saved before
                 # the next try, not after the interval, as the shard may be given up (a throttle never is)
+                assert position is not None
                 return _write(replace(s, saved_at=now), position)
             return replace(s, stage=Stage.FETCH), []
         case Stage.FETCH:
@@ -242,7 +249,7 @@ def _save(s: ShardState, now: float, r: Rules, *, idle: bool) -> _Next:
     match s.mode:
         case Mode.AUTO:
             # a halt ends the shard after this round: its checkpoint is written whatever the interval
-            due = (s.halting or now - s.saved_at >= r.auto_interval) and s.processed not in (None, s.written)
+            due = (s.halting or now - s.saved_at >= r.auto_interval) and ahead(s.processed, s.written)
             position = s.processed
         case Mode.MANUAL:
             due = (idle or now - s.saved_at >= r.flush_interval) and s.watermark is not None
@@ -254,7 +261,7 @@ def _save(s: ShardState, now: float, r: Rules, *, idle: bool) -> _Next:
     if not due or position is None:
         return s, []
     s = replace(s, saved_at=now)
-    if position == s.written:  # nothing to write (the writer would skip it too)
+    if not ahead(position, s.written):  # saved already (the writer would skip it too)
         return s, []
     return _write(s, position)
 
@@ -269,7 +276,7 @@ def _draining(s: ShardState, now: float, r: Rules) -> _Next:
             return replace(s, stage=Stage.FINAL, deadline=now + r.final_timeout, wake_at=AT_ONCE), []
         case Stage.FINAL:
             position = final_position(s)
-            if position is None or position == s.written:
+            if position is None or not ahead(position, s.written):
                 note(r, "shard_drained", checkpoint=str(s.written))
                 return finish(s, Outcome.STOPPED), []
             if s.wake_at > now:

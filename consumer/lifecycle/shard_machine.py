@@ -23,7 +23,7 @@ from typing import assert_never
 from consumer.lifecycle import retry
 from consumer.lifecycle.messages import Outcome
 from consumer.lifecycle.processor import ShutdownReason
-from consumer.lifecycle.shard_decide import decide, finish, good_round, note
+from consumer.lifecycle.shard_decide import ahead, decide, finish, good_round, note
 from consumer.lifecycle.shard_messages import (
     CheckpointFailed,
     CheckpointWritten,
@@ -221,7 +221,10 @@ def _checkpoint_result(
     match ev:
         case CheckpointWritten():
             covered = s.deferred is not None and not ev.position < s.deferred
-            return replace(s, written=ev.position, deferred=None if covered else s.deferred)
+            # one behind what is written was skipped as saved already (the processor's own checkpoint went
+            # further since the write was asked for): what is written never moves back
+            written = ev.position if ahead(ev.position, s.written) else s.written
+            return replace(s, written=written, deferred=None if covered else s.deferred)
         case CheckpointFailed():
             deferred = ev.position if s.deferred is None or s.deferred < ev.position else s.deferred
             s = replace(s, deferred=deferred)

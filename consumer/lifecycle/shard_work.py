@@ -258,7 +258,14 @@ class ShardWork:
 
         try:
             result = deliver(
-                batch, call, ctx.config.processing, ctx.dlq, lease.epoch, self.signal, ctx.metrics
+                batch,
+                call,
+                ctx.config.processing,
+                ctx.dlq,
+                lease.epoch,
+                self.signal,
+                ctx.metrics,
+                checkpointed=lambda: setting.writer.last,  # what the processor said is done is not redone
             )
         except LeaseLostError as exc:
             return self.closed(exc, False)
