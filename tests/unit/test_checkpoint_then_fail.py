@@ -38,19 +38,10 @@ from consumer.lifecycle.shard_messages import (
 from consumer.lifecycle.shard_model import Mode
 from consumer.metrics.sink import InMemoryMetrics
 from consumer.sinks.dlq import InMemoryDeadLetterQueue
+from tests.unit.test_library_checkpointer import Guard
 from tests.unit.test_shard_machine import Shell, p
 
 SHARD = "shardId-000000000001"
-
-
-class Guard:
-    epoch = 4
-
-    def is_valid(self) -> bool:
-        return True
-
-    def ensure_valid(self) -> None:
-        return None
 
 
 class Store:
