@@ -8,7 +8,8 @@ Rules (docs/protocol.md, "The leader's plan"):
    workers furthest below their share (a lease its last owner gave up on goes to another worker if any).
 3. Leases of draining workers, and leases of workers above their share, are moved by asking their owner to
    hand them to a live worker below its share (never to an unproven one, which may have died just before
-   this leader started: the shard would sit idle until its lease expired): the owner drains and transfers.
+   this leader started: the shard would sit idle until its lease expired; nor to one that gave a lease up
+   lately, ``held_off``): the owner drains and transfers.
 4. One request per lease at a time; a request whose requester left or no longer needs it is withdrawn; one
    whose owner is seen dead gives way to rule 2 (the take clears it).
 5. At most ``max_moves`` units per plan (an assignment or a withdrawal one, a request two: it brings the
@@ -47,6 +48,9 @@ class FleetInput:
     # scan showed it, and nothing since): its leases stay its own, it has a share and may be given a free
     # lease, a request already made to it stands, but no owner is asked to hand it a lease.
     unproven: frozenset[str] = frozenset()
+    # Workers that gave a lease up lately (``FleetView.held_off``): no owner is asked to hand them a lease, so
+    # that a worker whose fault is its own (it cannot reach Kinesis) is not handed its share back at once.
+    held_off: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,7 @@ def plan_fleet(inp: FleetInput) -> FleetPlan:
     # Shares follow the holdings once the moves under way are done, so that they stay put while they finish.
     holdings: Counter[str] = Counter(w for x in ready if (w := wanted.get(x.key, x.owner)) in active)
     targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
-    loads = _Loads(active, holdings, targets, inp.live)
+    loads = _Loads(active, holdings, targets, inp.live - inp.held_off)
     asked = set(wanted)
     budget = inp.max_moves - len(withdraw)
     skipped = False

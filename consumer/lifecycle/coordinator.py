@@ -298,6 +298,8 @@ class Coordinator:
         log_event(logger, "shard_finished", worker=self.id, lease=ev.key, outcome=ev.outcome.value)
         if ev.outcome in (Outcome.GAVE_UP, Outcome.FAILED):
             log_event(logger, "shard_given_up", logging.WARNING, lease=ev.key, why=ev.detail)
+        if ev.outcome is Outcome.GAVE_UP:  # as a leader, we are not handed leases back for a while either
+            self.duties.fleet.gave_up(self.id, self._now)
         successor = self._successor(ev.key) if ev.outcome in own.HANDED_ON else None
         return self._apply(ev.key, own.Finished(ev, successor))
 

@@ -22,6 +22,9 @@ __all__ = ["FleetView"]
 
 logger = logging.getLogger(__name__)
 
+#: How long, in lease durations, a worker that gave a lease up is not asked for (``FleetView.held_off``).
+_HOLD_OFF_LEASES = 3
+
 
 class FleetView:
     def __init__(self, me: str, streams: frozenset[str], config: LeaseConfig) -> None:
@@ -44,6 +47,12 @@ class FleetView:
         # nobody is asked to hand it a lease, nor is it a successor. A worker that appears in a later scan
         # registered since the one before: alive at once.
         self._first_seen: dict[str, tuple[str, int]] | None = None
+        # Workers that gave a lease up (a member's release naming it, or our own), with when we last learned
+        # of it: for ``hold_off`` after that, no owner is asked to hand it a lease (a worker that cannot reach
+        # Kinesis would otherwise get its share back within a scan, and each shard stall again until it gives
+        # up once more).
+        self._gave_up: dict[str, float] = {}
+        self._hold_off = _HOLD_OFF_LEASES * config.lease_duration
 
     def begin(self) -> None:
         """We lead from now on: the next scan is our term's first (what we saw while we led before, if we
@@ -78,6 +87,9 @@ class FleetView:
                 for k, v in self._first_seen.items()
                 if k not in beats or (beats[k] == v and self._liveness.is_alive(k, now))
             }
+        for lease in snap.leases:  # a member's give-up: released, naming it, until we assign the lease
+            if lease.owner is None and lease.given_up_by is not None:
+                self.gave_up(lease.given_up_by, now)
         self._tell_other_durations(snap.workers)
         # Forget what no longer is: items asked to be forgotten that are gone (or moved), and leaders we
         # replaced that neither have an item nor own a lease any more.
@@ -155,15 +167,26 @@ class FleetView:
         killed just before we started leading looks the same for a lease duration), so not asked for."""
         return frozenset(self._first_seen or ())
 
+    def gave_up(self, worker_id: str, now: float) -> None:
+        """``worker_id`` gave a lease up at ``now`` (ours is told by the coordinator, a member's read here)."""
+        self._gave_up[worker_id] = max(now, self._gave_up.get(worker_id, now))
+
+    def held_off(self, now: float) -> frozenset[str]:
+        """Workers that gave a lease up within the hold-off (three lease durations): not asked for, nor
+        handed a lease by a worker leaving or giving up, until it has passed (a free lease may still go to one
+        when nobody else can take it)."""
+        self._gave_up = {w: t for w, t in self._gave_up.items() if now - t < self._hold_off}
+        return frozenset(self._gave_up)
+
     def seen_alive(self, now: float) -> frozenset[str]:
         """Live workers whose heartbeat we have seen move (or that registered) since our term's first scan,
         and us: the only ones a living owner is asked to hand a lease to, or hands one to on its own."""
         return self.live(now) - self.unproven()
 
     def successors(self, now: float) -> frozenset[str]:
-        """Workers seen alive other than us that are not draining: who may take a lease we give up."""
+        """Workers seen alive other than us, not draining and not held off: who may take a lease we give up."""
         draining = {w.worker_id for w in self.snapshot.workers if w.draining}
-        return frozenset(self.seen_alive(now) - draining - {self.me})
+        return frozenset(self.seen_alive(now) - draining - self.held_off(now) - {self.me})
 
     def hand_to(self, keys: tuple[str, ...], now: float) -> dict[str, str | None]:
         """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
@@ -175,6 +198,7 @@ class FleetView:
         live = self.live(now)
         unproven = live & self.unproven()
         stalled = self.stalled_requests(now)
+        held_off = self.held_off(now)
         dead: dict[str, OwnerObservation] = {}
         for lease in self.snapshot.leases:
             if lease.owner is not None and lease.owner not in live and lease.owner not in dead:
@@ -193,6 +217,7 @@ class FleetView:
                     leases=tuple(x for x in self.snapshot.leases if x.stream == stream),
                     live=self._consumers(stream, live - unproven),
                     unproven=self._consumers(stream, unproven),
+                    held_off=held_off,
                     draining=frozenset(draining),
                     dead_owners=dead,
                     stalled_requests=stalled,
