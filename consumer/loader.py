@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from consumer.errors import ConsumerError, ProcessorLoadError
-from consumer.lifecycle.async_processor import inert_callback_problem, returns_coroutine
+from consumer.lifecycle.async_processor import inert_callback_problem, returns_coroutine, unrun_work
 from consumer.lifecycle.processor import ProcessRecordsInput, RecordProcessor
 from consumer.logs import log_event
 
@@ -113,7 +113,7 @@ def checked_factory(path: str, factory: Callable[[], Any]) -> Callable[[], Recor
 
 
 def _warn_returned(path: str, result: object) -> None:
-    if result is None or _unrun(result):  # work that never ran: the adapter fails the call (TypeError)
+    if result is None or unrun_work(result):  # work that never ran: the adapter fails the call (TypeError)
         return
     with _warned_lock:
         first = path not in _warned
@@ -128,10 +128,6 @@ def _warn_returned(path: str, result: object) -> None:
             hint="process_records returns None: records are checkpointed when it returns (auto mode) "
             "or when each is marked done() (manual mode); a returned value is ignored",
         )
-
-
-def _unrun(result: object) -> bool:
-    return inspect.iscoroutine(result) or inspect.isgenerator(result) or inspect.isasyncgen(result)
 
 
 def _report_return_values(path: str, processor: Any) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "inert_callbacks",
     "is_async_processor",
     "returns_coroutine",
+    "unrun_work",
 ]
 
 
@@ -164,6 +165,12 @@ def _is_generator_callback(callback: object) -> bool:
         return False
     call = inspect.getattr_static(type(callback), "__call__", None)
     return any(kind(call) for kind in kinds)
+
+
+def unrun_work(result: object) -> bool:
+    """Whether a callback's (awaited) result is work that never ran: a coroutine, a generator or an async
+    generator. The adapter fails such a call (``_refuse_inert``)."""
+    return inspect.iscoroutine(result) or inspect.isgenerator(result) or inspect.isasyncgen(result)
 
 
 def _refuse_inert(what: str, result: object) -> None:
