@@ -217,7 +217,7 @@ def plan_replay(
     for lease in sorted(leases, key=lambda x: x.shard_id):
         if lease.ended:
             if shard_id is not None:
-                raise ConsumerError(f"{stream}/{lease.shard_id} has ended; its children carry on from it")
+                raise ConsumerError(_not_replayable(lease))
             ended.append(lease)
             continue
         cp = store.get(stream, lease.shard_id)
@@ -232,6 +232,16 @@ def plan_replay(
         for lease in ended:  # told once every shard is checked: nothing is said of a replay refused
             _tell_ended(stream, lease.shard_id, timestamp, say)
     return plans
+
+
+def _not_replayable(lease: Lease) -> str:
+    """Why an ended shard asked for by name is not replayed."""
+    if lease.skipped:
+        return (
+            f"{lease.stream}/{lease.shard_id} was skipped (closed before the application first listed it, "
+            "under LATEST): it is never read, and a replay cannot reopen it"
+        )
+    return f"{lease.stream}/{lease.shard_id} has ended; its children carry on from it"
 
 
 def _tell_ended(stream: str, shard_id: str, timestamp: datetime, say: Callable[[str], None]) -> None:

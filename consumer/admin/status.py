@@ -233,7 +233,7 @@ def _waiting_for(lease: Lease, by_shard: Mapping[tuple[str, str], Lease]) -> tup
 
 def _lease_state(lease: Lease, owner_state: str | None, waiting_for: tuple[str, ...] = ()) -> str:
     if lease.ended:
-        return "ended"
+        return "skipped" if lease.skipped else "ended"
     if lease.owner is None:
         return "waiting" if waiting_for else "released"
     if lease.halted_at is not None:

@@ -22,6 +22,7 @@ _LEASE_STYLE = {
     "waiting": "blue",
     "released": "yellow",
     "ended": "dim",
+    "skipped": "dim",
 }
 _WORKER_STYLE = {"alive": "green", "draining": "cyan", "dead": "bold red"}
 

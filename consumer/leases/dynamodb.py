@@ -102,6 +102,8 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             "state": lease.state.value,
             "parents": list(lease.parents),
         }
+        if lease.skipped:
+            item["skipped"] = True
         try:
             with translate_errors(self.table, f"create {lease.key}"):
                 self._c.put_item(

@@ -155,7 +155,12 @@ class InMemoryLeaseRepository:
                 return False
             # Only the creation fields, like the DynamoDB item: an ownership begins with a take.
             self.t.leases[(lease.stream, lease.shard_id)] = Lease(
-                lease.stream, lease.shard_id, epoch=lease.epoch, state=lease.state, parents=lease.parents
+                lease.stream,
+                lease.shard_id,
+                epoch=lease.epoch,
+                state=lease.state,
+                parents=lease.parents,
+                skipped=lease.skipped,
             )
             return True
 

@@ -51,6 +51,9 @@ class Lease:
     )
     halted_since_ms: int | None = None  # wall time the owner halted it; operators only
     given_up_by: str | None = None  # the worker that last released it after giving up (others go first)
+    # Created ENDED without being read: under LATEST, a shard already closed when the application first
+    # listed it, with no parent it reads (consumer/retrieval/discovery.py). Its children start at LATEST.
+    skipped: bool = False
 
     @property
     def key(self) -> str:

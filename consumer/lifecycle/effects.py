@@ -82,10 +82,12 @@ class Effects:
         heartbeats: HeartbeatLane | None = None,
         background: BackgroundLane | None = None,
         lease_duration_ms: int = 0,
+        initial_position: str = "TRIM_HORIZON",
     ) -> None:
         """``heartbeats`` and ``background``: the lanes that keep heartbeats and discovery off the
         coordinator's thread (without them, as in the simulator, every action runs in the caller);
-        ``lease_duration_ms``: ours, published when we register (again)."""
+        ``lease_duration_ms``: ours, published when we register (again); ``initial_position``: the fleet's,
+        which the leases discovery creates follow."""
         self._id = worker_id
         self._lease_duration_ms = lease_duration_ms
         self._heartbeats = heartbeats
@@ -97,7 +99,7 @@ class Effects:
         self._validity = validity
         self._metrics = metrics
         self._clock = clock
-        self._discovery = Discovery(repo, kinesis, metrics, clock)
+        self._discovery = Discovery(repo, kinesis, metrics, clock, initial_position)
 
     def run(self, action: Action) -> Event | None:  # noqa: C901, PLR0911, PLR0912 - one case per action type
         """Carry ``action`` out; the event it leads to, if any (mypy checks that every action has a case)."""

@@ -41,8 +41,16 @@ class Discovery:
     """Runs discoveries; keeps what its log lines need between them (which tracebacks were shown)."""
 
     def __init__(
-        self, repo: LeaseRepository, kinesis: KinesisApi, metrics: MetricsSink, clock: Clock
+        self,
+        repo: LeaseRepository,
+        kinesis: KinesisApi,
+        metrics: MetricsSink,
+        clock: Clock,
+        initial_position: str = "TRIM_HORIZON",
     ) -> None:
+        """``initial_position``: the fleet's (``retrieval.initial_position``); new leases follow it
+        (``consumer.retrieval.discovery.new_lease``)."""
+        self._initial_position = initial_position
         self._repo = repo
         self._kinesis = kinesis
         self._metrics = metrics
@@ -95,7 +103,9 @@ class Discovery:
                 more = True
                 break
             try:
-                done, rest = sync_leases(self._kinesis, self._repo, stream, a.leases, left)
+                done, rest = sync_leases(
+                    self._kinesis, self._repo, stream, a.leases, left, self._initial_position
+                )
                 changed, more, left = changed or bool(done), more or rest, left - done
                 listed.add(stream)
                 self._refused = {k for k in self._refused if k[0] != stream}

@@ -94,12 +94,13 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
 
 
 def initial_position(lease: Lease, configured: str) -> str:
-    """Where a shard without a checkpoint starts: at ``configured``, except that a child shard (one with
-    parents) starts at ``TRIM_HORIZON`` under ``LATEST``: its parents were read to their end, and its first
-    records come after theirs. Under ``AT_TIMESTAMP`` a child starts at the timestamp too: a child created
-    after it starts at its first record anyway, and one created before it holds records from before it,
-    which ``AT_TIMESTAMP`` leaves out as it does in every other shard. (Under ``LATEST``, a child created by
-    a reshard before the application first read the stream is still read from its first record.)"""
+    """Where a shard without a checkpoint starts: at ``configured``, except that a child shard (one whose lease
+    names parents: those the application reads, ``consumer.retrieval.discovery.new_lease``) starts at
+    ``TRIM_HORIZON`` under ``LATEST``: its parents were read to their end, and its first records come after
+    theirs. Under ``AT_TIMESTAMP`` a child starts at the timestamp too: a child created after it starts at its
+    first record anyway, and one created before it holds records from before it, which ``AT_TIMESTAMP``
+    leaves out as it does in every other shard. (A child of a reshard made before the application first read
+    the stream names no parent under ``LATEST``, so it starts at ``LATEST``.)"""
     if lease.parents and configured == "LATEST":
         return "TRIM_HORIZON"
     return configured

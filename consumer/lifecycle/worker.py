@@ -160,6 +160,7 @@ class Worker(BackgroundControl):
             heartbeats=self._heartbeat_lane,
             background=self._background,
             lease_duration_ms=round(config.lease.lease_duration * 1000),
+            initial_position=config.retrieval.initial_position,
         )
         self._handoffs = HandoffWriter(self._effects.run, self._effects.release_all, f"handoffs-{self.id}")
         self._metrics_interval = metrics_interval

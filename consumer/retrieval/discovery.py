@@ -1,15 +1,21 @@
-"""Shard discovery: leases for new shards (parents first), and retirement of ended leases that aged out."""
+"""Shard discovery: leases for new shards (parents first), and retirement of ended leases that aged out.
+
+A new shard's lease names only the parents this application reads (``Lease.parents``): its children start
+from their first record after them (``shard_start.initial_position``). Under ``LATEST`` a shard already
+closed when the application first lists it, with no parent it reads, is not read at all: its lease is
+created ``ENDED`` and ``skipped``, so its children start at ``LATEST`` too instead of at their first record
+(a stream resharded before the application started, e.g. every on-demand stream that ever scaled)."""
 
 from __future__ import annotations
 
 import logging
 
-from consumer.leases.model import Lease
+from consumer.leases.model import Lease, LeaseState
 from consumer.leases.repository import LeaseTableRepository
 from consumer.logs import log_event
 from consumer.retrieval.kinesis import KinesisApi, ShardInfo
 
-__all__ = ["parents_first", "sync_leases"]
+__all__ = ["new_lease", "parents_first", "sync_leases"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,27 +40,53 @@ def parents_first(shards: list[ShardInfo]) -> list[ShardInfo]:
     return out
 
 
+def new_lease(stream: str, shard: ShardInfo, read: set[str], initial_position: str) -> Lease:
+    """The lease to create for ``shard``, whose parents come first; ``read``: the shards of ``stream`` this
+    application reads or has read (a lease that is not ``skipped``), each parent's decision already in it.
+
+    Its ``parents`` are those in ``read``: a parent that aged out before the application listed it, or one
+    skipped, holds nothing for the child to wait for or to continue. Under ``LATEST`` a closed shard with no
+    such parent is skipped: created ``ENDED``, never assigned, never read."""
+    parents = tuple(p for p in shard.parents if p in read)
+    if initial_position == "LATEST" and shard.ending_sequence is not None and not parents:
+        return Lease(stream, shard.shard_id, state=LeaseState.ENDED, skipped=True)
+    return Lease(stream, shard.shard_id, parents=parents)
+
+
 def sync_leases(
     api: KinesisApi,
     repo: LeaseTableRepository,
     stream: str,
     leases: tuple[Lease, ...],
     limit: int | None = None,
+    initial_position: str = "TRIM_HORIZON",
 ) -> tuple[int, bool]:
-    """Create leases for shards without one and retire ENDED leases whose shard is gone, at most ``limit``
-    writes (a stream of thousands of shards is created over several calls, within the table's throughput).
-    Returns (changes, whether writes remain for a later call)."""
+    """Create leases for shards without one (``new_lease``, under the fleet's ``initial_position``) and retire
+    ENDED leases whose shard is gone, at most ``limit`` writes (a stream of thousands of shards is created
+    over several calls, within the table's throughput). Returns (changes, whether writes remain for a later
+    call)."""
     shards = parents_first(api.list_shards(stream))
     known = {lease.shard_id: lease for lease in leases if lease.stream == stream}
+    read = {shard_id for shard_id, lease in known.items() if not lease.skipped}
     listed = {s.shard_id for s in shards}
     new = [s for s in shards if s.shard_id not in known]
     gone = [lease for shard_id, lease in known.items() if lease.ended and shard_id not in listed]
     budget = len(new) + len(gone) if limit is None else limit
     changes = 0
     for s in new[:budget]:
-        if repo.create_lease(Lease(stream, s.shard_id, parents=s.parents)):
+        lease = new_lease(stream, s, read, initial_position)
+        if not lease.skipped:  # decided alike by any leader: a lease another one created first counts too
+            read.add(s.shard_id)
+        if repo.create_lease(lease):
             changes += 1
-            log_event(logger, "lease_created", stream=stream, shard=s.shard_id, parents=list(s.parents))
+            log_event(  # skipped: closed before the application listed it, under LATEST (never read)
+                logger,
+                "lease_created",
+                stream=stream,
+                shard=s.shard_id,
+                parents=list(lease.parents),
+                skipped=lease.skipped,
+            )
     for lease in gone[: max(0, budget - len(new))]:
         repo.delete_lease(lease)
         changes += 1

@@ -42,6 +42,7 @@ def test_create_lease_creates_an_unowned_lease_once(b: Backend) -> None:
     assert b.repo.create_lease(Lease("s", "a", parents=("p1", "p2")))
     assert not b.repo.create_lease(Lease("s", "a"))  # a racing creator: the first one's item stays
     assert b.repo.create_lease(Lease("s", "e", epoch=4, state=LeaseState.ENDED))
+    assert b.repo.create_lease(Lease("s", "k", state=LeaseState.ENDED, skipped=True))
     # Only the creation fields are stored: an ownership begins with a take, never with a create.
     busy = Lease("s", "o", "w", 0, LeaseState.ACTIVE, (), "x", 5, "1/0", 6)
     assert b.repo.create_lease(busy)
@@ -49,6 +50,7 @@ def test_create_lease_creates_an_unowned_lease_once(b: Backend) -> None:
         [
             Lease("s", "a", parents=("p1", "p2")),
             Lease("s", "e", epoch=4, state=LeaseState.ENDED),
+            Lease("s", "k", state=LeaseState.ENDED, skipped=True),
             Lease("s", "o"),
         ],
         [],
