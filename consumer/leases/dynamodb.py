@@ -104,6 +104,8 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
         }
         if lease.skipped:
             item["skipped"] = True
+        if lease.first_sequence is not None:
+            item["first_sequence"] = lease.first_sequence
         try:
             with translate_errors(self.table, f"create {lease.key}"):
                 self._c.put_item(
@@ -186,6 +188,7 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             state=lease.state,
             parents=lease.parents,
             given_up_by=given_up_by,
+            first_sequence=lease.first_sequence,
         )
 
     def _checkpoint_follows(self, lease: Lease, new_epoch: int, position: Position | None) -> dict[str, Any]:
@@ -313,15 +316,68 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
                 ]
             )
 
+    def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
+        cond, values = owned_condition(seen)
+        new = Lease(
+            seen.stream,
+            seen.shard_id,
+            epoch=seen.epoch + 1,
+            state=fresh.state,
+            parents=fresh.parents,
+            skipped=fresh.skipped,
+            first_sequence=fresh.first_sequence,
+        )
+        values.update({":new": new.epoch, ":st": new.state.value, ":parents": list(new.parents)})
+        sets = ["epoch = :new", "#state = :st", "parents = :parents"]
+        removes = ["#owner", _PER_OWNERSHIP]
+        for name, value in (
+            ("skipped", True if new.skipped else None),
+            ("first_sequence", new.first_sequence),
+        ):
+            if value is None:
+                removes.append(name)
+            else:
+                sets.append(f"{name} = :{name}")
+                values[f":{name}"] = value
+        checkpoint = {
+            "lease_key": seen.key,
+            "stream": seen.stream,
+            "shard_id": seen.shard_id,
+            "epoch": new.epoch,
+        }
+        self.calls.add("TransactWriteItems")
+        with translate_errors(self.table, f"restart of {seen.key}", self.checkpoint_table):
+            self._c.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": to_item({"lease_key": seen.key}),
+                            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+                            "ConditionExpression": cond,
+                            "ExpressionAttributeNames": {"#owner": "owner", "#state": "state"},
+                            "ExpressionAttributeValues": to_item(values),
+                        }
+                    },
+                    {"Put": {"TableName": self.checkpoint_table, "Item": to_item(checkpoint)}},
+                ]
+            )
+        self._wake_old_owner(seen)
+        return new
+
+    def _wake_old_owner(self, lease: Lease) -> None:
+        """Wake a lease's owner after the lease was taken from it, so that it drops it now, not at its next
+        write (nothing to do when it is gone)."""
+        if lease.owner is None:
+            return
+        self.calls.add("UpdateItem")
+        try:
+            with translate_errors(self.table, f"wake {lease.owner}"):
+                self._c.update_item(**wake(self.table, lease.owner)["Update"])
+        except LeaseConflictError:
+            pass  # it is gone: nothing to wake
+
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         new = self._ownership_change(lease, None, [], checkpoint=position)
-        if (
-            lease.owner is not None
-        ):  # wake the old owner so that it drops the lease now, not at its next write
-            self.calls.add("UpdateItem")
-            try:
-                with translate_errors(self.table, f"wake {lease.owner}"):
-                    self._c.update_item(**wake(self.table, lease.owner)["Update"])
-            except LeaseConflictError:
-                pass  # it is gone: nothing to wake
+        self._wake_old_owner(lease)
         return new

@@ -25,6 +25,7 @@ def lease_from(d: dict[str, Any]) -> Lease:
         halted_since_ms=int(d["halted_since_ms"]) if "halted_since_ms" in d else None,
         given_up_by=d.get("given_up_by"),
         skipped=bool(d.get("skipped", False)),
+        first_sequence=d.get("first_sequence"),
     )
 
 

@@ -161,6 +161,7 @@ class InMemoryLeaseRepository:
                 state=lease.state,
                 parents=lease.parents,
                 skipped=lease.skipped,
+                first_sequence=lease.first_sequence,
             )
             return True
 
@@ -323,6 +324,27 @@ class InMemoryLeaseRepository:
             if cur is None:
                 raise LeaseConflictError(f"worker {worker_id} is not registered")
             self.t.workers[worker_id] = replace(cur, drain_requested=True, inbox=cur.inbox + 1)
+
+    def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
+        with self.t.lock:
+            self.t.calls["TransactWriteItems"] += 1
+            cur = self._expect_owned(seen)
+            new = Lease(
+                cur.stream,
+                cur.shard_id,
+                epoch=cur.epoch + 1,
+                state=fresh.state,
+                parents=fresh.parents,
+                skipped=fresh.skipped,
+                first_sequence=fresh.first_sequence,
+            )
+            self.t.leases[(cur.stream, cur.shard_id)] = new
+            self.t.checkpoints[(cur.stream, cur.shard_id)] = CheckpointItem(
+                cur.stream, cur.shard_id, new.epoch, None
+            )
+            if seen.owner is not None and seen.owner in self.t.workers:
+                self._wake(seen.owner)  # so that it drops the lease now
+            return new
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         with self.t.lock:

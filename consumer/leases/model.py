@@ -54,6 +54,10 @@ class Lease:
     # Created ENDED without being read: under LATEST, a shard already closed when the application first
     # listed it, with no parent it reads (consumer/retrieval/discovery.py). Its children start at LATEST.
     skipped: bool = False
+    # The StartingSequenceNumber of the shard it was created for (None: created by an earlier version, or by
+    # import-kcl). A listed shard of this id that starts elsewhere belongs to a stream created again under the
+    # same name: discovery starts the lease afresh (``DiscoveryRepository.restart_lease``).
+    first_sequence: str | None = None
 
     @property
     def key(self) -> str:

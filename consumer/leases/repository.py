@@ -17,6 +17,7 @@ from consumer.records import Position
 __all__ = [
     "RELEASE_ALL_MAX",
     "AdminRepository",
+    "DiscoveryRepository",
     "LeadershipRepository",
     "LeaseRepository",
     "LeaseTableRepository",
@@ -121,10 +122,10 @@ class LeadershipRepository(Protocol):
 
 
 class LeaseTableRepository(Protocol):
-    """The leases: read, created and retired by discovery, and every change of ownership. Each change is
-    one conditional write (or transaction), raising ``LeaseConflictError`` when its condition does not hold;
-    assignments and transfers also move the checkpoint item's epoch in the same transaction, so a checkpoint write
-    by the previous owner fails from that instant on."""
+    """The leases: read, and every change of ownership. Each change is one conditional write (or transaction),
+    raising ``LeaseConflictError`` when its condition does not hold; assignments and transfers also move the
+    checkpoint item's epoch in the same transaction, so a checkpoint write by the previous owner fails from
+    that instant on."""
 
     def snapshot(self, consistent: bool = True) -> TableSnapshot:
         """Every lease and worker item (only the leader reads the whole table, eventually consistent)."""
@@ -132,10 +133,6 @@ class LeaseTableRepository(Protocol):
 
     def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
         """The leases with these keys that exist (strongly consistent)."""
-        ...
-
-    def create_lease(self, lease: Lease) -> bool:
-        """Create the lease if absent; return whether this call created it."""
         ...
 
     def assign(self, lease: Lease, to_worker: str, dead_owner: OwnerObservation | None) -> Lease:
@@ -176,8 +173,26 @@ class LeaseTableRepository(Protocol):
         """Record, for operators, that the owner halted the shard before ``position`` (kept until it moves)."""
         ...
 
+
+class DiscoveryRepository(Protocol):
+    """The leases discovery writes: created for new shards, started afresh for a stream created again, retired
+    once their shard is gone (``consumer.retrieval.discovery``)."""
+
+    def create_lease(self, lease: Lease) -> bool:
+        """Create the lease if absent; return whether this call created it."""
+        ...
+
     def delete_lease(self, lease: Lease) -> None:
-        """Retire an ended lease whose shard no longer exists."""
+        """Retire a lease and its checkpoint: an ended one whose shard no longer exists, or one of a stream
+        created again whose shard the new stream lacks."""
+        ...
+
+    def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
+        """A lease whose shard id now names a shard of a stream created again under the same name: in one
+        transaction, if it is still as ``seen`` (owner and epoch, in any state), it takes ``fresh``'s creation
+        fields (state, parents, skipped, first sequence) with no owner and the next epoch, and its checkpoint
+        holds that epoch and no position (the new shard starts at the initial position). Its old owner is
+        woken, as by a replay: its next checkpoint is refused."""
         ...
 
 
@@ -195,7 +210,12 @@ class AdminRepository(Protocol):
 
 
 class LeaseRepository(
-    MembershipRepository, LeadershipRepository, LeaseTableRepository, AdminRepository, Protocol
+    MembershipRepository,
+    LeadershipRepository,
+    LeaseTableRepository,
+    DiscoveryRepository,
+    AdminRepository,
+    Protocol,
 ):
     """Every role over the one lease table: what the worker's coordinator and the operator commands hold.
     Code that plays one role takes that role's Protocol."""

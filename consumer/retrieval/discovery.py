@@ -4,18 +4,24 @@ A new shard's lease names only the parents this application reads (``Lease.paren
 from their first record after them (``shard_start.initial_position``). Under ``LATEST`` a shard already
 closed when the application first lists it, with no parent it reads, is not read at all: its lease is
 created ``ENDED`` and ``skipped``, so its children start at ``LATEST`` too instead of at their first record
-(a stream resharded before the application started, e.g. every on-demand stream that ever scaled)."""
+(a stream resharded before the application started, e.g. every on-demand stream that ever scaled).
+
+A lease records where its shard starts (``Lease.first_sequence``). A listed shard of the same id that starts
+elsewhere belongs to a stream deleted and created again under the same name: its lease is started afresh
+(``restart_lease``: next epoch, no owner, no checkpoint, so it is read from the initial position), and the
+old stream's leases whose shard is not listed are retired."""
 
 from __future__ import annotations
 
 import logging
 
+from consumer.errors import LeaseConflictError
 from consumer.leases.model import Lease, LeaseState
-from consumer.leases.repository import LeaseTableRepository
+from consumer.leases.repository import DiscoveryRepository
 from consumer.logs import log_event
 from consumer.retrieval.kinesis import KinesisApi, ShardInfo
 
-__all__ = ["new_lease", "parents_first", "sync_leases"]
+__all__ = ["new_lease", "of_an_earlier_stream", "parents_first", "sync_leases"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,36 +54,59 @@ def new_lease(stream: str, shard: ShardInfo, read: set[str], initial_position: s
     skipped, holds nothing for the child to wait for or to continue. Under ``LATEST`` a closed shard with no
     such parent is skipped: created ``ENDED``, never assigned, never read."""
     parents = tuple(p for p in shard.parents if p in read)
+    first = shard.starting_sequence
     if initial_position == "LATEST" and shard.ending_sequence is not None and not parents:
-        return Lease(stream, shard.shard_id, state=LeaseState.ENDED, skipped=True)
-    return Lease(stream, shard.shard_id, parents=parents)
+        return Lease(stream, shard.shard_id, state=LeaseState.ENDED, skipped=True, first_sequence=first)
+    return Lease(stream, shard.shard_id, parents=parents, first_sequence=first)
+
+
+def of_an_earlier_stream(lease: Lease | None, shard: ShardInfo) -> bool:
+    """Whether ``lease`` was created for a shard of this id in an earlier stream of the same name (deleted and
+    created again): the shard it recorded started elsewhere. Unknown (False) when either does not say."""
+    return (
+        lease is not None
+        and lease.first_sequence is not None
+        and shard.starting_sequence is not None
+        and lease.first_sequence != shard.starting_sequence
+    )
 
 
 def sync_leases(
     api: KinesisApi,
-    repo: LeaseTableRepository,
+    repo: DiscoveryRepository,
     stream: str,
     leases: tuple[Lease, ...],
     limit: int | None = None,
     initial_position: str = "TRIM_HORIZON",
 ) -> tuple[int, bool]:
-    """Create leases for shards without one (``new_lease``, under the fleet's ``initial_position``) and retire
-    ENDED leases whose shard is gone, at most ``limit`` writes (a stream of thousands of shards is created
-    over several calls, within the table's throughput). Returns (changes, whether writes remain for a later
-    call)."""
+    """Create leases for shards without one (``new_lease``, under the fleet's ``initial_position``), start
+    afresh those of an earlier stream of the same name (``of_an_earlier_stream``), and retire ENDED leases
+    whose shard is gone (after a stream was created again, every lease whose shard is not listed), at most
+    ``limit`` writes (a stream of thousands of shards is created over several calls, within the table's
+    throughput). Returns (changes, whether writes remain for a later call)."""
     shards = parents_first(api.list_shards(stream))
     known = {lease.shard_id: lease for lease in leases if lease.stream == stream}
-    read = {shard_id for shard_id, lease in known.items() if not lease.skipped}
+    earlier = {
+        s.shard_id: known[s.shard_id] for s in shards if of_an_earlier_stream(known.get(s.shard_id), s)
+    }
+    read = {shard_id for shard_id, lease in known.items() if not lease.skipped and shard_id not in earlier}
     listed = {s.shard_id for s in shards}
-    new = [s for s in shards if s.shard_id not in known]
-    gone = [lease for shard_id, lease in known.items() if lease.ended and shard_id not in listed]
+    new = [s for s in shards if s.shard_id not in known or s.shard_id in earlier]
+    gone = [
+        lease
+        for shard_id, lease in known.items()
+        if shard_id not in listed
+        and (lease.ended or earlier)  # created again: none of its old shards is read
+    ]
     budget = len(new) + len(gone) if limit is None else limit
     changes = 0
     for s in new[:budget]:
         lease = new_lease(stream, s, read, initial_position)
         if not lease.skipped:  # decided alike by any leader: a lease another one created first counts too
             read.add(s.shard_id)
-        if repo.create_lease(lease):
+        if s.shard_id in earlier:
+            changes += _restart(repo, earlier[s.shard_id], lease, s)
+        elif repo.create_lease(lease):
             changes += 1
             log_event(  # skipped: closed before the application listed it, under LATEST (never read)
                 logger,
@@ -92,3 +121,26 @@ def sync_leases(
         changes += 1
         log_event(logger, "lease_retired", stream=stream, shard=lease.shard_id)
     return changes, len(new) + len(gone) > budget
+
+
+def _restart(repo: DiscoveryRepository, seen: Lease, fresh: Lease, shard: ShardInfo) -> int:
+    """Start ``seen`` afresh as ``fresh`` (1 write), or leave it to the next discovery if it changed since it
+    was read (0: e.g. assigned meanwhile)."""
+    try:
+        repo.restart_lease(seen, fresh)
+    except LeaseConflictError:
+        return 0
+    log_event(
+        logger,
+        "lease_restarted",
+        logging.WARNING,
+        stream=seen.stream,
+        shard=seen.shard_id,
+        reason="the stream was created again: this shard starts at a sequence number the lease's did not",
+        starts_at=shard.starting_sequence,
+        lease_started_at=seen.first_sequence,
+        old_owner=seen.owner,
+        old_epoch=seen.epoch,
+        old_state=seen.state.value,
+    )
+    return 1

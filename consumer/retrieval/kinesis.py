@@ -70,6 +70,9 @@ class ShardInfo:
     parent_shard_id: str | None
     adjacent_parent_shard_id: str | None
     ending_sequence: str | None  # set once the shard is closed
+    # Where the shard starts: a shard of the same id in a stream created again under the same name starts
+    # elsewhere (consumer/retrieval/discovery.py). None where the listing did not say.
+    starting_sequence: str | None = None
 
     @property
     def parents(self) -> tuple[str, ...]:
@@ -183,6 +186,7 @@ class BotoKinesis:
                             parent_shard_id=s.get("ParentShardId"),
                             adjacent_parent_shard_id=s.get("AdjacentParentShardId"),
                             ending_sequence=s.get("SequenceNumberRange", {}).get("EndingSequenceNumber"),
+                            starting_sequence=s.get("SequenceNumberRange", {}).get("StartingSequenceNumber"),
                         )
                     )
                 token = out.get("NextToken")

@@ -43,11 +43,22 @@ class InMemoryKinesis:
         self.calls[op] = self.calls.get(op, 0) + 1
 
     def create_stream(self, name: str, shards: int) -> None:
+        """A stream of ``shards`` open shards (again, if one of that name existed: a new stream)."""
         with self._lock:
             self._streams[name] = {
-                f"shardId-{i:012d}": _Shard(ShardInfo(f"shardId-{i:012d}", None, None, None))
+                f"shardId-{i:012d}": _Shard(ShardInfo(f"shardId-{i:012d}", None, None, None, self._start()))
                 for i in range(shards)
             }
+
+    def delete_stream(self, name: str) -> None:
+        with self._lock:
+            self._stream(name)
+            del self._streams[name]
+
+    def _start(self) -> str:
+        """A new shard's starting sequence number (under the lock)."""
+        self._seq += 1
+        return str(self._seq)
 
     def _stream(self, name: str) -> dict[str, _Shard]:
         if name not in self._streams:
@@ -75,7 +86,11 @@ class InMemoryKinesis:
         shard.closed = True
         last = shard.records[-1]["SequenceNumber"] if shard.records else str(self._seq)
         shard.info = ShardInfo(
-            shard.info.shard_id, shard.info.parent_shard_id, shard.info.adjacent_parent_shard_id, last
+            shard.info.shard_id,
+            shard.info.parent_shard_id,
+            shard.info.adjacent_parent_shard_id,
+            last,
+            shard.info.starting_sequence,
         )
 
     def split(self, stream: str, shard_id: str) -> tuple[str, str]:
@@ -85,7 +100,7 @@ class InMemoryKinesis:
             n = len(shards)
             kids = (f"shardId-{n:012d}", f"shardId-{n + 1:012d}")
             for kid in kids:
-                shards[kid] = _Shard(ShardInfo(kid, shard_id, None, None))
+                shards[kid] = _Shard(ShardInfo(kid, shard_id, None, None, self._start()))
             return kids
 
     def merge(self, stream: str, shard_id: str, adjacent: str) -> str:
@@ -94,7 +109,7 @@ class InMemoryKinesis:
             self._close(shards[shard_id])
             self._close(shards[adjacent])
             kid = f"shardId-{len(shards):012d}"
-            shards[kid] = _Shard(ShardInfo(kid, shard_id, adjacent, None))
+            shards[kid] = _Shard(ShardInfo(kid, shard_id, adjacent, None, self._start()))
             return kid
 
     def list_shards(self, stream: str) -> list[ShardInfo]:

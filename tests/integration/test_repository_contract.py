@@ -434,6 +434,45 @@ def test_delete_lease_removes_the_lease_and_its_checkpoint(b: Backend) -> None:
     assert in_step(b, b.repo.take(Lease("s", "sh"), "w1", None)).position is None
 
 
+def test_restart_lease_starts_an_owned_lease_afresh_for_a_stream_created_again(b: Backend) -> None:
+    created = Lease("s", "sh", parents=("p",), first_sequence="100")
+    b.repo.create_lease(created)
+    for worker in ("w1", "w2"):
+        b.repo.register_worker(WorkerItem(worker))
+    before = b.stored(created)
+    lease = b.repo.take(before, "w1", None)
+    b.store.save("s", "sh", lease.epoch, P2)
+    asked = b.repo.request_handoff(lease, "w2", 5)
+    inbox = b.worker("w1").inbox
+    fresh = Lease("s", "sh", first_sequence="200")
+    refused(b, lambda: b.repo.restart_lease(before, fresh), lease)  # read before the take
+    restarted = b.repo.restart_lease(asked, fresh)
+    assert restarted == Lease("s", "sh", None, lease.epoch + 1, first_sequence="200") == b.stored(restarted)
+    assert b.checkpoint(restarted) == CheckpointItem(
+        "s", "sh", restarted.epoch, None
+    )  # the old position is gone
+    assert b.worker("w1").inbox == inbox + 1  # the old owner is woken
+    with pytest.raises(CheckpointRejectedError):
+        b.store.save("s", "sh", lease.epoch, P3)  # and its next write refused
+    assert in_step(b, b.repo.take(restarted, "w2", None)).position is None  # read from the initial position
+
+
+def test_restart_lease_opens_an_ended_lease_or_skips_as_told(b: Backend) -> None:
+    lease = b.owned("sh", "w1")
+    b.store.save("s", "sh", lease.epoch, SHARD_END)
+    ended = b.repo.mark_ended(lease)
+    opened = b.repo.restart_lease(ended, Lease("s", "sh", first_sequence="7"))
+    assert opened == Lease("s", "sh", None, ended.epoch + 1, first_sequence="7") == b.stored(opened)
+    assert b.checkpoint(opened) == CheckpointItem("s", "sh", opened.epoch, None)
+    skipped = Lease("s", "sh", state=LeaseState.ENDED, skipped=True, first_sequence="8")
+    again = b.repo.restart_lease(opened, skipped)
+    assert again == replace(skipped, epoch=opened.epoch + 1) == b.stored(again)
+    back = b.repo.restart_lease(again, Lease("s", "sh", first_sequence="9"))
+    assert (
+        back == Lease("s", "sh", epoch=again.epoch + 1, first_sequence="9") == b.stored(back)
+    )  # not skipped
+
+
 def test_request_drain_flags_and_wakes_a_registered_worker(b: Backend) -> None:
     b.repo.register_worker(WorkerItem("w1"))
     b.repo.request_drain("w1")

@@ -1,4 +1,4 @@
-"""The lease repository, split by role: the four small Protocols cover the whole seam once each, and both
+"""The lease repository, split by role: the five small Protocols cover the whole seam once each, and both
 implementations play every role with the Protocols' own signatures (the contract tests then hold them to the
 same behaviour)."""
 
@@ -12,13 +12,20 @@ from consumer.leases.dynamodb import DynamoDBLeaseRepository
 from consumer.leases.memory import InMemoryLeaseRepository
 from consumer.leases.repository import (
     AdminRepository,
+    DiscoveryRepository,
     LeadershipRepository,
     LeaseRepository,
     LeaseTableRepository,
     MembershipRepository,
 )
 
-ROLES = (MembershipRepository, LeadershipRepository, LeaseTableRepository, AdminRepository)
+ROLES = (
+    MembershipRepository,
+    LeadershipRepository,
+    LeaseTableRepository,
+    DiscoveryRepository,
+    AdminRepository,
+)
 IMPLEMENTATIONS = (InMemoryLeaseRepository, DynamoDBLeaseRepository)
 
 

@@ -261,13 +261,19 @@ class MeteredTables:
         self._write("UpdateItem", [self._worker(worker_id)], self._repo.request_drain, worker_id)
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
+        return self._taken_away(lease, self._repo.reset_checkpoint, lease, position)
+
+    def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
+        return self._taken_away(seen, self._repo.restart_lease, seen, fresh)
+
+    def _taken_away(self, lease: Lease, call: Callable[_P, Lease], *args: _P.args, **kw: _P.kwargs) -> Lease:
         """The transaction, then (when the lease had an owner) an update waking it, billed even when the
         owner is gone (its condition refuses it): DynamoDB's backend sends the two apart."""
         with self.tables.lock:
             owner = [] if lease.owner is None else [self._worker(lease.owner)]
             woken = [_size(get()) for _table, get in owner]
             refs = self._moving(lease)
-            new = self._write("TransactWriteItems", refs, self._repo.reset_checkpoint, lease, position)
+            new = self._write("TransactWriteItems", refs, call, *args, **kw)
             if owner:
                 self._charge_writes("UpdateItem", owner, woken)
             return new
