@@ -117,7 +117,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "CONSUMER_INITIAL_POSITION",
         "retrieval.initial_position",
-        "TRIM_HORIZON, LATEST or AT_TIMESTAMP; only for shards without a checkpoint",
+        "TRIM_HORIZON, LATEST or AT_TIMESTAMP; only for shards without a checkpoint (LATEST: as of when the "
+        "shard's lease was created, for every owner: protocol.md)",
     ),
     EnvVar(
         "CONSUMER_INITIAL_TIMESTAMP",

@@ -106,6 +106,8 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             item["skipped"] = True
         if lease.first_sequence is not None:
             item["first_sequence"] = lease.first_sequence
+        if lease.latest_ms is not None:
+            item["latest_ms"] = lease.latest_ms
         try:
             with translate_errors(self.table, f"create {lease.key}"):
                 self._c.put_item(
@@ -189,6 +191,7 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             parents=lease.parents,
             given_up_by=given_up_by,
             first_sequence=lease.first_sequence,
+            latest_ms=lease.latest_ms,
         )
 
     def _checkpoint_follows(self, lease: Lease, new_epoch: int, position: Position | None) -> dict[str, Any]:
@@ -326,14 +329,17 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             parents=fresh.parents,
             skipped=fresh.skipped,
             first_sequence=fresh.first_sequence,
+            latest_ms=fresh.latest_ms,
         )
         values.update({":new": new.epoch, ":st": new.state.value, ":parents": list(new.parents)})
         sets = ["epoch = :new", "#state = :st", "parents = :parents"]
         removes = ["#owner", _PER_OWNERSHIP]
-        for name, value in (
-            ("skipped", True if new.skipped else None),
-            ("first_sequence", new.first_sequence),
-        ):
+        optional = {
+            "skipped": True if new.skipped else None,
+            "first_sequence": new.first_sequence,
+            "latest_ms": new.latest_ms,
+        }
+        for name, value in optional.items():
             if value is None:
                 removes.append(name)
             else:

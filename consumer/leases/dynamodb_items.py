@@ -26,6 +26,7 @@ def lease_from(d: dict[str, Any]) -> Lease:
         given_up_by=d.get("given_up_by"),
         skipped=bool(d.get("skipped", False)),
         first_sequence=d.get("first_sequence"),
+        latest_ms=int(d["latest_ms"]) if "latest_ms" in d else None,
     )
 
 

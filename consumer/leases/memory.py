@@ -162,6 +162,7 @@ class InMemoryLeaseRepository:
                 parents=lease.parents,
                 skipped=lease.skipped,
                 first_sequence=lease.first_sequence,
+                latest_ms=lease.latest_ms,
             )
             return True
 
@@ -337,6 +338,7 @@ class InMemoryLeaseRepository:
                 parents=fresh.parents,
                 skipped=fresh.skipped,
                 first_sequence=fresh.first_sequence,
+                latest_ms=fresh.latest_ms,
             )
             self.t.leases[(cur.stream, cur.shard_id)] = new
             self.t.checkpoints[(cur.stream, cur.shard_id)] = CheckpointItem(

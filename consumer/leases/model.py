@@ -58,6 +58,10 @@ class Lease:
     # import-kcl). A listed shard of this id that starts elsewhere belongs to a stream created again under the
     # same name: discovery starts the lease afresh (``DiscoveryRepository.restart_lease``).
     first_sequence: str | None = None
+    # Under LATEST, the wall time (ms) discovery created it at: a shard with no checkpoint is read from then
+    # (AT_TIMESTAMP) by every owner, so a take-over before the first checkpoint skips nothing (None: created
+    # by an earlier version, or under another initial position, or a child that continues its parents).
+    latest_ms: int | None = None
 
     @property
     def key(self) -> str:

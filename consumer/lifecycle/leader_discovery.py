@@ -103,8 +103,9 @@ class Discovery:
                 more = True
                 break
             try:
+                now_ms = self._clock.wall_ms()
                 done, rest = sync_leases(
-                    self._kinesis, self._repo, stream, a.leases, left, self._initial_position
+                    self._kinesis, self._repo, stream, a.leases, left, self._initial_position, now_ms
                 )
                 changed, more, left = changed or bool(done), more or rest, left - done
                 listed.add(stream)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from consumer.checkpoint.checkpointer import CheckpointWriter
@@ -17,7 +18,7 @@ from consumer.checkpoint.policy import (
 )
 from consumer.checkpoint.store import CheckpointStore
 from consumer.clock import Clock
-from consumer.config import PROCESSOR_CHECKPOINT_MODES, StreamSpec, WorkerConfig
+from consumer.config import PROCESSOR_CHECKPOINT_MODES, RetrievalConfig, StreamSpec, WorkerConfig
 from consumer.errors import ConfigError, LeaseLostError, ProcessorSetupError
 from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
@@ -40,7 +41,7 @@ from consumer.sinks.dlq import DeadLetterQueue
 if TYPE_CHECKING:
     from consumer.lifecycle.shard_runner import ShardRunner
 
-__all__ = ["ConsumerContext", "Started", "initial_position", "open_reader", "start_shard"]
+__all__ = ["ConsumerContext", "Started", "initial_position", "open_reader", "start_shard", "start_timestamp"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,15 +82,18 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
     """A reader of the lease's shard after ``start`` (or at ``initial`` without one)."""
     cfg = ctx.config.retrieval
     common = (lease.stream, lease.shard_id, cfg)
+    at = start_timestamp(lease, cfg)
     reader: ShardReader
     if cfg.mode == "fanout":
         assert ctx.fanout is not None
         arn = ctx.fanout_arns[lease.stream]
         reader = FanOutReader(
-            ctx.fanout, arn, *common, after=start, initial_position=initial, clock=ctx.clock
+            ctx.fanout, arn, *common, after=start, initial_position=initial, clock=ctx.clock, timestamp=at
         )
     else:
-        reader = PollingReader(ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock)
+        reader = PollingReader(
+            ctx.kinesis, *common, after=start, initial_position=initial, clock=ctx.clock, timestamp=at
+        )
     return reader  # fetched ahead by the runner (retrieval.prefetch_batches), on its fetch pool
 
 
@@ -103,7 +107,29 @@ def initial_position(lease: Lease, configured: str) -> str:
     the stream names no parent under ``LATEST``, so it starts at ``LATEST``.)"""
     if lease.parents and configured == "LATEST":
         return "TRIM_HORIZON"
+    if configured == "LATEST" and lease.latest_ms is not None:
+        return "AT_TIMESTAMP"  # LATEST as of the lease's creation, for every owner (``start_timestamp``)
     return configured
+
+
+def start_timestamp(lease: Lease, config: RetrievalConfig) -> datetime | None:
+    """The time an ``AT_TIMESTAMP`` start reads from: under ``LATEST``, when the lease was created
+    (``Lease.latest_ms``), so that LATEST means the same for every owner of a shard without a checkpoint and
+    for every new iterator (re-resolving it would skip what came in between: a take-over before the first
+    checkpoint lost those records); otherwise the configured ``retrieval.initial_timestamp``."""
+    if config.initial_position == "LATEST" and lease.latest_ms is not None:
+        return datetime.fromtimestamp(lease.latest_ms / 1000, UTC)
+    return config.initial_timestamp
+
+
+def _where(lease: Lease, start: Position | None, initial: str, config: RetrievalConfig) -> dict[str, object]:
+    """``shard_started``'s account of where the shard starts (and from what time, for AT_TIMESTAMP)."""
+    if start is not None:
+        return {"starting_position": str(start)}
+    if initial != "AT_TIMESTAMP":
+        return {"starting_position": initial}
+    at = start_timestamp(lease, config)
+    return {"starting_position": initial, "from_time": at.isoformat() if at is not None else None}
 
 
 def start_shard(
@@ -176,7 +202,6 @@ def start_shard(
         raise
     except Exception as exc:  # retried with backoff: ``ProcessorSetupError``
         raise ProcessorSetupError(f"the processor's initialize raised {type(exc).__name__}: {exc}") from exc
-    log_event(
-        logger, "shard_started", logging.INFO, starting_position=str(start) if start else initial, **fields
-    )
+    where = _where(lease, start, initial, ctx.config.retrieval)
+    log_event(logger, "shard_started", logging.INFO, **where, **fields)
     return Started(processor, writer, policy, start, initial)

@@ -46,18 +46,22 @@ def parents_first(shards: list[ShardInfo]) -> list[ShardInfo]:
     return out
 
 
-def new_lease(stream: str, shard: ShardInfo, read: set[str], initial_position: str) -> Lease:
+def new_lease(
+    stream: str, shard: ShardInfo, read: set[str], initial_position: str, now_ms: int | None = None
+) -> Lease:
     """The lease to create for ``shard``, whose parents come first; ``read``: the shards of ``stream`` this
     application reads or has read (a lease that is not ``skipped``), each parent's decision already in it.
 
     Its ``parents`` are those in ``read``: a parent that aged out before the application listed it, or one
     skipped, holds nothing for the child to wait for or to continue. Under ``LATEST`` a closed shard with no
-    such parent is skipped: created ``ENDED``, never assigned, never read."""
+    such parent is skipped: created ``ENDED``, never assigned, never read; one read from ``LATEST`` records
+    ``now_ms`` (``latest_ms``): every owner without a checkpoint reads it from then."""
     parents = tuple(p for p in shard.parents if p in read)
     first = shard.starting_sequence
     if initial_position == "LATEST" and shard.ending_sequence is not None and not parents:
         return Lease(stream, shard.shard_id, state=LeaseState.ENDED, skipped=True, first_sequence=first)
-    return Lease(stream, shard.shard_id, parents=parents, first_sequence=first)
+    latest_ms = now_ms if initial_position == "LATEST" and not parents else None
+    return Lease(stream, shard.shard_id, parents=parents, first_sequence=first, latest_ms=latest_ms)
 
 
 def of_an_earlier_stream(lease: Lease | None, shard: ShardInfo) -> bool:
@@ -78,12 +82,14 @@ def sync_leases(
     leases: tuple[Lease, ...],
     limit: int | None = None,
     initial_position: str = "TRIM_HORIZON",
+    now_ms: int | None = None,
 ) -> tuple[int, bool]:
     """Create leases for shards without one (``new_lease``, under the fleet's ``initial_position``), start
     afresh those of an earlier stream of the same name (``of_an_earlier_stream``), and retire ENDED leases
     whose shard is gone (after a stream was created again, every lease whose shard is not listed), at most
     ``limit`` writes (a stream of thousands of shards is created over several calls, within the table's
-    throughput). Returns (changes, whether writes remain for a later call)."""
+    throughput). Returns (changes, whether writes remain for a later call). ``now_ms``: the wall time new
+    ``LATEST`` leases record (``new_lease``)."""
     shards = parents_first(api.list_shards(stream))
     known = {lease.shard_id: lease for lease in leases if lease.stream == stream}
     earlier = {
@@ -101,7 +107,7 @@ def sync_leases(
     budget = len(new) + len(gone) if limit is None else limit
     changes = 0
     for s in new[:budget]:
-        lease = new_lease(stream, s, read, initial_position)
+        lease = new_lease(stream, s, read, initial_position, now_ms)
         if not lease.skipped:  # decided alike by any leader: a lease another one created first counts too
             read.add(s.shard_id)
         if s.shard_id in earlier:

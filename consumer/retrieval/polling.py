@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 
 from consumer.clock import Clock, SystemClock
 from consumer.config import RetrievalConfig
@@ -40,8 +41,11 @@ class PollingReader(ReaderBase):
         after: Position | None,
         initial_position: str,
         clock: Clock | None = None,
+        timestamp: datetime | None = None,
     ) -> None:
-        super().__init__(stream, shard_id, config, after=after, initial_position=initial_position)
+        super().__init__(
+            stream, shard_id, config, after=after, initial_position=initial_position, timestamp=timestamp
+        )
         self._api = api
         self._clock = clock or SystemClock()
         self._iterator: str | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from consumer.config import RetrievalConfig
@@ -56,13 +57,15 @@ class ReaderBase:
         *,
         after: Position | None,
         initial_position: str,
+        timestamp: datetime | None = None,
     ) -> None:
         self._stream = stream
         self._shard = shard_id
         self._cfg = config
         self._after = after
         self._initial = initial_position  # used only while there is no position to resume from
-        self._timestamp = config.initial_timestamp
+        # AT_TIMESTAMP's time: ``timestamp`` (LATEST fixed when its lease was created) or the configured one.
+        self._timestamp = timestamp if timestamp is not None else config.initial_timestamp
 
     @staticmethod
     def _size(wire: Sequence[WireRecord]) -> int:
