@@ -122,8 +122,11 @@ class WorkerConfig:
             raise ConfigError("streams", f"stream names must be unique, got {names}")
 
     def stream(self, name: str) -> StreamSpec:
-        """The spec of the stream called ``name``."""
-        return next(s for s in self.streams if s.name == name)
+        """The spec of the stream called ``name`` (``KeyError`` if this worker does not consume it)."""
+        for spec in self.streams:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"stream {name!r} is not one this worker consumes ({[s.name for s in self.streams]})")
 
 
 # -- from the environment -------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ __all__ = [
     "WorkerItem",
     "lease_key",
     "new_incarnation",
+    "stream_of",
     "worker_key",
 ]
 
@@ -28,6 +29,11 @@ class LeaseState(enum.Enum):
 
 def lease_key(stream: str, shard_id: str) -> str:
     return f"shard#{stream}#{shard_id}"
+
+
+def stream_of(key: str) -> str:
+    """The stream of a lease key (``lease_key``; stream names hold no ``#``)."""
+    return key.split("#", 2)[1]
 
 
 def worker_key(worker_id: str) -> str:

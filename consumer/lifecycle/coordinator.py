@@ -70,7 +70,8 @@ class Coordinator:
         self._lc = config.lease
         self.membership = Membership(self.id, config.lease, now)
         self.leadership = Leadership(self.id, config.lease, now)
-        self.duties = LeaderDuties(self.id, frozenset(s.name for s in config.streams), config.lease)
+        self._streams = frozenset(s.name for s in config.streams)
+        self.duties = LeaderDuties(self.id, self._streams, config.lease)
         self.owned: dict[str, Ownership] = {}
         # Told at a bounded rate while DynamoDB is down.
         self._scan_failures = Repeated(logger, "scan_failed", "scan_recovered")
@@ -270,10 +271,22 @@ class Coordinator:
         return self.duties.fleet.hand_to((key,), self._now)[key]
 
     def _receive(self, lease: Lease) -> list[Action]:
-        """A lease now ours: start it; while shutting down (the giver had not seen us draining yet), hand it
-        on unread."""
+        """A lease now ours: start it; while shutting down (the giver had not seen us draining yet), or if we
+        do not consume its stream, hand it on unread."""
         if self.shutting_down:
             new, actions, *_ = own.passing_on(lease, self._successor(lease.key))
+        elif lease.stream not in self._streams:  # a worker of another version handed it to us
+            log_event(
+                logger,
+                "lease_not_consumed",
+                logging.WARNING,
+                worker=self.id,
+                lease=lease.key,
+                stream=lease.stream,
+                why="this worker does not consume the stream (CONSUMER_STREAMS differs across the fleet): "
+                "handed on unread",
+            )
+            new, actions, *_ = own.not_ours_to_read(lease, self._successor(lease.key))
         else:
             new, actions, *_ = own.begin(lease)
         assert new is not None

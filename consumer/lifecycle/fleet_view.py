@@ -13,7 +13,7 @@ import logging
 from consumer.config import LeaseConfig
 from consumer.leases.fleet_plan import FleetInput, FleetPlan, merge, plan_fleet
 from consumer.leases.liveness import LivenessTracker
-from consumer.leases.model import WorkerItem
+from consumer.leases.model import WorkerItem, stream_of
 from consumer.leases.planner import plan_shutdown
 from consumer.leases.repository import OwnerObservation, TableSnapshot
 from consumer.logs import log_event
@@ -189,8 +189,15 @@ class FleetView:
         return frozenset(self.seen_alive(now) - draining - self.held_off(now) - {self.me})
 
     def hand_to(self, keys: tuple[str, ...], now: float) -> dict[str, str | None]:
-        """A successor for each of ``keys``, least loaded first (None: nobody, release)."""
-        return plan_shutdown(self.me, self.snapshot.leases, self.successors(now), keys)
+        """A successor for each of ``keys`` among the workers that consume its stream, least loaded first
+        (None: nobody, release: the leader assigns it once a worker that consumes it can take it)."""
+        successors = self.successors(now)
+        out: dict[str, str | None] = {}
+        for stream in sorted({stream_of(key) for key in keys}):
+            mine = tuple(key for key in keys if stream_of(key) == stream)
+            consumers = self._consumers(stream, successors) - {self.me}
+            out.update(plan_shutdown(self.me, self.snapshot.leases, consumers, mine))
+        return out
 
     def plan(self, now: float, leaving: bool = False, budget: int = 100) -> FleetPlan:
         """The fleet plan, stream by stream among the workers that consume it; ``leaving``: we are shutting

@@ -92,6 +92,13 @@ def passing_on(lease: Lease, to: str | None) -> Step:
     return Step(_moving(Ownership(lease), to), [], why="received while shutting down: never started")
 
 
+def not_ours_to_read(lease: Lease, to: str | None) -> Step:
+    """A lease of a stream we do not consume (workers list different streams, as during a rolling deploy
+    that adds or removes one): never started, handed straight on to a worker that consumes it (or
+    released, for the leader to assign)."""
+    return Step(_moving(Ownership(lease), to), [], why="a stream this worker does not consume: never started")
+
+
 # -- the step -----------------------------------------------------------------------------------------
 def step(o: Ownership, ev: OwnEvent, ctx: Context) -> Step:  # noqa: PLR0911 - one case per event type
     """The one transition function: what ``ev`` does to ``o``."""

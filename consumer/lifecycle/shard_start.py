@@ -24,6 +24,7 @@ from consumer.leases.liveness import OwnValidity
 from consumer.leases.model import Lease
 from consumer.lifecycle.async_processor import adapt
 from consumer.lifecycle.event_loop import EventLoopThread
+from consumer.lifecycle.fanout_start import FanOutConsumers
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome, ShardFinished
 from consumer.lifecycle.processor import InitializationInput, RecordProcessor, Timers
@@ -57,7 +58,7 @@ class ConsumerContext:
     clock: Clock
     report: Callable[[ShardFinished], None]  # how the consumer's one answer reaches the coordinator
     fanout: FanOutApi | None = None
-    fanout_arns: dict[str, str] = field(default_factory=dict)  # stream -> registered consumer ARN
+    fanout_consumers: FanOutConsumers | None = None  # fan-out: each stream's registered consumer
     # The worker's one event loop for asyncio processors (its thread starts only when one runs).
     event_loop: EventLoopThread = field(default_factory=lambda: EventLoopThread("asyncio-processors"))
     # What the shard loops read (each fetch taken); the worker's heartbeats publish it for `status`.
@@ -85,10 +86,17 @@ def open_reader(ctx: ConsumerContext, lease: Lease, start: Position | None, init
     at = start_timestamp(lease, cfg)
     reader: ShardReader
     if cfg.mode == "fanout":
-        assert ctx.fanout is not None
-        arn = ctx.fanout_arns[lease.stream]
+        assert ctx.fanout is not None and ctx.fanout_consumers is not None
+        consumers = ctx.fanout_consumers
         reader = FanOutReader(
-            ctx.fanout, arn, *common, after=start, initial_position=initial, clock=ctx.clock, timestamp=at
+            ctx.fanout,
+            consumers.arn(lease.stream),
+            *common,
+            after=start,
+            initial_position=initial,
+            clock=ctx.clock,
+            timestamp=at,
+            renew=lambda stale: consumers.renewed(lease.stream, stale),
         )
     else:
         reader = PollingReader(

@@ -23,7 +23,7 @@ from consumer.lifecycle.control import BackgroundControl
 from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.effects import Effects, ShardRunners
 from consumer.lifecycle.event_loop import EventLoopThread
-from consumer.lifecycle.fanout_start import register_with_retries
+from consumer.lifecycle.fanout_start import FanOutConsumers
 from consumer.lifecycle.handoff_writes import HandoffWriter
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
 from consumer.lifecycle.messages import (
@@ -132,6 +132,11 @@ class Worker(BackgroundControl):
             event_loop=EventLoopThread(f"asyncio-{self.id}", write_threads=config.threads.processor_threads),
             progress=self.progress,
             runner=self.runner,
+            fanout_consumers=(
+                FanOutConsumers(fanout, config.retrieval.fanout_consumer_name)
+                if fanout is not None and config.retrieval.fanout_consumer_name is not None
+                else None
+            ),
         )
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())
@@ -313,13 +318,11 @@ class Worker(BackgroundControl):
         retrieval = self.config.retrieval
         if retrieval.mode != "fanout":
             return
-        api = self._ctx.fanout
-        assert api is not None and retrieval.fanout_consumer_name is not None
+        consumers = self._ctx.fanout_consumers
+        assert consumers is not None
         for spec in self.config.streams:
-            self._ctx.fanout_arns[spec.name] = register_with_retries(
-                api, spec.name, retrieval.fanout_consumer_name
-            )
-            log_event(logger, "fanout_consumer_ready", stream=spec.name, arn=self._ctx.fanout_arns[spec.name])
+            arn = consumers.ready(spec.name)
+            log_event(logger, "fanout_consumer_ready", stream=spec.name, arn=arn)
 
     def call_counts(self) -> dict[str, dict[str, int]]:
         """DynamoDB and Kinesis requests made so far, by table role and operation (for cost figures)."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from consumer.clock import Clock, SystemClock
 from consumer.config import RetrievalConfig
+from consumer.errors import MissingResourceError
 from consumer.logs import log_event
 from consumer.records import Position
 from consumer.retrieval.kinesis import FanOutApi, Subscription, SubscriptionEvent
@@ -42,7 +43,10 @@ class FanOutReader(ReaderBase):
         initial_position: str,
         clock: Clock | None = None,
         timestamp: datetime | None = None,
+        renew: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``renew``: given the consumer ARN a subscription found gone, the one to use now (None: none yet,
+        the error stands); see ``consumer.lifecycle.fanout_start.FanOutConsumers.renewed``."""
         super().__init__(
             stream, shard_id, config, after=after, initial_position=initial_position, timestamp=timestamp
         )
@@ -51,6 +55,7 @@ class FanOutReader(ReaderBase):
         self._next_subscribe = float("-inf")
         self._wake = threading.Event()  # set by interrupt: ends a wait for the next subscription slot
         self._arn = consumer_arn
+        self._renew = renew
         self._continuation: str | None = None
         self._subscription: Subscription | None = None
         self._events: Iterator[SubscriptionEvent] | None = None
@@ -96,16 +101,30 @@ class FanOutReader(ReaderBase):
             self._events = None  # the 5-minute subscription ended (or was interrupted): subscribe again
             log_event(logger, "subscription_renewed", logging.DEBUG, stream=self._stream, shard=self._shard)
             return None
-        except Exception:  # not swallowed: forget the subscription, then raise it for the loop's verdict
+        except (
+            Exception
+        ) as exc:  # not swallowed: forget the subscription, then raise it for the loop's verdict
             self._events = None  # a broken or refused subscription: the retry subscribes again
             with self._lock:
                 if self._interrupted:  # we closed it under the reader's feet: whatever it raised, we stop
                     return None
+            if isinstance(exc, MissingResourceError) and self._renewed():
+                return None  # the next fetch subscribes with the consumer registered again
             raise
         records = self._accept(event.records)
         if event.continuation_sequence is not None:
             self._continuation = event.continuation_sequence
         return Fetch(records, event.continuation_sequence is None, event.millis_behind_latest)
+
+    def _renewed(self) -> bool:
+        """After a subscription found no such consumer: whether another ARN is now to be used."""
+        new = self._renew(self._arn) if self._renew is not None else None
+        if new is None or new == self._arn:
+            return False
+        log_event(logger, "fanout_consumer_renewed", stream=self._stream, shard=self._shard, arn=new)
+        self._arn = new
+        self._next_subscribe = float("-inf")  # at once: the old consumer's subscription slot does not apply
+        return True
 
     def interrupt(self) -> None:
         self._wake.set()

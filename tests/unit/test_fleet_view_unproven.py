@@ -46,7 +46,7 @@ def test_a_new_leaders_first_scan_asks_no_live_owner_for_a_worker_it_has_not_see
     assert v.live(T) == {"a", "b", "d"}  # not proven dead: its leases (none here) would stay its own
     assert v.seen_alive(T) == {"a"}
     assert [to for _lease, to in p.request] == ["a"]  # b above its share: only to us
-    assert v.successors(T) == frozenset() and v.hand_to(("x",), T) == {"x": None}
+    assert v.successors(T) == frozenset() and v.hand_to(("shard#s#x",), T) == {"shard#s#x": None}
     # b's heartbeat moves, d's does not: b is a target now, d still not.
     for i in range(1, 9):
         now = T + i
