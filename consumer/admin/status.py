@@ -4,7 +4,8 @@ Shard states: ``running``; ``handing over`` (a successor asked, ``handoff_to``);
 stopped before a poison record: ``halted_at``, ``halted_since``); ``owner dead`` (owned by a worker that is
 dead or gone: it is taken once the lease expires); ``waiting`` (no owner: a child of a reshard whose parent
 has not ended yet, ``waiting_for``; the leader assigns it once every parent has, as ``ready_leases`` rules);
-``released`` (no owner, not ended, not waiting); ``ended``.
+``released`` (no owner, not ended, not waiting); ``not consumed`` (no owner, not ended, and no alive worker
+lists its stream: nobody will assign it, see ``_consumed``); ``ended``.
 Worker states: ``alive``, ``draining``, ``dead`` (heartbeat older than the lease duration).
 
 Lag is what each shard's owner last read: the ``MillisBehindLatest`` of its last fetch and the last sequence
@@ -89,6 +90,8 @@ class LeaseStatus:
             return f"owner {self.owner} is {self.owner_state}; taken once its lease expires"
         if self.state == "waiting":
             return f"waiting for {', '.join(self.waiting_for)}"
+        if self.state == "not consumed":
+            return f"not consumed: no alive worker lists stream {self.stream}"
         return self.state
 
 
@@ -231,11 +234,36 @@ def _waiting_for(lease: Lease, by_shard: Mapping[tuple[str, str], Lease]) -> tup
     return tuple(p.shard_id for p in parents if p is not None and not p.ended)
 
 
-def _lease_state(lease: Lease, owner_state: str | None, waiting_for: tuple[str, ...] = ()) -> str:
+def _consumed(workers: Sequence[WorkerItem], states: Mapping[str, str]) -> frozenset[str] | None:
+    """The streams that the alive workers (``states``: worker id -> state) list, whose unowned leases the
+    leader assigns (it gives a stream's leases only to workers that list it, never to a draining or dead one).
+    None when unknown: no worker is alive (a fleet stopped or not started yet: which streams it will consume
+    is not in the table), or an alive worker's item lists no stream (an older version that did not publish
+    its streams)."""
+    alive = [w for w in workers if states.get(w.worker_id) == "alive"]
+    if not alive or any(not w.streams for w in alive):
+        return None
+    return frozenset(stream for w in alive for stream in w.streams)
+
+
+def _unowned_state(lease: Lease, waiting_for: tuple[str, ...], consumed: frozenset[str] | None) -> str:
+    """The state of a lease nobody owns that has not ended: whether (and when) the leader assigns it."""
+    if consumed is not None and lease.stream not in consumed:  # nobody will assign it
+        return "not consumed"
+    return "waiting" if waiting_for else "released"
+
+
+def _lease_state(
+    lease: Lease,
+    owner_state: str | None,
+    waiting_for: tuple[str, ...] = (),
+    consumed: frozenset[str] | None = None,
+) -> str:
+    """The state ``status`` shows; ``consumed``: the streams some alive worker lists (None: unknown)."""
     if lease.ended:
         return "skipped" if lease.skipped else "ended"
     if lease.owner is None:
-        return "waiting" if waiting_for else "released"
+        return _unowned_state(lease, waiting_for, consumed)
     if lease.halted_at is not None:
         return "halted"
     if owner_state in {"dead", "gone"}:
@@ -265,6 +293,7 @@ def fleet_status(
     states = {w.worker_id: worker_state(w, now_ms, lease_ms) for w in snap.workers}
     heartbeats = {w.worker_id: w.heartbeat_ms or w.started_ms for w in snap.workers}
     published = {w.worker_id: decode_progress(w.progress) for w in snap.workers}
+    consumed = _consumed(snap.workers, {w: state for w, (state, _) in states.items()})
 
     def age(ms: int | None) -> float | None:
         return round((now_ms - ms) / 1000, 1) if ms else None
@@ -281,7 +310,7 @@ def fleet_status(
             LeaseStatus(
                 stream=lease.stream,
                 shard_id=lease.shard_id,
-                state=_lease_state(lease, owner_state, waiting_for),
+                state=_lease_state(lease, owner_state, waiting_for, consumed),
                 owner=lease.owner,
                 owner_state=owner_state,
                 epoch=lease.epoch,

@@ -21,6 +21,7 @@ _LEASE_STYLE = {
     "owner dead": "red",
     "waiting": "blue",
     "released": "yellow",
+    "not consumed": "magenta",
     "ended": "dim",
     "skipped": "dim",
 }
