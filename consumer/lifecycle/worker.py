@@ -351,7 +351,10 @@ class Worker(BackgroundControl):
         )
         calls = [c.work.calling for c in self.consumers.values()]
         slow = self._slow_calls.check(self._clock.monotonic(), [c for c in calls if c is not None])
-        for stream in {o.lease.stream for o in owned.values()}:
+        for stream in sorted(
+            {s.name for s in self.config.streams} | {o.lease.stream for o in owned.values()}
+        ):
+            # Every stream we consume, 0 included: a gauge that stops being sent would read as its last value.
             mine = [o for o in owned.values() if o.lease.stream == stream]
             self.metrics.add("LeasesHeld", len(mine), stream)
             # A gauge, not a count of events: the alarm holds for as long as a shard stays halted.
