@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn, cast
@@ -108,7 +109,34 @@ def _config(args: argparse.Namespace) -> tuple[WorkerConfig, dict[str, str], dic
         raise
 
 
+class _StoppedBeforeStart(BaseException):
+    """SIGTERM while ``run`` starts up, before the worker handles its signals (nothing registered yet)."""
+
+
+def _stop_before_start(signum: int, frame: object) -> None:
+    raise _StoppedBeforeStart
+
+
 def _run(args: argparse.Namespace) -> int:
+    """``run``. A SIGTERM during its start-up (what ECS sends a task it stops while it starts) stops it
+    cleanly, exit 0 and one log line, as it does later: until the worker installs its own handlers (and again
+    after it restores this one), SIGTERM ends the start-up here instead of killing the process (exit 143)."""
+    previous = signal.signal(signal.SIGTERM, _stop_before_start)
+    try:
+        return _start_and_run(args)
+    except _StoppedBeforeStart:
+        log_event(
+            logger,
+            "stopped_before_start",
+            logging.WARNING,
+            why="SIGTERM during start-up, before the worker registered: nothing to hand over",
+        )
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _start_and_run(args: argparse.Namespace) -> int:
     config, env, given = _config(args)
     from consumer.embed import create_worker
 
