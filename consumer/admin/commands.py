@@ -272,7 +272,7 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     for p in plans:
         print(
-            f"{p.lease.stream}/{p.lease.shard_id}: checkpoint {p.old_checkpoint} -> {p.new_checkpoint} "
+            f"{p.lease.stream}/{p.lease.shard_id}: checkpoint {p.old_checkpoint or 'none'} -> {p.new_checkpoint} "
             f"(owner {p.lease.owner or '-'} loses the lease and the next owner restarts there)"
         )
     if not args.yes and not _confirmed():

@@ -1,8 +1,9 @@
 """Reading the dead-letter queue's messages back: what ``consumer.sinks.dlq`` wrote, checked field by field.
 
 A message is a dead letter of this consumer when its body is the JSON object ``dead_letter_body`` makes: the
-record's stream, shard, sequence number, partition key and bytes (base64), and the error it failed with. Any
-other body (not JSON, a field missing or of the wrong type, bytes that are not base64, a record Kinesis would
+record's stream, shard, sequence number, partition key and bytes (base64), and the error it failed with; a KPL
+user record the producer routed by explicit hash key also has ``explicit_hash_key`` (a body without it, as every
+message written before it was added, is put back by partition key alone). Any other body (not JSON, a field missing or of the wrong type, bytes that are not base64, a record Kinesis would
 not take back) is ``NotADeadLetter``, with the reason: ``redrive`` leaves such a message in the queue. Pure:
 no AWS call.
 """
@@ -22,6 +23,7 @@ __all__ = ["MAX_RECORD_BYTES", "DeadLetter", "NotADeadLetter", "parse_dead_lette
 #: Kinesis takes a record whose data and partition key (UTF-8) add up to at most 1 MiB.
 MAX_RECORD_BYTES = 1024 * 1024
 _MAX_PARTITION_KEY = 256  # characters (Kinesis: 1 to 256 Unicode characters)
+_MAX_HASH_KEY = 2**128 - 1  # Kinesis: a hash key is a 128-bit integer in decimal (0 to 2^128 - 1)
 
 
 class NotADeadLetter(ValueError):
@@ -40,6 +42,9 @@ class DeadLetter:
     data: bytes
     error_type: str
     error: str
+    #: The hash key the producer routed the record by (a KPL user record can carry one), in decimal; None when
+    #: it was routed by its partition key (or the message predates the field).
+    explicit_hash_key: str | None = None
 
     @property
     def size(self) -> int:
@@ -60,6 +65,21 @@ def _text(body: dict[str, Any], field: str, *, required: bool = True) -> str:
     if not isinstance(value, str):
         got = "missing" if field not in body else f"a {type(value).__name__}"
         raise NotADeadLetter(f"field {field!r} must be a string ({got})")
+    return value
+
+
+def _hash_key(body: dict[str, Any]) -> str | None:
+    """The body's ``explicit_hash_key`` (None when absent or null), as Kinesis takes it: a decimal integer from 0
+    to 2^128 - 1 without leading zeros; ``NotADeadLetter`` otherwise (PutRecords would refuse the whole call)."""
+    value = body.get("explicit_hash_key")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise NotADeadLetter(f"field 'explicit_hash_key' must be a string (a {type(value).__name__})")
+    if not (value.isascii() and value.isdigit()) or (len(value) > 1 and value[0] == "0"):
+        raise NotADeadLetter(f"field 'explicit_hash_key' is not a decimal hash key: {value[:60]!r}")
+    if len(value) > len(str(_MAX_HASH_KEY)) or int(value) > _MAX_HASH_KEY:
+        raise NotADeadLetter(f"field 'explicit_hash_key' is above 2^128 - 1: {value[:60]!r}")
     return value
 
 
@@ -91,6 +111,7 @@ def parse_dead_letter(body: str) -> DeadLetter:
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise NotADeadLetter(f"field 'data_base64' is not base64 ({exc})") from None
+    hash_key = _hash_key(doc)
     letter = DeadLetter(
         stream=stream,
         shard_id=shard_id,
@@ -100,6 +121,7 @@ def parse_dead_letter(body: str) -> DeadLetter:
         data=data,
         error_type=_text(doc, "error_type", required=False),
         error=_text(doc, "error", required=False),
+        explicit_hash_key=hash_key,
     )
     if letter.size > MAX_RECORD_BYTES:
         raise NotADeadLetter(f"the record has {letter.size} bytes with its key; Kinesis takes at most 1 MiB")

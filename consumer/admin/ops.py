@@ -21,6 +21,7 @@ from consumer.logs import log_event
 from consumer.records import Position
 
 __all__ = [
+    "NO_UNDO",
     "ReplayPlan",
     "check_sequence",
     "drain",
@@ -58,7 +59,7 @@ def drain(
 @dataclass(frozen=True)
 class ReplayPlan:
     lease: Lease
-    old_checkpoint: Position | None
+    old_checkpoint: Position | None  # None: no checkpoint (the shard started at the initial position)
     new_checkpoint: Position  # records after this position are delivered again
 
 
@@ -262,6 +263,15 @@ def _tell_ended(stream: str, shard_id: str, timestamp: datetime, say: Callable[[
     )
 
 
+#: The undo line of a shard that had no checkpoint: its owners started at the application's initial position
+#: (``CONSUMER_INITIAL_POSITION``: TRIM_HORIZON, LATEST or AT_TIMESTAMP, whichever it runs with), and a replay
+#: always sets a checkpoint, so none restores that.
+NO_UNDO = (
+    "(no checkpoint before: the shard started at the application's initial position "
+    "(CONSUMER_INITIAL_POSITION); a replay always sets a checkpoint, so it cannot restore that)"
+)
+
+
 def replay(
     repo: LeaseRepository, plans: list[ReplayPlan], *, lease_table: str, checkpoint_table: str
 ) -> list[str]:
@@ -280,8 +290,8 @@ def replay(
         restore = (
             f"python -m consumer replay {tables} --stream {shlex.quote(p.lease.stream)} "
             f"--shard {shlex.quote(p.lease.shard_id)} --checkpoint {old.sequence}/{old.sub_sequence} --yes"
-            if old
-            else "(no checkpoint before: TRIM_HORIZON)"
+            if old is not None
+            else NO_UNDO
         )
         log_event(
             logger,
@@ -289,7 +299,7 @@ def replay(
             logging.WARNING,
             stream=p.lease.stream,
             shard=p.lease.shard_id,
-            old_checkpoint=str(old) if old else None,
+            old_checkpoint=str(old) if isinstance(old, Position) else None,
             new_checkpoint=str(p.new_checkpoint),
             old_owner=p.lease.owner,
             undo=restore,

@@ -1,9 +1,10 @@
 """Putting dead-lettered records back into Kinesis: the engine of ``python -m consumer redrive``.
 
 Each SQS message the worker dead-lettered (``consumer.sinks.dlq``) holds one record: its stream, shard,
-sequence, partition key, bytes and error. ``Redrive.run`` receives them 10 at a time, puts them back with
-PutRecords (up to 500 records and 5 MiB a call) into their stream (or the one given) with their partition key
-and exact bytes, and deletes a message (DeleteMessageBatch) only once Kinesis took its record. At least once:
+sequence, partition key (and explicit hash key, when the producer routed the record by one), bytes and error.
+``Redrive.run`` receives them 10 at a time, puts them back with PutRecords (up to 500 records and 5 MiB a call)
+into their stream (or the one given) with their partition key, explicit hash key when there is one, and exact
+bytes, and deletes a message (DeleteMessageBatch) only once Kinesis took its record. At least once:
 a crash between a put and its delete puts that record again on the next run; a message is never lost.
 
 Records Kinesis refuses one by one (throttled, ``InternalFailure``) are put again with capped exponential
@@ -233,10 +234,11 @@ class Redrive:
         letter = m.letter
         into = f" into {self._stream}" if self._stream else ""
         error = f"{letter.error_type}: {letter.error}" if letter.error_type else letter.error
+        hash_key = f"explicit hash key {letter.explicit_hash_key} " if letter.explicit_hash_key else ""
         self._out.write(
             f"would put{into}: stream {letter.stream} shard {letter.shard_id} sequence "
             f"{letter.sequence_number}/{letter.sub_sequence_number} partition key {letter.partition_key!r} "
-            f"{len(letter.data)} bytes; error {error[:200]!r}\n"
+            f"{hash_key}{len(letter.data)} bytes; error {error[:200]!r}\n"
         )
         self.summary.listed += 1
         self._restore[m.message_id] = m.receipt
@@ -317,7 +319,7 @@ class Redrive:
         """One PutRecords of ``pending``: Kinesis's answer for each record, or the error that may pass it
         failed with. Raises one that does not pass, and ``UnreachableError`` while Kinesis has not answered
         once in this run (its endpoint is wrong or down, not a passing blip: exit 4)."""
-        entries = [{"Data": m.letter.data, "PartitionKey": m.letter.partition_key} for m in pending]
+        entries = [_entry(m.letter) for m in pending]
         try:
             with aws_call("kinesis", f"put records into {stream!r}", setting):
                 out = self._kinesis.put_records(StreamName=stream, Records=entries)
@@ -367,6 +369,15 @@ class Redrive:
                     f"could not make {len(chunk)} messages visible again ({exc}); they are back in "
                     f"{VISIBILITY_TIMEOUT_S}s\n"
                 )
+
+
+def _entry(letter: DeadLetter) -> dict[str, Any]:
+    """The PutRecords entry of a dead letter: its bytes and partition key, and the explicit hash key the
+    producer routed it by when it had one (so that it goes back into the shard the producer chose)."""
+    entry: dict[str, Any] = {"Data": letter.data, "PartitionKey": letter.partition_key}
+    if letter.explicit_hash_key is not None:
+        entry["ExplicitHashKey"] = letter.explicit_hash_key
+    return entry
 
 
 def _refused(

@@ -22,9 +22,10 @@ _QUEUE_VARIABLE = "CONSUMER_DLQ_URL"
 
 _DESCRIPTION = """\
 Receives the dead-letter queue's messages (10 at a time), puts each record back into the stream it was read
-from (or --stream) with its partition key and exact bytes (PutRecords, up to 500 records / 5 MiB a call), and
-deletes a message only after Kinesis took its record; stops when a receive finds the queue empty (after a 1 s
-wait), or after --max dead letters. Records refused for a rate limit are put again with backoff.
+from (or --stream) with its partition key, its explicit hash key when the producer routed it by one (a KPL user
+record), and exact bytes (PutRecords, up to 500 records / 5 MiB a call), and deletes a message only after
+Kinesis took its record; stops when a receive finds the queue empty (after a 1 s wait), or after --max dead
+letters. Records refused for a rate limit are put again with backoff.
 
 At least once: a crash (or a failed delete) after a put and before its delete leaves the message in the
 queue, and the next redrive puts that record again; a message is never deleted before its record is in
@@ -136,7 +137,8 @@ def add_redrive_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print each record it would put (stream, shard, sequence, partition key, size, error); "
+        help="print each record it would put (stream, shard, sequence, partition key, explicit hash key "
+        "when it has one, size, error); "
         "put and delete nothing",
     )
     p.set_defaults(func=_run)

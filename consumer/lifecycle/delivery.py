@@ -46,9 +46,12 @@ def _attempts(
     metrics: MetricsSink,
     stream: str,
     shard: str,
+    sub_sequence: int | None = None,
 ) -> BaseException | None:
     """Run ``call`` up to ``max_attempts`` times; return the last error, or None on success (only
-    ``LeaseLostError`` is raised)."""
+    ``LeaseLostError`` is raised). ``what`` is "batch" or one record's sequence number; ``sub_sequence`` is
+    that record's sub-sequence number (every user record of a KPL aggregate shares the sequence number)."""
+    where = {} if sub_sequence is None else {"sub_sequence": sub_sequence}
     error: BaseException | None = None
     for attempt in range(1, cfg.max_attempts + 1):
         try:
@@ -68,6 +71,7 @@ def _attempts(
                 stream=stream,
                 shard=shard,
                 what=what,
+                **where,
                 attempt=attempt,
                 error=repr(exc),
             )
@@ -133,7 +137,9 @@ def deliver(
     dead: list[Record] = []
     for record in _rest(records, checkpointed):
         single = _attempt(process, [record], checkpointed)
-        error = _attempts(single, cfg, stop, record.sequence_number, metrics, stream, shard)
+        error = _attempts(
+            single, cfg, stop, record.sequence_number, metrics, stream, shard, record.sub_sequence_number
+        )
         if error is None:
             continue
         if stop.is_set():
@@ -148,6 +154,7 @@ def deliver(
                     stream=stream,
                     shard=shard,
                     sequence=record.sequence_number,
+                    sub_sequence=record.sub_sequence_number,
                     error=repr(exc),
                 )
                 return DeliveryResult(DeliveryOutcome.HALT, tuple(dead), record)

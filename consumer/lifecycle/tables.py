@@ -44,6 +44,7 @@ from consumer.lifecycle.ownership import (
     Unasked,
     Verdict,
     begin,
+    not_ours_to_read,
     passing_on,
 )
 from consumer.records import Position
@@ -234,8 +235,10 @@ def render() -> str:
         BEGIN,
         "",
         f"`{REQUESTER}`: the worker the leader asked the lease for. `{SUCCESSOR}`: the live worker the"
-        " coordinator picks when nobody asked (the leader's least-loaded pick; a member knows none and"
-        " releases the lease for the leader to assign).",
+        " coordinator picks when nobody asked (the leader's least-loaded pick among the workers that consume"
+        " the lease's stream; a member knows none and releases the lease for the leader to assign). A lease of"
+        " a stream the worker does not consume (workers of two versions listing different streams) is never"
+        " started: it is handed on unread (`lease_not_consumed`, WARNING).",
         "",
         "| phase | event | next phase | actions | why |",
         "|---|---|---|---|---|",
@@ -244,6 +247,8 @@ def render() -> str:
         ("a lease given to us (or the leader's assignment to itself written)", begin(_LEASE)),
         ("the same while shutting down, with a successor", passing_on(_LEASE, SUCCESSOR)),
         ("the same while shutting down, with none", passing_on(_LEASE, None)),
+        ("a lease of a stream we do not consume, with a successor", not_ours_to_read(_LEASE, SUCCESSOR)),
+        ("the same, with none", not_ours_to_read(_LEASE, None)),
     ]
     for label, step in starts:
         nxt, actions, why = _cells(step)

@@ -20,8 +20,12 @@ class DeadLetterQueue(Protocol):
 
 
 def dead_letter_body(record: Record, error: BaseException, epoch: int) -> dict[str, Any]:
-    """The message body: the record (data in base64), its epoch and the error it failed with."""
-    return {
+    """The message body: the record (data in base64), its epoch and the error it failed with.
+
+    ``explicit_hash_key`` is there only when the record has one (a KPL user record whose producer chose its
+    shard by hash key): ``redrive`` puts the record back with it, into the shard the producer chose. A body
+    without it (every other record, and any message written before it was added) is put by partition key."""
+    body: dict[str, Any] = {
         "stream": record.stream,
         "shard_id": record.shard_id,
         "sequence_number": record.sequence_number,
@@ -34,6 +38,9 @@ def dead_letter_body(record: Record, error: BaseException, epoch: int) -> dict[s
         "error": str(error)[:4000],
         "failed_at_ms": int(time.time() * 1000),
     }
+    if record.explicit_hash_key is not None:
+        body["explicit_hash_key"] = record.explicit_hash_key
+    return body
 
 
 class InMemoryDeadLetterQueue:
@@ -55,7 +62,11 @@ class SqsDeadLetterQueue:
 
     def send(self, record: Record, error: BaseException, epoch: int) -> None:
         body = json.dumps(dead_letter_body(record, error, epoch))
-        what = f"dead-letter {record.shard_id}/{record.sequence_number} to {self._url}"
+        # the sub-sequence too: every user record of a KPL aggregate shares the sequence number
+        what = (
+            f"dead-letter {record.shard_id}/{record.sequence_number}/{record.sub_sequence_number} "
+            f"to {self._url}"
+        )
         with aws_call("sqs", what, "CONSUMER_DLQ_URL"):  # any failure halts the shard: nothing is lost
             self._c.send_message(
                 QueueUrl=self._url,
