@@ -51,6 +51,9 @@ class FleetInput:
     # Workers that gave a lease up lately (``FleetView.held_off``): no owner is asked to hand them a lease, so
     # that a worker whose fault is its own (it cannot reach Kinesis) is not handed its share back at once.
     held_off: frozenset[str] = frozenset()
+    # Leases each worker holds (or is planned to) of the fleet's other streams: a stream's extra leases go to
+    # the workers with the fewest (``fair_shares``).
+    elsewhere: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,7 @@ def plan_fleet(inp: FleetInput) -> FleetPlan:
     wanted, withdraw, stalled = _pending(ready, active, inp)
     # Shares follow the holdings once the moves under way are done, so that they stay put while they finish.
     holdings: Counter[str] = Counter(w for x in ready if (w := wanted.get(x.key, x.owner)) in active)
-    targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases)
+    targets = fair_shares(len(ready), {w: holdings.get(w, 0) for w in active}, inp.max_leases, inp.elsewhere)
     loads = _Loads(active, holdings, targets, inp.live - inp.held_off)
     asked = set(wanted)
     budget = inp.max_moves - len(withdraw)

@@ -27,9 +27,18 @@ def ready_leases(leases: tuple[Lease, ...]) -> list[Lease]:
     return out
 
 
-def fair_shares(n_leases: int, holdings: Mapping[str, int], max_leases: int | None = None) -> dict[str, int]:
-    """Each worker's target count; the extra ``n % w`` go to those already holding the most."""
-    workers = sorted(holdings, key=lambda w: (-holdings[w], w))
+def fair_shares(
+    n_leases: int,
+    holdings: Mapping[str, int],
+    max_leases: int | None = None,
+    elsewhere: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Each worker's target count of one stream's ``n_leases``; the extra ``n % w`` go to those holding the
+    fewest leases of the fleet's other streams (``elsewhere``), then to those already holding the most of
+    this one (no move), then by name. So many small streams spread over the fleet instead of each one's
+    extra lease going to the same worker."""
+    other = elsewhere or {}
+    workers = sorted(holdings, key=lambda w: (other.get(w, 0), -holdings[w], w))
     if not workers:
         return {}
     base, extra = divmod(n_leases, len(workers))

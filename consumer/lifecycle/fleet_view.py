@@ -9,6 +9,7 @@ on this leader's monotonic clock from when it saw something change: the wall-clo
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from consumer.config import LeaseConfig
 from consumer.leases.fleet_plan import FleetInput, FleetPlan, merge, plan_fleet
@@ -216,9 +217,14 @@ class FleetView:
             {self.me} if leaving else set()
         )
         plans: list[FleetPlan] = []
-        for stream in self.streams():
-            if stream in self.gone:
-                continue
+        planned = [s for s in self.streams() if s not in self.gone]
+        # Each worker's leases by stream: as held for the streams still to plan, as targeted once planned.
+        counts: dict[str, Counter[str]] = {s: Counter() for s in planned}
+        for x in self.snapshot.leases:
+            if x.owner is not None and not x.ended and x.stream in counts:
+                counts[x.stream][x.owner] += 1
+        for stream in planned:
+            elsewhere = sum((c for s, c in counts.items() if s != stream), Counter())
             p = plan_fleet(
                 FleetInput(
                     leases=tuple(x for x in self.snapshot.leases if x.stream == stream),
@@ -230,9 +236,11 @@ class FleetView:
                     stalled_requests=stalled,
                     max_leases=self._cfg.max_leases_per_worker,
                     max_moves=budget,
+                    elsewhere=elsewhere,
                 )
             )
             budget -= p.cost
+            counts[stream] = Counter(p.targets)
             plans.append(p)
         return merge(plans)
 
