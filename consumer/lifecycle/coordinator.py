@@ -36,6 +36,7 @@ from consumer.lifecycle.messages import (
     LeaderWatched,
     Outcome,
     OwnRead,
+    ReadInbox,
     ReadOwn,
     Reconciled,
     Result,
@@ -77,10 +78,16 @@ class Coordinator:
         self._scan_failures = Repeated(logger, "scan_failed", "scan_recovered")
         self._own_read_failures = Repeated(logger, "own_read_failed", "own_read_recovered")
         self._read_own_at = float("inf")  # when to read our leases (and those given to us)
+        self._own_read_out = False  # a ReadOwn awaits its answer
         self._was_fenced = False
         self._wake_leader: str | None = None
         self.shutting_down = False
         self._deadline = self._release_at = float("inf")
+        # A shutdown ends once nothing can have been handed to us unseen: our draining heartbeat landed (no
+        # transfer to us passes after it), then a final read of our item found nothing given ("checked").
+        self._shutdown_at = float("inf")
+        self._drain_landed = False
+        self._final_read = "none"  # none, sent, checked
         self.done = False
         self._now = now
         # Called with ``now`` at the start of every step: the liveness hook (consumer.health.Heartbeat). The
@@ -109,6 +116,7 @@ class Coordinator:
         actions += self._due_ownerships(now)
         if now >= self._read_own_at:
             self._read_own_at = float("inf")  # until its result
+            self._own_read_out = True
             actions.append(ReadOwn(tuple(sorted({*self.owned, *self.membership.given}))))
         actions += self.membership.due(now, tuple(self.owned), self._busy())
         if not self.shutting_down:
@@ -134,6 +142,7 @@ class Coordinator:
             case ShutdownRequested():
                 return [] if self.shutting_down else self._start_shutdown()
             case HeartbeatResult():
+                self._drain_heard(ev)
                 return self.membership.on_heartbeat(ev, self._now)
             case InboxRead():
                 return self._on_inbox(ev)
@@ -187,7 +196,28 @@ class Coordinator:
             self.duties.end()
         self._was_fenced = self.membership.fenced
 
+    def _drain_heard(self, ev: HeartbeatResult) -> None:
+        """While shutting down: a heartbeat sent since the shutdown began carries ``draining``; once one
+        landed, a final read shows all that was handed to us. One that failed: DynamoDB does not answer, so
+        nothing can be read nor handed on either; the shutdown does not wait for the read."""
+        if not self.shutting_down or ev.sent_at < self._shutdown_at:
+            return
+        if ev.result is Result.OK:
+            self._drain_landed = True
+        else:
+            self._final_read = "checked"
+
+    def _on_final_read(self, ev: InboxRead) -> None:
+        """The final read's answer: nothing given to us (or no answer: see ``_drain_heard``) ends the wait;
+        keys given are read and handed on like any lease received while shutting down, then read again."""
+        if ev.worker is None or not ev.worker.given:
+            self._final_read = "checked"
+        else:
+            self._final_read = "none"
+
     def _on_inbox(self, ev: InboxRead) -> list[Action]:
+        if ev.final:
+            self._on_final_read(ev)
         signals = self.membership.on_inbox(ev, self._now)
         if signals.scan_now:
             self.duties.scan_soon(self._now)
@@ -205,6 +235,7 @@ class Coordinator:
 
     def _on_own(self, asked: tuple[str, ...], leases: tuple[Lease, ...] | None, error: str) -> list[Action]:
         """Our leases as stored: drop those that moved on, note hand-off requests, start what we were given."""
+        self._own_read_out = False
         if leases is None:
             self._own_read_failures.failed(self._now, error=error)
             self._read_own_at = min(self._read_own_at, self._now + _OWN_READ_RETRY)
@@ -335,6 +366,7 @@ class Coordinator:
         self.membership.drain(self._now)  # the next heartbeat tells the fleet: nobody hands us anything
         self.leadership.leaving()  # a leader read answered after this claims nothing
         self._deadline = self._now + self._cfg.shutdown.deadline
+        self._shutdown_at = self._now
         self._release_at = self._now + min(self._lc.lease_duration, self._cfg.shutdown.deadline) / 2
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
         leader = self.leadership.leader_id
@@ -356,7 +388,13 @@ class Coordinator:
                 if self.owned[key].at_rest:
                     log_event(logger, "shutdown_release", logging.WARNING, worker=self.id, lease=key)
                 actions += self._apply(key, own.Unasked())
-        if not self.owned or now >= self._deadline:
+        if now >= self._deadline:
+            return actions + self._finish_shutdown()
+        settled = not self.owned and not self._own_read_out and self._read_own_at == float("inf")
+        if settled and self._drain_landed and self._final_read == "none":
+            self._final_read = "sent"
+            actions.append(ReadInbox(final=True))
+        if settled and self._final_read == "checked":
             actions += self._finish_shutdown()
         return actions
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import assert_never
 
 from consumer.clock import Clock
@@ -107,9 +108,9 @@ class Effects:
         match action:
             case Heartbeat():
                 return self._heartbeat(action)
-            case ReadInbox():
-                read_inbox = lambda: InboxRead(repo.get_worker(self._id, consistent=False))  # noqa: E731
-                return self._guard(read_inbox, InboxRead, None)
+            case ReadInbox(final=final):  # a shutdown's final read is strongly consistent
+                answer = partial(InboxRead, final=final)
+                return self._guard(lambda: answer(repo.get_worker(self._id, consistent=final)), answer, None)
             case ReadTable():
                 return self._guard(lambda: TableRead(repo.snapshot(consistent=False)), TableRead, None)
             case Reconcile():

@@ -98,6 +98,7 @@ class HeartbeatResult:
 class InboxRead:
     worker: WorkerItem | None
     error: str = ""
+    final: bool = False  # the answer to a ``ReadInbox(final=True)``
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,11 @@ class Renew:
 
 @dataclass(frozen=True)
 class ReadInbox:
-    pass
+    """Read our own item (eventually consistent). ``final``: a shutdown's last read, strongly consistent, made
+    once its draining heartbeat landed (from then on nobody can hand us a lease): what was handed to us before
+    is seen and handed on, not left to expire."""
+
+    final: bool = False
 
 
 @dataclass(frozen=True)

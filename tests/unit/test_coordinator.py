@@ -46,6 +46,7 @@ from tests.unit.coordinator_support import (
     WALL,
     alive,
     coordinator,
+    drained,
     follow,
     given,
     of,
@@ -332,6 +333,8 @@ def test_shutdown_heartbeats_draining_wakes_the_leader_and_hands_on_what_the_lea
     assert Stop(mine.key, ShutdownReason.REQUESTED) in c.step(T0 + 4, [])
     [t] = writes(c.step(T0 + 4.1, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.TRANSFER)
     acts = c.step(T0 + 4.2, [ActionResult(WriteKind.TRANSFER, t.lease, Result.OK, to="b")])
+    assert not of(acts, Deregister)  # not before a read shows nothing was handed to us meanwhile
+    acts = drained(c, T0 + 4.3)
     assert of(acts, Deregister) and c.done
 
 

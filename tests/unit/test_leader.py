@@ -37,6 +37,7 @@ from tests.unit.coordinator_support import (
     T0,
     alive,
     coordinator,
+    drained,
     follow,
     lead,
     of,
@@ -284,7 +285,8 @@ def test_the_last_worker_releases_at_once_and_resigns_before_deregistering() -> 
     [release] = writes(
         c.step(T0 + 1.4, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
     )
-    acts = c.step(T0 + 1.5, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])
+    c.step(T0 + 1.5, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])
+    acts = drained(c, T0 + 1.6)
     assert acts[-2:] == [ResignLeadership(Leader("a", 1)), Deregister()]
 
 
@@ -357,7 +359,8 @@ def test_the_step_that_ends_a_leaders_shutdown_reads_no_table() -> None:
     [release] = writes(
         c.step(T0 + 1.7, [ShardFinished(mine.key, mine.epoch, Outcome.STOPPED)]), WriteKind.RELEASE
     )
-    acts = c.step(T0 + 2.6, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])  # a read was due
+    c.step(T0 + 2.6, [ActionResult(WriteKind.RELEASE, release.lease, Result.OK)])  # a read was due
+    acts = drained(c, T0 + 2.7)
     assert acts[-2:] == [ResignLeadership(Leader("a", 1)), Deregister()] and not of(acts, ReadTable)
 
 
