@@ -321,16 +321,7 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
 
     def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
         cond, values = owned_condition(seen)
-        new = Lease(
-            seen.stream,
-            seen.shard_id,
-            epoch=seen.epoch + 1,
-            state=fresh.state,
-            parents=fresh.parents,
-            skipped=fresh.skipped,
-            first_sequence=fresh.first_sequence,
-            latest_ms=fresh.latest_ms,
-        )
+        new = seen.restarted_as(fresh)
         values.update({":new": new.epoch, ":st": new.state.value, ":parents": list(new.parents)})
         sets = ["epoch = :new", "#state = :st", "parents = :parents"]
         removes = ["#owner", _PER_OWNERSHIP]

@@ -330,16 +330,7 @@ class InMemoryLeaseRepository:
         with self.t.lock:
             self.t.calls["TransactWriteItems"] += 1
             cur = self._expect_owned(seen)
-            new = Lease(
-                cur.stream,
-                cur.shard_id,
-                epoch=cur.epoch + 1,
-                state=fresh.state,
-                parents=fresh.parents,
-                skipped=fresh.skipped,
-                first_sequence=fresh.first_sequence,
-                latest_ms=fresh.latest_ms,
-            )
+            new = cur.restarted_as(fresh)
             self.t.leases[(cur.stream, cur.shard_id)] = new
             self.t.checkpoints[(cur.stream, cur.shard_id)] = CheckpointItem(
                 cur.stream, cur.shard_id, new.epoch, None

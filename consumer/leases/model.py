@@ -77,6 +77,20 @@ class Lease:
     def ended(self) -> bool:
         return self.state is LeaseState.ENDED
 
+    def restarted_as(self, fresh: Lease) -> Lease:
+        """This lease started afresh (``DiscoveryRepository.restart_lease``): ``fresh``'s creation fields, no
+        owner and nothing of an ownership, at the next epoch."""
+        return Lease(
+            self.stream,
+            self.shard_id,
+            epoch=self.epoch + 1,
+            state=fresh.state,
+            parents=fresh.parents,
+            skipped=fresh.skipped,
+            first_sequence=fresh.first_sequence,
+            latest_ms=fresh.latest_ms,
+        )
+
 
 def new_incarnation() -> str:
     """A fresh incarnation id for a registration (random; never compared for order)."""
