@@ -203,7 +203,7 @@ class Coordinator:
         if not self.shutting_down or ev.sent_at < self._shutdown_at:
             return
         if ev.result is Result.OK:
-            self._drain_landed = True
+            self._drain_landed |= ev.draining  # (a beat the lane took up just before, without it, is not)
         else:
             self._final_read = "checked"
 

@@ -192,7 +192,7 @@ class Effects:
             return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
         except Exception as exc:  # a missed beat if it may pass (the window decides); else raised
             return HeartbeatResult(sent, Result.FAILED, error=describe(exc))
-        return HeartbeatResult(sent, Result.OK)
+        return HeartbeatResult(sent, Result.OK, draining=a.draining)
 
     @staticmethod
     def _quietly(call: Callable[[], None], event: str) -> None:

@@ -149,7 +149,7 @@ class HeartbeatLane:
             self._validity.extend(sent)  # at once: the coordinator may be busy in a slow call
             with self._cond:
                 self._next_at, self._in_flight = sent + self._every, False
-            self._report(HeartbeatResult(sent, Result.OK))
+            self._report(HeartbeatResult(sent, Result.OK, draining=params.draining))
 
     def _failed(self, sent: float, exc: Exception) -> None:
         """A beat that may pass is tried again (``_after_failure``). One that cannot (a bug, a validation

@@ -92,6 +92,7 @@ class HeartbeatResult:
     result: Result
     fenced: bool = False  # our generation moved: reconcile before going on
     error: str = ""
+    draining: bool = False  # the beat said we are draining (what a shutdown waits to land)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,6 @@ def owning(c: Coordinator, shard: str = "sh0", epoch: int = 1, now: float = T0) 
 def drained(c: Coordinator, now: float) -> list[Action]:
     """A shutting-down worker's draining heartbeat lands, then its final read finds nothing given to it: the
     actions of that read (the shutdown ends there once nothing else is under way)."""
-    acts = c.step(now, [HeartbeatResult(now, Result.OK)])
+    acts = c.step(now, [HeartbeatResult(now, Result.OK, draining=True)])
     assert ReadInbox(final=True) in acts, acts
     return c.step(now, [InboxRead(worker(c.id), final=True)])
