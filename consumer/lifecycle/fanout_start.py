@@ -86,7 +86,8 @@ class FanOutConsumers:
         self._name = name
         self._interval = interval
         self._now = now
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the maps below (never held across a call to AWS)
+        self._renewing: dict[str, threading.Lock] = {}  # one renewal at a time per stream
         self._arns: dict[str, str] = {}
         self._tried: dict[str, float] = {}
 
@@ -105,15 +106,19 @@ class FanOutConsumers:
     def renewed(self, stream: str, stale: str) -> str | None:
         """A subscription with ``stale`` found no such consumer: the ARN to use now (another shard's renewal,
         or one registered here), or None when none can be had yet (tried within the interval, or the stream
-        itself is missing: the caller's error stands)."""
+        itself is missing: the caller's error stands). Shards of the stream that ask meanwhile wait for the
+        one renewal under way; other streams' shards do not."""
         with self._lock:
-            current = self._arns.get(stream)
-            if current is not None and current != stale:
-                return current
-            now = self._now()
-            if now - self._tried.get(stream, float("-inf")) < self._interval:
-                return None
-            self._tried[stream] = now
+            renewing = self._renewing.setdefault(stream, threading.Lock())
+        with renewing:
+            with self._lock:
+                current = self._arns.get(stream)
+                if current is not None and current != stale:
+                    return current
+                now = self._now()
+                if now - self._tried.get(stream, float("-inf")) < self._interval:
+                    return None
+                self._tried[stream] = now
             try:
                 arn = self._api.register_consumer(stream, self._name)
             except ConsumerError as exc:
@@ -126,7 +131,8 @@ class FanOutConsumers:
                     error=str(exc),
                 )
                 return None
-            self._arns[stream] = arn
+            with self._lock:
+                self._arns[stream] = arn
         log_event(
             logger,
             "fanout_consumer_registered_again",
