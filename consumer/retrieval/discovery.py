@@ -105,8 +105,28 @@ def sync_leases(
         and (lease.ended or earlier)  # created again: none of its old shards is read
     ]
     budget = len(new) + len(gone) if limit is None else limit
+    if earlier:  # the old stream's leases it lacks go first, while the unrestarted ones still tell of it
+        retired = _retire(repo, stream, gone[:budget])
+        created = _create(repo, stream, new[: budget - retired], earlier, read, initial_position, now_ms)
+    else:
+        created = _create(repo, stream, new[:budget], earlier, read, initial_position, now_ms)
+        retired = _retire(repo, stream, gone[: max(0, budget - len(new))])
+    return created + retired, len(new) + len(gone) > budget
+
+
+def _create(
+    repo: DiscoveryRepository,
+    stream: str,
+    shards: list[ShardInfo],
+    earlier: dict[str, Lease],
+    read: set[str],
+    initial_position: str,
+    now_ms: int | None,
+) -> int:
+    """Create the leases of ``shards`` (parents first), restarting those of an earlier stream: the writes
+    that went through."""
     changes = 0
-    for s in new[:budget]:
+    for s in shards:
         lease = new_lease(stream, s, read, initial_position, now_ms)
         if not lease.skipped:  # decided alike by any leader: a lease another one created first counts too
             read.add(s.shard_id)
@@ -122,11 +142,15 @@ def sync_leases(
                 parents=list(lease.parents),
                 skipped=lease.skipped,
             )
-    for lease in gone[: max(0, budget - len(new))]:
+    return changes
+
+
+def _retire(repo: DiscoveryRepository, stream: str, leases: list[Lease]) -> int:
+    """Delete ``leases`` (and their checkpoints): their shard is gone."""
+    for lease in leases:
         repo.delete_lease(lease)
-        changes += 1
         log_event(logger, "lease_retired", stream=stream, shard=lease.shard_id)
-    return changes, len(new) + len(gone) > budget
+    return len(leases)
 
 
 def _restart(repo: DiscoveryRepository, seen: Lease, fresh: Lease, shard: ShardInfo) -> int:

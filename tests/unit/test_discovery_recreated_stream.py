@@ -123,3 +123,17 @@ def test_of_an_earlier_stream_needs_both_starts() -> None:
     assert not of_an_earlier_stream(Lease("s", "a"), shard)
     assert not of_an_earlier_stream(Lease("s", "a", first_sequence="9"), ShardInfo("a", None, None, None))
     assert not of_an_earlier_stream(None, shard)
+
+
+def test_a_large_stream_created_again_is_sorted_out_over_several_discoveries() -> None:
+    """Within the write budget: the old stream's leases the new one lacks are retired first, while the leases
+    still to restart tell that the stream was created again; then the restarts."""
+    kinesis, _, repo = _consumed_then_recreated(2, 1)  # four old leases, one new shard
+    for _ in range(10):
+        if _sync(kinesis, repo, limit=1) == (0, False):
+            break
+    [only] = repo.snapshot().leases
+    assert (only.shard_id, only.first_sequence) == (
+        "shardId-000000000000",
+        kinesis.list_shards("s")[0].starting_sequence,
+    )
