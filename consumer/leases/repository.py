@@ -183,8 +183,8 @@ class DiscoveryRepository(Protocol):
         ...
 
     def delete_lease(self, lease: Lease) -> None:
-        """Retire a lease and its checkpoint: an ended one whose shard no longer exists, or one of a stream
-        created again whose shard the new stream lacks."""
+        """Retire a lease and its checkpoint: its shard is no longer listed (aged out of the stream, or of an
+        earlier stream of the same name)."""
         ...
 
     def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:

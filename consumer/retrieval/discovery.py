@@ -1,4 +1,4 @@
-"""Shard discovery: leases for new shards (parents first), and retirement of ended leases that aged out.
+"""Shard discovery: leases for new shards (parents first), and retirement of leases whose shard is gone.
 
 A new shard's lease names only the parents this application reads (``Lease.parents``): its children start
 from their first record after them (``shard_start.initial_position``). Under ``LATEST`` a shard already
@@ -85,8 +85,8 @@ def sync_leases(
     now_ms: int | None = None,
 ) -> tuple[int, bool]:
     """Create leases for shards without one (``new_lease``, under the fleet's ``initial_position``), start
-    afresh those of an earlier stream of the same name (``of_an_earlier_stream``), and retire ENDED leases
-    whose shard is gone (after a stream was created again, every lease whose shard is not listed), at most
+    afresh those of an earlier stream of the same name (``of_an_earlier_stream``), and retire the leases
+    whose shard is no longer listed (aged out, or of the earlier stream), at most
     ``limit`` writes (a stream of thousands of shards is created over several calls, within the table's
     throughput). Returns (changes, whether writes remain for a later call). ``now_ms``: the wall time new
     ``LATEST`` leases record (``new_lease``)."""
@@ -98,12 +98,10 @@ def sync_leases(
     read = {shard_id for shard_id, lease in known.items() if not lease.skipped and shard_id not in earlier}
     listed = {s.shard_id for s in shards}
     new = [s for s in shards if s.shard_id not in known or s.shard_id in earlier]
-    gone = [
-        lease
-        for shard_id, lease in known.items()
-        if shard_id not in listed
-        and (lease.ended or earlier)  # created again: none of its old shards is read
-    ]
+    # A shard no longer listed does not exist (aged out of the stream, or its stream was created again): its
+    # lease goes, ended or not. An ACTIVE one held its children back for good: an application stopped for
+    # longer than the retention across a reshard waited on a parent nobody could read to its end.
+    gone = [lease for shard_id, lease in known.items() if shard_id not in listed]
     budget = len(new) + len(gone) if limit is None else limit
     if earlier:  # the old stream's leases it lacks go first, while the unrestarted ones still tell of it
         retired = _retire(repo, stream, gone[:budget])

@@ -50,6 +50,14 @@ class InMemoryKinesis:
                 for i in range(shards)
             }
 
+    def age_out(self, stream: str, shard_id: str) -> None:
+        """A closed shard past the stream's retention: gone from the listing, as Kinesis trims it."""
+        with self._lock:
+            shards = self._stream(stream)
+            if not shards[shard_id].closed:
+                raise ValueError(f"{shard_id} is open: only closed shards age out")
+            del shards[shard_id]
+
     def delete_stream(self, name: str) -> None:
         with self._lock:
             self._stream(name)
