@@ -101,7 +101,10 @@ def sync_leases(
     # A shard no longer listed does not exist (aged out of the stream, or its stream was created again): its
     # lease goes, ended or not. An ACTIVE one held its children back for good: an application stopped for
     # longer than the retention across a reshard waited on a parent nobody could read to its end.
-    gone = [lease for shard_id, lease in known.items() if shard_id not in listed]
+    # Only from a listing with an open shard, as every stream that exists has: one that has none (a stream
+    # being created or deleted, whatever Kinesis answers then) retires nothing.
+    whole = any(s.ending_sequence is None for s in shards)
+    gone = [lease for shard_id, lease in known.items() if shard_id not in listed] if whole else []
     budget = len(new) + len(gone) if limit is None else limit
     if earlier:  # the old stream's leases it lacks go first, while the unrestarted ones still tell of it
         retired = _retire(repo, stream, gone[:budget])

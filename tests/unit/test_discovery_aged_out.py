@@ -35,3 +35,20 @@ def test_a_parent_that_aged_out_unread_is_retired_and_its_children_are_ready() -
     assert {x.shard_id for x in ready_leases(repo.snapshot().leases)} == set(children)
     # They continue from the parent the application was reading: from their first record.
     assert all(initial_position(leases[c], "LATEST") == "TRIM_HORIZON" for c in children)
+
+
+class _EmptyListing(InMemoryKinesis):
+    def list_shards(self, stream: str) -> list:  # type: ignore[type-arg]
+        return []
+
+
+def test_a_listing_without_an_open_shard_retires_nothing() -> None:
+    """A stream always has an open shard: a listing with none (a stream being created or deleted) is not
+    taken as every shard gone, leases and checkpoints with them."""
+    kinesis, tables = _EmptyListing(), InMemoryTables()
+    repo = InMemoryLeaseRepository(tables)
+    real = InMemoryKinesis()
+    real.create_stream("s", 2)
+    sync_leases(real, repo, "s", (), None, "TRIM_HORIZON", 1)
+    assert sync_leases(kinesis, repo, "s", repo.snapshot().leases, None, "TRIM_HORIZON", 2) == (0, False)
+    assert len(repo.snapshot().leases) == 2
