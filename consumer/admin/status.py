@@ -4,8 +4,8 @@ Shard states: ``running``; ``handing over`` (a successor asked, ``handoff_to``);
 stopped before a poison record: ``halted_at``, ``halted_since``); ``owner dead`` (owned by a worker that is
 dead or gone: it is taken once the lease expires); ``waiting`` (no owner: a child of a reshard whose parent
 has not ended yet, ``waiting_for``; the leader assigns it once every parent has, as ``ready_leases`` rules);
-``released`` (no owner, not ended, not waiting); ``not consumed`` (no owner, not ended, and no alive worker
-lists its stream: nobody will assign it, see ``_consumed``); ``ended``.
+``released`` (no owner, not ended, not waiting); ``not consumed`` (no owner or a dead one, not ended, and no
+alive worker lists its stream: nobody will assign it, see ``_consumed``); ``ended``.
 Worker states: ``alive``, ``draining``, ``dead`` (heartbeat older than the lease duration).
 
 Lag is what each shard's owner last read: the ``MillisBehindLatest`` of its last fetch and the last sequence
@@ -266,8 +266,8 @@ def _lease_state(
         return _unowned_state(lease, waiting_for, consumed)
     if lease.halted_at is not None:
         return "halted"
-    if owner_state in {"dead", "gone"}:
-        return "owner dead"
+    if owner_state in {"dead", "gone"}:  # taken once its lease expires, by a worker that lists its stream
+        return "not consumed" if consumed is not None and lease.stream not in consumed else "owner dead"
     if lease.handoff_to is not None:
         return "handing over"
     return "running"

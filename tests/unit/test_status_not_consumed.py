@@ -129,3 +129,23 @@ def test_the_text_json_and_live_view_say_so() -> None:
         *["notconsumed:noaliveworkerlistsstreams3"] * 2,
         "released",
     ], shown
+
+
+def test_a_dead_owners_lease_of_a_stream_nobody_lists_is_not_consumed_either() -> None:
+    """Its lease expires, but no worker takes it: "taken once its lease expires" would not come true."""
+    clock = FakeClock(T0)
+    tables = InMemoryTables(clock=clock)
+    repo = InMemoryLeaseRepository(tables)
+    repo.register_worker(WorkerItem("old", started_ms=clock.wall_ms(), streams=frozenset({"s3"})))
+    repo.register_worker(WorkerItem(W5, started_ms=clock.wall_ms(), streams=frozenset({"s1"})))
+    for stream in ("s1", "s3"):
+        repo.create_lease(Lease(stream, SHARD))
+    leases = {x.stream: x for x in repo.snapshot().leases}
+    repo.take(leases["s3"], "old", None)
+    repo.take(leases["s1"], "old", None)
+    clock.advance(60)  # "old" stops beating; W5 beats on
+    repo.heartbeat(W5, 0, 0, False)
+    status = _status(tables, repo, clock)
+    states = {x.stream: (x.state, x.detail) for x in status.leases}
+    assert states["s3"] == ("not consumed", "not consumed: no alive worker lists stream s3")
+    assert states["s1"][0] == "owner dead"  # W5 lists s1: taken once the lease expires
