@@ -43,9 +43,8 @@ def proxy(emulators: Any) -> Iterator[KinesisLimitsProxy]:
     limiter.stop()
 
 
-def test_twenty_workers_starting_at_once_all_get_the_one_stream_consumer(
-    emulators: Any, proxy: KinesisLimitsProxy
-) -> None:
+def _start_together(emulators: Any, proxy: KinesisLimitsProxy) -> str:
+    """Twenty workers find or register the consumer of a new stream at once: its one ARN (checked)."""
     stream = f"fanout-start-{uuid.uuid4().hex[:8]}"
     create_stream(emulators.client("kinesis"), stream, 1)
     start = threading.Barrier(WORKERS)
@@ -59,9 +58,22 @@ def test_twenty_workers_starting_at_once_all_get_the_one_stream_consumer(
     with ThreadPoolExecutor(WORKERS) as pool:
         arns = list(pool.map(worker, range(WORKERS)))
     assert len(set(arns)) == 1 and arns[0].startswith("arn:aws:kinesis:"), set(arns)
-    refused = dict(proxy.limiter.refusals)
-    assert refused.get("ListStreamConsumers", 0) > 0, (
-        f"nothing was throttled: the test proves nothing ({refused})"
-    )
     consumers = emulators.client("kinesis").list_stream_consumers(StreamARN=arns[0].split("/consumer/")[0])
     assert [c["ConsumerName"] for c in consumers["Consumers"]] == ["fleet"]
+    return arns[0]
+
+
+def test_twenty_workers_starting_at_once_all_get_the_one_stream_consumer(
+    emulators: Any, proxy: KinesisLimitsProxy
+) -> None:
+    # A start proves something only if AWS's limits refused some of its calls. On a loaded machine the
+    # twenty threads' calls can spread over more than a second and stay within them: then start again, on a
+    # new stream, until one start was throttled (each start must get its one consumer either way).
+    for _ in range(5):
+        _start_together(emulators, proxy)
+        if proxy.limiter.refusals.get("ListStreamConsumers", 0) > 0:
+            break
+    refused = dict(proxy.limiter.refusals)
+    assert refused.get("ListStreamConsumers", 0) > 0, (
+        f"nothing was throttled in five starts: the test proves nothing ({refused})"
+    )
