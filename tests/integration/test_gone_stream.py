@@ -61,15 +61,24 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
         wait_until(
             lambda: log_events(log, "stream_gone"), timeout=20, what="the worker says the stream is gone"
         )
-        # Whatever was under way when discovery heard of it (a take, a failure) settles within a scan.
-        wait_until(
-            lambda: all(
+
+        # Whatever was under way when discovery heard of it (a take, a failure) settles: an assignment planned
+        # just before may still land, fail and be released. Three heartbeats (1.1 s apart) after the leases
+        # were all free, they are free again and stay so.
+        def released() -> bool:
+            return all(
                 owner is None
                 for _, owner in _leases(dynamodb_client, names.lease_table, names.stream).values()
-            ),
-            timeout=10,
-            what="the gone stream's leases released",
+            )
+
+        wait_until(released, timeout=10, what="the gone stream's leases released")
+        settle = _heartbeat(dynamodb_client, names.lease_table, "w")
+        wait_until(
+            lambda: _heartbeat(dynamodb_client, names.lease_table, "w") >= settle + 3,
+            timeout=15,
+            what="three heartbeats for what was under way",
         )
+        wait_until(released, timeout=10, what="the gone stream's leases released again")
         leases = _leases(dynamodb_client, names.lease_table, names.stream)
         failures = len(log_events(log, "shard_failed"))
         # A few seconds of a running fleet: three heartbeats (1.1 s apart), several scans and discoveries.
