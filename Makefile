@@ -79,7 +79,12 @@ test:
 # 433-465 s (589-649) in three runs of the same code; the next night 413 s (555), then 381-406 s (495-542) in
 # four runs with 68-69 more tests; 2026-11-28, with 106 more, 427 and 441 s (537 CPU-seconds). 2026-11-29, a slower day
 # (the same Spark test 1.7x as long): 611-807 s (924-1,209 CPU-seconds) in six runs; the emulators then spent about a third of the
-# integration tests' CPU (kinesis-local ~10 ms per call, moto ~3 ms). Spark tests stay in two processes (two JVMs), infra tests in another, and a
+# integration tests' CPU (kinesis-local ~10 ms per call, moto ~3 ms). Later that day, with 2,051 tests, 744-945 s
+# (1,153-1,492 CPU-seconds) in nine runs; the code of 2026-11-28 03:32 (198a15c, 1,419 tests), run again then, took
+# 701 s and 1,057 CPU-seconds where it had taken 427-441 s and 537: the machine doubled the CPU of the same
+# work. kinesis-local then spent 10-20 ms of CPU on any call (7.5 ms of it on node's main thread, in kinesis-mock's
+# own request handling; node's GC and stack-trace flags change nothing); a test worker's idle reads at 1 s
+# instead of 0.21 s left the integration tests' CPU as it was (828 against 816 CPU-seconds). Spark tests stay in two processes (two JVMs), infra tests in another, and a
 # module with fixtures of its own in one (tests/conftest.py). `make test PYTEST_JOBS=0` runs them in this
 # process, one after another; PYTEST_ARGS adds pytest options (e.g. `PYTEST_ARGS="-k fleet"`).
 PYTEST_JOBS ?= 4
