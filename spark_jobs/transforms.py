@@ -189,6 +189,59 @@ def _exact_within_scale(member: Column, scale: int) -> Column:
     return F.coalesce(exact & (F.length(fraction) <= F.lit(scale)), F.lit(False))
 
 
+def _holds_numbers(data_type: T.DataType) -> bool:
+    """Whether a value of ``data_type`` holds a number that :func:`_numbers_held_to_text` checks."""
+    if isinstance(data_type, T.NumericType):
+        return True
+    if isinstance(data_type, T.StructType):
+        return any(_holds_numbers(field.dataType) for field in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _holds_numbers(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return isinstance(data_type.keyType, T.StringType) and _holds_numbers(data_type.valueType)
+    return False
+
+
+def _numbers_held_to_text(value: Column, member: Column, data_type: T.DataType) -> Column:
+    """``value``, Spark's JSON reading of a payload member as ``data_type``, with each number in it that the
+    member's exact text (``member``: the same JSON value as a VARIANT) does not bear out set to null.
+
+    Spark's JSON reader reads a DECIMAL from a JSON string (``"0.5"``) and a DOUBLE from ``"NaN"``: a number
+    takes JSON numbers only, so a string (only strings cast to binary) gives null. It also rounds a DECIMAL
+    half-up to its scale: a DECIMAL keeps its value only when the exact number needs no more fraction digits
+    than the scale (the reader nulls too many integer digits). Inside a STRUCT, an ARRAY or a MAP with STRING
+    keys the same holds for each member, element or value on its own, however deep.
+    """
+    if isinstance(data_type, T.DecimalType):
+        return F.when(_exact_within_scale(member, data_type.scale), value)
+    if isinstance(data_type, T.NumericType):
+        return F.when(F.try_variant_get(member, "$", "binary").isNull(), value)
+    if not _holds_numbers(data_type):
+        return value
+    if isinstance(data_type, T.StructType):
+        fields = F.try_variant_get(member, "$", "map<string,variant>")
+        kept = [
+            _numbers_held_to_text(
+                value.getField(f.name), F.try_element_at(fields, F.lit(f.name)), f.dataType
+            ).alias(f.name)
+            for f in data_type.fields
+        ]
+        return F.when(value.isNotNull(), F.struct(*kept))
+    if isinstance(data_type, T.ArrayType):
+        items = F.try_variant_get(member, "$", "array<variant>")
+        element = data_type.elementType
+        return F.transform(
+            value, lambda x, i: _numbers_held_to_text(x, F.try_element_at(items, i + 1), element)
+        )
+    if isinstance(data_type, T.MapType):
+        entries = F.try_variant_get(member, "$", "map<string,variant>")
+        kind = data_type.valueType
+        return F.transform_values(
+            value, lambda k, x: _numbers_held_to_text(x, F.try_element_at(entries, k), kind)
+        )
+    return value
+
+
 def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFrame], DataFrame]:
     """Add typed columns parsed from each row's ``payload`` text (``"amount DECIMAL(38,18), sku STRING"``).
 
@@ -199,8 +252,8 @@ def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFra
     in a DECIMAL column, as Spark cannot read its exact digits (see :func:`_exact_within_scale`). An integer
     column gives null when the value is not an integer that fits. A number column (integer, DECIMAL, DOUBLE,
     ...) takes only JSON numbers: a JSON string (``"0.5"``, ``"NaN"``) gives null, as do binary payloads,
-    absent fields and values of another JSON type. Only top-level columns are checked this way: a DECIMAL
-    inside a STRUCT, ARRAY or MAP column is Spark's JSON reading, rounded half-up to its scale.
+    absent fields and values of another JSON type. The same holds for every number inside a STRUCT, an ARRAY
+    or a MAP with STRING keys (:func:`_numbers_held_to_text`): that member alone is null, the rest is kept.
     """
 
     def transform(curated: DataFrame) -> DataFrame:
@@ -210,22 +263,13 @@ def with_payload_columns(schema: str | T.StructType | None) -> Callable[[DataFra
         struct = payload_struct(schema, curated.columns)
         typed = F.from_json(F.col("payload"), struct, STRICT_OPTIONS)
         columns = {name: typed.getField(name) for name in struct.fieldNames()}
-        numeric = [f.name for f in struct.fields if isinstance(f.dataType, T.NumericType)]
+        numeric = [f.name for f in struct.fields if _holds_numbers(f.dataType)]
         if not numeric:
             return curated.select("*", *[column.alias(name) for name, column in columns.items()])
-        # Spark's JSON reader reads a DECIMAL from a JSON string ("0.5") and a DOUBLE from "NaN": a number
-        # column takes JSON numbers only, so a string member (only strings cast to binary) gives null. It
-        # also rounds a DECIMAL half-up to its scale: a DECIMAL column keeps its value only when the exact
-        # number needs no more fraction digits than the scale (the reader nulls too many integer digits).
         members = F.col("_payload_members")
         for name in numeric:
             member = F.try_element_at(members, F.lit(name))
-            data_type = struct[name].dataType
-            if isinstance(data_type, T.DecimalType):
-                keep = _exact_within_scale(member, data_type.scale)
-            else:
-                keep = F.try_variant_get(member, "$", "binary").isNull()
-            columns[name] = F.when(keep, columns[name])
+            columns[name] = _numbers_held_to_text(columns[name], member, struct[name].dataType)
         return curated.withColumn(
             "_payload_members",
             F.try_variant_get(F.try_parse_json(F.col("payload")), "$", "map<string,variant>"),

@@ -322,6 +322,39 @@ def test_payload_columns_are_derived_from_the_exact_text(spark):
     assert curated(spark, rows).transform(with_payload_columns(None)).columns == list(CURATED_COLUMNS)
 
 
+def test_numbers_inside_structs_arrays_and_maps_are_held_to_their_text_too(spark):
+    schema = (
+        "s STRUCT<c: DECIMAL(10,2), n: BIGINT, t: STRING>, a ARRAY<DECIMAL(10,2)>, m MAP<STRING, DECIMAL(10,1)>,"
+        " deep ARRAY<STRUCT<x: DECIMAL(10,2), xs: ARRAY<DOUBLE>>>"
+    )
+    rows = [
+        {
+            "sequence_number": "1",
+            "payload": '{"s": {"c": 0.135, "n": 7, "t": "k"}, "a": [0.135, 1.25, 1e2, "0.5"],'
+            ' "m": {"p": 1.50, "q": 0.05}, "deep": [{"x": 0.125, "xs": [1.5, 2.25]}, {"x": 2.5}]}',
+        },
+        {
+            "sequence_number": "2",
+            "payload": '{"s": {"c": "0.5", "n": "12", "t": "k"}, "a": [], "m": {}, "deep": null}',
+        },
+        {"sequence_number": "3", "payload": '{"s": null, "a": null}'},
+        {"sequence_number": "4", "payload": '{"s": {"c": 12345678901234567890.5}, "a": [0.10, -3]}'},
+    ]
+    typed = curated(spark, rows).transform(with_payload_columns(schema))
+    got = {r.sequence_number: r for r in typed.collect()}
+    one = got["1"]
+    # the rounded 0.14, the exponent and the JSON string give null; the rest of each value is kept
+    assert (one.s.c, one.s.n, one.s.t) == (None, 7, "k")
+    assert one.a == [None, Decimal("1.25"), None, None]
+    assert one.m == {"p": Decimal("1.5"), "q": None}
+    assert [(d.x, d.xs) for d in one.deep] == [(None, [1.5, 2.25]), (Decimal("2.50"), None)]
+    two = got["2"]
+    assert (two.s.c, two.s.n, two.s.t) == (None, None, "k")  # strings are no numbers, nested too
+    assert (two.a, two.m, two.deep) == ([], {}, None)
+    assert (got["3"].s, got["3"].a, got["3"].m) == (None, None, None)
+    assert got["4"].s.c is None and got["4"].a == [Decimal("0.10"), Decimal("-3.00")]
+
+
 @pytest.mark.parametrize("field", ["", "a..b", "x'] OR 1", "$.a"])
 def test_event_id_path_rejects_unsafe_names(field):
     with pytest.raises(ValueError, match="event id field"):
