@@ -57,8 +57,10 @@ class FleetView:
 
     def begin(self) -> None:
         """We lead from now on: the next scan is our term's first (what we saw while we led before, if we
-        did, is history that a heartbeat's move since does not date)."""
+        did, is history that a heartbeat's move since does not date), and each hand-off request it finds is
+        watched from then on, like a new leader's (another leader may have withdrawn and made it again)."""
         self._first_seen = None
+        self._requests = {}
 
     def known_dead(self, obs: OwnerObservation) -> None:
         """A worker we proved dead ourselves (we claimed leadership from it): no need to watch it again."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 from consumer.leases.model import Lease
 from consumer.leases.repository import TableSnapshot
 from consumer.lifecycle.fleet_view import FleetView
+from consumer.lifecycle.leader_duties import LeaderDuties
+from consumer.lifecycle.messages import Metric
 
 from .coordinator_support import LEASES, WALL, worker
 
@@ -77,3 +79,39 @@ def test_a_handoff_stall_is_timed_by_the_leader_that_watches_it() -> None:
     other = Lease("s", "sh0", owner="b", epoch=1, handoff_to="a", handoff_requested_ms=WALL + SKEW_MS)
     v.observe(TableSnapshot((other,), workers), T + stall + 1)
     assert v.stalled_requests(T + stall + 1) == frozenset()
+
+
+def test_a_leader_elected_again_times_each_request_from_its_new_term() -> None:
+    asked = Lease("s", "sh0", owner="b", epoch=1, handoff_to="c")
+    workers = (worker("a"), worker("b"), worker("c"))
+    v = view()
+    v.begin()
+    v.observe(TableSnapshot((asked,), workers), T)  # we lead and see the request
+    # We lose leadership; another leader leads (it may withdraw the request and ask again) until we lead again.
+    back = T + 10 * LEASES.handoff_stall_after
+    v.begin()
+    v.observe(TableSnapshot((asked,), workers), back)
+    assert v.stalled_requests(back) == frozenset()  # not the first term's timing: seen just now
+    assert v.plan(back).stalled == ()
+    stall = LEASES.handoff_stall_after
+    v.observe(TableSnapshot((asked,), workers), back + stall)
+    assert v.stalled_requests(back + stall) == {asked.key}
+
+
+def test_a_stall_told_in_one_term_is_told_again_when_it_stalls_in_a_later_one() -> None:
+    asked = Lease("s", "sh0", owner="b", epoch=1, handoff_to="c")
+    stall = LEASES.handoff_stall_after
+    duties = LeaderDuties("a", frozenset({"s"}), LEASES)
+
+    def told(now: float) -> int:
+        beat = int(now * 10)  # every heartbeat moves between two reads: all three stay alive
+        snap = TableSnapshot((asked,), (worker("a", beat), worker("b", beat), worker("c", beat)))
+        acts = duties.write(duties.on_table(snap, now, leaving=False), now)
+        return sum(1 for x in acts if isinstance(x, Metric) and x.name == "HandoffsStalled")
+
+    duties.begin(T, None)
+    assert [told(T), told(T + stall), told(T + stall + 1)] == [0, 1, 0]  # told once in the term
+    duties.end()
+    back = T + 10 * stall
+    duties.begin(back, None)
+    assert [told(back), told(back + stall)] == [0, 1]  # watched afresh, and told again
