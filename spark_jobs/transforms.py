@@ -227,18 +227,21 @@ def _numbers_held_to_text(value: Column, member: Column, data_type: T.DataType) 
             for f in data_type.fields
         ]
         return F.when(value.isNotNull(), F.struct(*kept))
+    # An array's elements and a map's values are paired with their VARIANTs by one zip, not looked up one by
+    # one (a lookup inside the lambda converts the whole VARIANT again for every element). No VARIANT (the
+    # payload is not one, e.g. a key twice): each element is checked against that null member.
     if isinstance(data_type, T.ArrayType):
         items = F.try_variant_get(member, "$", "array<variant>")
         element = data_type.elementType
-        return F.transform(
-            value, lambda x, i: _numbers_held_to_text(x, F.try_element_at(items, i + 1), element)
-        )
+        return F.when(
+            items.isNull(), F.transform(value, lambda x: _numbers_held_to_text(x, member, element))
+        ).otherwise(F.zip_with(value, items, lambda x, v: _numbers_held_to_text(x, v, element)))
     if isinstance(data_type, T.MapType):
         entries = F.try_variant_get(member, "$", "map<string,variant>")
         kind = data_type.valueType
-        return F.transform_values(
-            value, lambda k, x: _numbers_held_to_text(x, F.try_element_at(entries, k), kind)
-        )
+        return F.when(
+            entries.isNull(), F.transform_values(value, lambda _k, x: _numbers_held_to_text(x, member, kind))
+        ).otherwise(F.map_zip_with(value, entries, lambda _k, x, v: _numbers_held_to_text(x, v, kind)))
     return value
 
 

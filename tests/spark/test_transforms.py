@@ -339,6 +339,11 @@ def test_numbers_inside_structs_arrays_and_maps_are_held_to_their_text_too(spark
         },
         {"sequence_number": "3", "payload": '{"s": null, "a": null}'},
         {"sequence_number": "4", "payload": '{"s": {"c": 12345678901234567890.5}, "a": [0.10, -3]}'},
+        # a key twice: no VARIANT of the payload, so no DECIMAL can be held to its text (null), as at top level
+        {
+            "sequence_number": "5",
+            "payload": '{"a": [1.25], "m": {"p": 1.5}, "deep": [{"xs": [2.5]}], "t": 1, "t": 2}',
+        },
     ]
     typed = curated(spark, rows).transform(with_payload_columns(schema))
     got = {r.sequence_number: r for r in typed.collect()}
@@ -353,6 +358,8 @@ def test_numbers_inside_structs_arrays_and_maps_are_held_to_their_text_too(spark
     assert (two.a, two.m, two.deep) == ([], {}, None)
     assert (got["3"].s, got["3"].a, got["3"].m) == (None, None, None)
     assert got["4"].s.c is None and got["4"].a == [Decimal("0.10"), Decimal("-3.00")]
+    five = got["5"]
+    assert (five.a, five.m, [(d.x, d.xs) for d in five.deep]) == ([None], {"p": None}, [(None, [2.5])])
 
 
 @pytest.mark.parametrize("field", ["", "a..b", "x'] OR 1", "$.a"])
