@@ -23,11 +23,20 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from consumer.admin.dead_letters import DeadLetter, NotADeadLetter, parse_dead_letter
-from consumer.aws_errors import THROTTLE_CODES, aws_call, is_throttle_code
+from consumer.admin.dead_letters import NotADeadLetter, parse_dead_letter
+from consumer.admin.redrive_batch import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_RECORDS,
+    VISIBILITY_TIMEOUT_S,
+    Batch,
+    Message,
+    RedriveSummary,
+    put_entry,
+    refused_records,
+)
+from consumer.aws_errors import aws_call
 from consumer.errors import ConsumerError, MissingResourceError, UnreachableError
 from consumer.lifecycle.retry import Backoff, Verdict, next_try, verdict
 from consumer.logs import log_event
@@ -42,53 +51,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH_RECORDS = 500  # PutRecords: records a call
-MAX_BATCH_BYTES = 5 * 1024 * 1024  # PutRecords: data and partition keys a call
-#: How long a received message stays hidden from other readers while its record is put back (and how long a
-#: message that a crashed redrive had received stays hidden before it is visible again).
-VISIBILITY_TIMEOUT_S = 120
 _RECEIVE_WAIT_S = 1  # a receive that finds nothing within this long: the queue is empty
-# Per-record failures PutRecords reports that may pass when put again (others, e.g. KMS refusals, do not).
-_RETRIED_CODES = THROTTLE_CODES | {"InternalFailure", "ServiceUnavailable"}
 _BACKOFF = Backoff(base=0.2, cap=2.0, give_up_after=60.0)
-
-
-@dataclass
-class RedriveSummary:
-    """What one run did: records put back, messages deleted, messages skipped (left in the queue)."""
-
-    put: int = 0
-    deleted: int = 0
-    skipped: int = 0
-    throttled: int = 0  # records Kinesis refused for a rate limit and that were put again
-    listed: int = 0  # dry run: records that would be put back
-    pending: int = 0  # dead letters taken but not put: Kinesis could not be reached (left in the queue)
-
-    @property
-    def left(self) -> int:
-        """Messages this run left in the queue: skipped (each reported) and pending."""
-        return self.skipped + self.pending
-
-    @property
-    def complete(self) -> bool:
-        """Every message seen was handled: none is left in the queue by this run."""
-        return self.left == 0 and self.deleted == self.put
-
-
-@dataclass
-class _Message:
-    message_id: str
-    receipt: str
-    letter: DeadLetter
-
-
-@dataclass
-class _Batch:
-    messages: list[_Message] = field(default_factory=list)
-    size: int = 0
-
-    def fits(self, letter: DeadLetter) -> bool:
-        return len(self.messages) < MAX_BATCH_RECORDS and self.size + letter.size <= MAX_BATCH_BYTES
 
 
 class Redrive:
@@ -115,13 +79,13 @@ class Redrive:
         self.summary = RedriveSummary()
         self._seen: dict[str, bool] = {}  # message id -> whether its record was put (this run)
         self._restore: dict[str, str] = {}  # message id -> receipt: made visible again at the end
-        self._accepted: dict[str, _Message] = {}  # every dead letter taken, by message id
+        self._accepted: dict[str, Message] = {}  # every dead letter taken, by message id
         self._kinesis_down = False  # a put found Kinesis unreachable: the run ends (exit 4)
         self._reached = False  # Kinesis answered a put in this run (an unreachable one later is retried)
 
     def run(self) -> RedriveSummary:
         """Receive, put back and delete until the queue is empty (or ``limit``); returns the summary."""
-        batch = _Batch()
+        batch = Batch()
         taken = 0
         stale = 0  # messages met before, received since the last new one
         try:
@@ -138,7 +102,7 @@ class Redrive:
                     taken += 1
                     if not batch.fits(message.letter):
                         self._flush(batch)
-                        batch = _Batch()
+                        batch = Batch()
                     batch.messages.append(message)
                     batch.size += message.letter.size
                 if new:  # progress, dead letters or not: the ones behind them come next
@@ -178,7 +142,7 @@ class Redrive:
         messages: list[dict[str, Any]] = out.get("Messages", [])
         return messages
 
-    def _accept(self, raw: dict[str, Any]) -> _Message | None:
+    def _accept(self, raw: dict[str, Any]) -> Message | None:
         """The message as a dead letter to put back; None when met before or not a dead letter (reported)."""
         message_id, receipt = str(raw["MessageId"]), str(raw["ReceiptHandle"])
         if message_id in self._seen:  # SQS delivers a message again now and then (at least once)
@@ -198,7 +162,7 @@ class Redrive:
             self._skip(message_id, str(exc))
             return None
         self._seen[message_id] = False
-        message = self._accepted[message_id] = _Message(message_id, receipt, letter)
+        message = self._accepted[message_id] = Message(message_id, receipt, letter)
         return message
 
     def _skip(self, message_id: str, reason: str) -> None:
@@ -207,7 +171,7 @@ class Redrive:
         self._out.flush()
         log_event(logger, "dead_letter_skipped", logging.WARNING, message_id=message_id, reason=reason)
 
-    def _flush(self, batch: _Batch) -> None:
+    def _flush(self, batch: Batch) -> None:
         if not batch.messages:
             return
         ordered = sorted(  # each shard's records back in their order (within a batch)
@@ -224,13 +188,13 @@ class Redrive:
             for m in ordered:
                 self._list(m)
             return
-        by_stream: dict[str, list[_Message]] = {}
+        by_stream: dict[str, list[Message]] = {}
         for m in ordered:
             by_stream.setdefault(self._stream or m.letter.stream, []).append(m)
         for stream, messages in by_stream.items():
             self._put_back(stream, messages)
 
-    def _list(self, m: _Message) -> None:
+    def _list(self, m: Message) -> None:
         letter = m.letter
         into = f" into {self._stream}" if self._stream else ""
         error = f"{letter.error_type}: {letter.error}" if letter.error_type else letter.error
@@ -243,7 +207,7 @@ class Redrive:
         self.summary.listed += 1
         self._restore[m.message_id] = m.receipt
 
-    def _put_back(self, stream: str, messages: list[_Message]) -> None:
+    def _put_back(self, stream: str, messages: list[Message]) -> None:
         try:
             refused, throttled = self._put(stream, messages)
         except MissingResourceError as exc:
@@ -274,7 +238,7 @@ class Redrive:
         self._out.flush()
         log_event(logger, "dead_letters_redriven", stream=stream, records=len(done), throttled=throttled)
 
-    def _put(self, stream: str, messages: list[_Message]) -> tuple[dict[str, str], int]:
+    def _put(self, stream: str, messages: list[Message]) -> tuple[dict[str, str], int]:
         """Put every message's record into ``stream``, putting refused ones again while that may pass.
         Returns the records Kinesis would not take (message id -> why) and how many were throttled (once or
         more) on the way."""
@@ -290,7 +254,7 @@ class Redrive:
             if isinstance(answer, ConsumerError):
                 again, slow, why = pending, verdict(answer) is Verdict.BACK_OFF, str(answer)
             else:
-                again, why, slowed = _refused(pending, answer, refused)
+                again, why, slowed = refused_records(pending, answer, refused)
                 slow = bool(slowed)
                 throttled |= slowed
             if not again:
@@ -314,12 +278,12 @@ class Redrive:
         return refused, len(throttled)
 
     def _call(
-        self, stream: str, pending: list[_Message], setting: str
+        self, stream: str, pending: list[Message], setting: str
     ) -> list[dict[str, Any]] | ConsumerError:
         """One PutRecords of ``pending``: Kinesis's answer for each record, or the error that may pass it
         failed with. Raises one that does not pass, and ``UnreachableError`` while Kinesis has not answered
         once in this run (its endpoint is wrong or down, not a passing blip: exit 4)."""
-        entries = [_entry(m.letter) for m in pending]
+        entries = [put_entry(m.letter) for m in pending]
         try:
             with aws_call("kinesis", f"put records into {stream!r}", setting):
                 out = self._kinesis.put_records(StreamName=stream, Records=entries)
@@ -335,7 +299,7 @@ class Redrive:
         records: list[dict[str, Any]] = out["Records"]
         return records
 
-    def _delete(self, messages: list[_Message]) -> int:
+    def _delete(self, messages: list[Message]) -> int:
         """Delete the messages (10 a call); returns how many SQS deleted, and reports any it did not."""
         deleted = 0
         for start in range(0, len(messages), 10):
@@ -369,33 +333,3 @@ class Redrive:
                     f"could not make {len(chunk)} messages visible again ({exc}); they are back in "
                     f"{VISIBILITY_TIMEOUT_S}s\n"
                 )
-
-
-def _entry(letter: DeadLetter) -> dict[str, Any]:
-    """The PutRecords entry of a dead letter: its bytes and partition key, and the explicit hash key the
-    producer routed it by when it had one (so that it goes back into the shard the producer chose)."""
-    entry: dict[str, Any] = {"Data": letter.data, "PartitionKey": letter.partition_key}
-    if letter.explicit_hash_key is not None:
-        entry["ExplicitHashKey"] = letter.explicit_hash_key
-    return entry
-
-
-def _refused(
-    pending: list[_Message], results: list[dict[str, Any]], refused: dict[str, str]
-) -> tuple[list[_Message], str, set[str]]:
-    """From a PutRecords answer: the records to put again, a code they were refused with and how many were
-    throttled (their message ids); records refused for good go into ``refused`` (message id -> why)."""
-    again: list[_Message] = []
-    why = ""
-    throttled: set[str] = set()
-    for m, result in zip(pending, results, strict=True):
-        if not (code := result.get("ErrorCode")):
-            continue
-        if code in _RETRIED_CODES or is_throttle_code(code, "kinesis"):
-            again.append(m)
-            why = code
-            if is_throttle_code(code, "kinesis"):
-                throttled.add(m.message_id)
-        else:  # e.g. a KMS key refused: putting it again would fail the same way
-            refused[m.message_id] = f"{code}: {result.get('ErrorMessage', '')}"
-    return again, why, throttled

@@ -1,7 +1,7 @@
 """DynamoDB lease repository: each method is one conditional write or one transaction.
 
-The lease items and their checkpoints are here; the worker and leader items in
-:mod:`consumer.leases.dynamodb_members`, which this class extends."""
+The lease items and their checkpoints are here; discovery's writes in :mod:`consumer.leases.dynamodb_discovery`
+and the worker and leader items in :mod:`consumer.leases.dynamodb_members`, which this class extends."""
 
 from __future__ import annotations
 
@@ -12,15 +12,17 @@ from typing import Any
 from consumer.clock import Clock, SystemClock
 from consumer.dynamo import DynamoCalls, from_item, to_item, translate_errors
 from consumer.errors import LeaseConflictError, ThrottledError
+from consumer.leases.dynamodb_discovery import DynamoDBDiscoveryWrites
 from consumer.leases.dynamodb_items import (
+    PER_OWNER,
+    PER_OWNERSHIP,
     fence_dead,
     lease_from,
     owned_condition,
     wake,
     worker_from,
 )
-from consumer.leases.dynamodb_members import DynamoDBMembers
-from consumer.leases.model import Lease, WorkerItem, lease_key
+from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.repository import OwnerObservation, TableSnapshot, check_release_all
 from consumer.records import Position
 
@@ -31,12 +33,8 @@ __all__ = ["DynamoDBLeaseRepository"]
 # retry policy to back off: never a tight loop of requests on the coordinator's thread.
 _UNPROCESSED_ROUNDS = 3
 
-# Attributes that describe one ownership and so go when the owner changes.
-_PER_OWNER = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
-_PER_OWNERSHIP = f"{_PER_OWNER}, given_up_by"
 
-
-class DynamoDBLeaseRepository(DynamoDBMembers):
+class DynamoDBLeaseRepository(DynamoDBDiscoveryWrites):
     """The lease table and its checkpoints in DynamoDB (``LeaseRepository``)."""
 
     def __init__(
@@ -91,34 +89,6 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
                 todo = unprocessed + todo
         return tuple(out)
 
-    def create_lease(self, lease: Lease) -> bool:
-        self.calls.add("PutItem")
-        item = {
-            "lease_key": lease.key,
-            "item_type": "lease",
-            "stream": lease.stream,
-            "shard_id": lease.shard_id,
-            "epoch": lease.epoch,
-            "state": lease.state.value,
-            "parents": list(lease.parents),
-        }
-        if lease.skipped:
-            item["skipped"] = True
-        if lease.first_sequence is not None:
-            item["first_sequence"] = lease.first_sequence
-        if lease.latest_ms is not None:
-            item["latest_ms"] = lease.latest_ms
-        try:
-            with translate_errors(self.table, f"create {lease.key}"):
-                self._c.put_item(
-                    TableName=self.table,
-                    Item=to_item(item),
-                    ConditionExpression="attribute_not_exists(lease_key)",  # another worker may race us
-                )
-        except LeaseConflictError:
-            return False
-        return True
-
     def _ownership_change(
         self,
         lease: Lease,
@@ -161,12 +131,12 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
         values[":new"] = new_epoch
         names = {"#owner": "owner"}
         if given_up_by is not None:  # kept until the next owner: the leader offers it to others first
-            update = f"SET epoch = :new, given_up_by = :by REMOVE #owner, {_PER_OWNER}"
+            update = f"SET epoch = :new, given_up_by = :by REMOVE #owner, {PER_OWNER}"
             values[":by"] = given_up_by
         elif owner is None:
-            update = f"SET epoch = :new REMOVE #owner, {_PER_OWNERSHIP}"
+            update = f"SET epoch = :new REMOVE #owner, {PER_OWNERSHIP}"
         else:
-            update = f"SET epoch = :new, #owner = :to REMOVE {_PER_OWNERSHIP}"
+            update = f"SET epoch = :new, #owner = :to REMOVE {PER_OWNERSHIP}"
             values[":to"] = owner
         items: list[dict[str, Any]] = [
             {
@@ -308,71 +278,6 @@ class DynamoDBLeaseRepository(DynamoDBMembers):
             {":at": position, ":since": now_ms},
             f"halt {lease.key}",
         )
-
-    def delete_lease(self, lease: Lease) -> None:
-        key = to_item({"lease_key": lease_key(lease.stream, lease.shard_id)})
-        self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"retire {lease.key}", self.checkpoint_table):  # both or neither
-            self._c.transact_write_items(
-                TransactItems=[
-                    {"Delete": {"TableName": t, "Key": key}} for t in (self.table, self.checkpoint_table)
-                ]
-            )
-
-    def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
-        cond, values = owned_condition(seen)
-        new = seen.restarted_as(fresh)
-        values.update({":new": new.epoch, ":st": new.state.value, ":parents": list(new.parents)})
-        sets = ["epoch = :new", "#state = :st", "parents = :parents"]
-        removes = ["#owner", _PER_OWNERSHIP]
-        optional = {
-            "skipped": True if new.skipped else None,
-            "first_sequence": new.first_sequence,
-            "latest_ms": new.latest_ms,
-        }
-        for name, value in optional.items():
-            if value is None:
-                removes.append(name)
-            else:
-                sets.append(f"{name} = :{name}")
-                values[f":{name}"] = value
-        checkpoint = {
-            "lease_key": seen.key,
-            "stream": seen.stream,
-            "shard_id": seen.shard_id,
-            "epoch": new.epoch,
-        }
-        self.calls.add("TransactWriteItems")
-        with translate_errors(self.table, f"restart of {seen.key}", self.checkpoint_table):
-            self._c.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": to_item({"lease_key": seen.key}),
-                            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-                            "ConditionExpression": cond,
-                            "ExpressionAttributeNames": {"#owner": "owner", "#state": "state"},
-                            "ExpressionAttributeValues": to_item(values),
-                        }
-                    },
-                    {"Put": {"TableName": self.checkpoint_table, "Item": to_item(checkpoint)}},
-                ]
-            )
-        self._wake_old_owner(seen)
-        return new
-
-    def _wake_old_owner(self, lease: Lease) -> None:
-        """Wake a lease's owner after the lease was taken from it, so that it drops it now, not at its next
-        write (nothing to do when it is gone)."""
-        if lease.owner is None:
-            return
-        self.calls.add("UpdateItem")
-        try:
-            with translate_errors(self.table, f"wake {lease.owner}"):
-                self._c.update_item(**wake(self.table, lease.owner)["Update"])
-        except LeaseConflictError:
-            pass  # it is gone: nothing to wake
 
     def reset_checkpoint(self, lease: Lease, position: Position) -> Lease:
         new = self._ownership_change(lease, None, [], checkpoint=position)

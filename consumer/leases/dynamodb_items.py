@@ -8,7 +8,21 @@ from consumer.dynamo import to_item
 from consumer.leases.model import Lease, LeaseState, WorkerItem, worker_key
 from consumer.leases.repository import OwnerObservation
 
-__all__ = ["fence_dead", "lease_from", "owned_condition", "same_incarnation", "wake", "worker_from"]
+__all__ = [
+    "PER_OWNER",
+    "PER_OWNERSHIP",
+    "fence_dead",
+    "lease_from",
+    "owned_condition",
+    "same_incarnation",
+    "wake",
+    "worker_from",
+]
+
+#: Attributes that describe one ownership (a hand-off asked, a halt) and so go when the owner changes.
+PER_OWNER = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
+#: ``PER_OWNER`` and who gave the lease up: what a change of owner removes, unless it records a give-up.
+PER_OWNERSHIP = f"{PER_OWNER}, given_up_by"
 
 
 def lease_from(d: dict[str, Any]) -> Lease:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from consumer.leases.model import Lease
 from consumer.leases.planner import fair_shares, ready_leases
-from consumer.leases.repository import OwnerObservation
+from consumer.leases.repository import OwnerObservation, TableSnapshot
 
 __all__ = ["REQUEST_COST", "FleetInput", "FleetPlan", "merge", "plan_fleet"]
 
@@ -74,6 +74,17 @@ class FleetPlan:
     def cost(self) -> int:
         """What the plan spends of the leader's budget (a request costs two: it and the transfer it brings)."""
         return len(self.assign) + REQUEST_COST * len(self.request) + len(self.withdraw)
+
+    def moves_for(self, me: str, snapshot: TableSnapshot) -> bool:
+        """Whether a hand-off asked of worker ``me`` or for it is planned here or under way in ``snapshot``
+        (the table this plan was made from): ``me`` learns of its steps through its own item only. (A lease
+        the leader assigns itself starts from the write's result; one that moves between other workers needs
+        nothing of ``me``.)"""
+        return (
+            any(me in (lease.owner, to) for lease, to in self.request)
+            or any(me in (lease.owner, lease.handoff_to) for lease in self.withdraw)
+            or any(x.handoff_to is not None and me in (x.owner, x.handoff_to) for x in snapshot.leases)
+        )
 
 
 class _Loads:

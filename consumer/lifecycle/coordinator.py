@@ -10,7 +10,6 @@ reads cost the same whatever the size of the fleet. ``next_due`` says when to st
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Sequence
 from typing import assert_never
 
@@ -19,6 +18,7 @@ from consumer.leases.fleet_plan import FleetPlan
 from consumer.leases.model import Lease
 from consumer.leases.repository import TableSnapshot
 from consumer.lifecycle import ownership as own
+from consumer.lifecycle.final_read import FinalRead
 from consumer.lifecycle.leader_duties import LeaderDuties
 from consumer.lifecycle.leadership import Leadership
 from consumer.lifecycle.membership import Membership
@@ -47,19 +47,15 @@ from consumer.lifecycle.messages import (
     WriteKind,
 )
 from consumer.lifecycle.ownership import Ownership
+from consumer.lifecycle.retry import write_backoff
 from consumer.logs import Repeated, log_event
 
-__all__ = ["Coordinator", "backoff"]
+__all__ = ["Coordinator"]
 
 logger = logging.getLogger(__name__)
 
 _LEADERS_WRITES = frozenset({WriteKind.ASSIGN, WriteKind.REQUEST, WriteKind.DECLINE})
 _OWN_READ_RETRY = 0.5
-
-
-def backoff(failures: int) -> float:
-    """Capped exponential backoff with jitter for lease-table writes that failed transiently."""
-    return min(2.0, 0.1 * 2.0 ** (failures - 1)) * (0.5 + random.random() / 2)
 
 
 class Coordinator:
@@ -83,11 +79,7 @@ class Coordinator:
         self._wake_leader: str | None = None
         self.shutting_down = False
         self._deadline = self._release_at = float("inf")
-        # A shutdown ends once nothing can have been handed to us unseen: our draining heartbeat landed (no
-        # transfer to us passes after it), then a final read of our item found nothing given ("checked").
-        self._shutdown_at = float("inf")
-        self._drain_landed = False
-        self._final_read = "none"  # none, sent, checked
+        self._final = FinalRead()  # a shutdown ends once nothing can have been handed to us unseen
         self.done = False
         self._now = now
         # Called with ``now`` at the start of every step: the liveness hook (consumer.health.Heartbeat). The
@@ -142,7 +134,8 @@ class Coordinator:
             case ShutdownRequested():
                 return [] if self.shutting_down else self._start_shutdown()
             case HeartbeatResult():
-                self._drain_heard(ev)
+                if self.shutting_down:
+                    self._final.heard(ev)
                 return self.membership.on_heartbeat(ev, self._now)
             case InboxRead():
                 return self._on_inbox(ev)
@@ -196,28 +189,9 @@ class Coordinator:
             self.duties.end()
         self._was_fenced = self.membership.fenced
 
-    def _drain_heard(self, ev: HeartbeatResult) -> None:
-        """While shutting down: a heartbeat sent since the shutdown began carries ``draining``; once one
-        landed, a final read shows all that was handed to us. One that failed: DynamoDB does not answer, so
-        nothing can be read nor handed on either; the shutdown does not wait for the read."""
-        if not self.shutting_down or ev.sent_at < self._shutdown_at:
-            return
-        if ev.result is Result.OK:
-            self._drain_landed |= ev.draining  # (a beat the lane took up just before, without it, is not)
-        else:
-            self._final_read = "checked"
-
-    def _on_final_read(self, ev: InboxRead) -> None:
-        """The final read's answer: nothing given to us (or no answer: see ``_drain_heard``) ends the wait;
-        keys given are read and handed on like any lease received while shutting down, then read again."""
-        if ev.worker is None or not ev.worker.given:
-            self._final_read = "checked"
-        else:
-            self._final_read = "none"
-
     def _on_inbox(self, ev: InboxRead) -> list[Action]:
         if ev.final:
-            self._on_final_read(ev)
+            self._final.answered(ev)
         signals = self.membership.on_inbox(ev, self._now)
         if signals.scan_now:
             self.duties.scan_soon(self._now)
@@ -275,23 +249,12 @@ class Coordinator:
     def _planned(self, p: FleetPlan, snapshot: TableSnapshot) -> list[Action]:
         """The writes of the leader's plan ``p`` (made from ``snapshot``; our heartbeat is current) and the
         release of our stranded leases."""
-        if p.truncated or self._moving_here(p, snapshot):
+        if p.truncated or p.moves_for(self.id, snapshot):
             self.membership.expect(self._now)  # poll fast for a while: we hear of it through our item
         actions = self.duties.write(p, self._now)
         for lease in p.stranded:  # our own, with nobody to take them: release
             actions += self._apply(lease.key, own.Strand())
         return actions
-
-    def _moving_here(self, p: FleetPlan, snapshot: TableSnapshot) -> bool:
-        """Whether a hand-off asked of us or for us is planned or under way: we learn of its steps through our
-        own item only. (A lease we assign ourselves starts from the write's result, ``_written``; one that
-        moves between other workers needs nothing of us.)"""
-        me = self.id
-        return (
-            any(me in (lease.owner, to) for lease, to in p.request)
-            or any(me in (lease.owner, lease.handoff_to) for lease in p.withdraw)
-            or any(x.handoff_to is not None and me in (x.owner, x.handoff_to) for x in snapshot.leases)
-        )
 
     # -- our leases -------------------------------------------------------------------------------
     def _successor(self, key: str) -> str | None:
@@ -328,7 +291,7 @@ class Coordinator:
         """Step the ownership of ``key`` (if we hold it) on ``ev``: the one way an ownership changes."""
         if (o := self.owned.get(key)) is None:
             return []
-        ctx = own.Context(self._now, self.id, self._lc.idle_poll, backoff)
+        ctx = own.Context(self._now, self.id, self._lc.idle_poll, write_backoff)
         new, actions, *_ = own.step(o, ev, ctx)
         if new is None:
             del self.owned[key]
@@ -366,7 +329,7 @@ class Coordinator:
         self.membership.drain(self._now)  # the next heartbeat tells the fleet: nobody hands us anything
         self.leadership.leaving()  # a leader read answered after this claims nothing
         self._deadline = self._now + self._cfg.shutdown.deadline
-        self._shutdown_at = self._now
+        self._final.begin(self._now)
         self._release_at = self._now + min(self._lc.lease_duration, self._cfg.shutdown.deadline) / 2
         log_event(logger, "shutdown_started", worker=self.id, leases=sorted(self.owned))
         leader = self.leadership.leader_id
@@ -391,10 +354,10 @@ class Coordinator:
         if now >= self._deadline:
             return actions + self._finish_shutdown()
         settled = not self.owned and not self._own_read_out and self._read_own_at == float("inf")
-        if settled and self._drain_landed and self._final_read == "none":
-            self._final_read = "sent"
+        read_now, may_end = self._final.due(settled)
+        if read_now:
             actions.append(ReadInbox(final=True))
-        if settled and self._final_read == "checked":
+        if may_end:
             actions += self._finish_shutdown()
         return actions
 

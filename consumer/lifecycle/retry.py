@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import enum
 import logging
+import random
 from dataclasses import dataclass
 
 from consumer.errors import ThrottledError, is_retriable
 
-__all__ = ["Backoff", "Verdict", "is_throttle", "next_try", "operation", "verdict"]
+__all__ = ["Backoff", "Verdict", "is_throttle", "next_try", "operation", "verdict", "write_backoff"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +71,9 @@ def next_try(
     if since is not None and now - since >= b.give_up_after:
         return failures, since, None
     return failures, since, min(b.cap, b.base * 2.0 ** (failures - 1)) * (0.5 + jitter / 2)
+
+
+def write_backoff(failures: int) -> float:
+    """The pause before a lease-table write that failed transiently is sent again (``failures`` so far):
+    capped exponential backoff with jitter."""
+    return min(2.0, 0.1 * 2.0 ** (failures - 1)) * (0.5 + random.random() / 2)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import assert_never
 
 from consumer.checkpoint.checkpointer import ShardCheckpointer
@@ -23,14 +22,11 @@ from consumer.lifecycle.delivery import DeliveryOutcome, deliver
 from consumer.lifecycle.guard import ShardGuard
 from consumer.lifecycle.messages import Outcome
 from consumer.lifecycle.processor import (
-    LeaseLostInput,
     ProcessRecordsInput,
-    RecordProcessor,
-    ShardEndedInput,
     ShutdownReason,
-    ShutdownRequestedInput,
     Timers,
 )
+from consumer.lifecycle.shard_callbacks import ShardCallbacks
 from consumer.lifecycle.shard_failures import judge
 from consumer.lifecycle.shard_messages import (
     CheckpointFailed,
@@ -42,18 +38,14 @@ from consumer.lifecycle.shard_messages import (
     FetchFailed,
     NotStarted,
     SetupFailed,
-    ShardEndCalled,
     ShardEvent,
-    ShutdownNotified,
     Started,
-    WindowClosed,
 )
 from consumer.lifecycle.shard_model import Mode
 from consumer.lifecycle.shard_start import ConsumerContext, open_reader, start_shard
 from consumer.lifecycle.shard_start import Started as Setting
 from consumer.lifecycle.slow_calls import ProcessorCall, watching_calls
-from consumer.logs import log_event
-from consumer.records import SHARD_END, Position, Record
+from consumer.records import Position, Record
 from consumer.retrieval.reader import Fetch, ShardReader
 
 __all__ = ["ShardWork"]
@@ -61,7 +53,7 @@ __all__ = ["ShardWork"]
 logger = logging.getLogger(__name__)
 
 
-class ShardWork:
+class ShardWork(ShardCallbacks):
     """What one shard consumer's actions act on, and the actions themselves (called one at a time by the
     runner, on its scheduler or its pools; ``stopping`` from the coordinator's thread)."""
 
@@ -97,39 +89,6 @@ class ShardWork:
         self._lock = threading.Lock()  # orders a stop against the loop entering or leaving a fetch
         self._fetching = False  # the machine waits on a fetch (a requested stop lets it finish)
         self._setup_told = False  # a processor setup failure's traceback was logged
-
-    def log(self, event: str, level: int = logging.INFO, **fields: object) -> None:
-        """Log ``event`` with the lease's identity."""
-        lease = self.lease
-        log_event(
-            logger, event, level, stream=lease.stream, shard=lease.shard_id, epoch=lease.epoch, **fields
-        )
-
-    @contextmanager
-    def watched(self, callback: str) -> Iterator[ProcessorCall]:
-        """Note the processor's ``callback`` as under way on this thread while the block runs (the worker's
-        ``SlowCallWatch`` tells one that does not return, naming it)."""
-        lease = self.lease
-        call = ProcessorCall(
-            lease.stream,
-            lease.shard_id,
-            lease.epoch,
-            self._ctx.clock.monotonic(),
-            threading.get_ident(),
-            callback,
-        )
-        self.calling = call
-        try:
-            yield call
-        finally:
-            self.calling = None
-
-    def log_failure(self, event: str, message: str) -> None:
-        """Log ``event`` (ERROR) with the exception being handled, its traceback, and the lease's identity
-        (called in an ``except`` block)."""
-        lease = self.lease
-        fields = {"event": event, "stream": lease.stream, "shard": lease.shard_id, "epoch": lease.epoch}
-        logger.exception(message, extra=fields)
 
     # -- from the coordinator's thread -----------------------------------------------------------------
     def stopping(self, reason: ShutdownReason, cut: bool) -> tuple[ShardReader | None, bool]:
@@ -170,13 +129,6 @@ class ShardWork:
         first_setup = isinstance(exc, ProcessorSetupError) and not self._setup_told
         self._setup_told = self._setup_told or first_setup
         return judge(exc, self.lease, self._ctx.metrics, tell_setup=first_setup)
-
-    def closed(self, exc: LeaseLostError, draining: bool) -> WindowClosed:
-        """An action found our window closed; ``draining``: a drain cannot go on without it."""
-        lost = self.guard.lost.is_set()
-        if lost or draining:
-            self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
-        return WindowClosed(lost)
 
     def setup(self) -> ShardEvent:
         """Read the checkpoint, build and initialize the processor (``shard_start.start_shard``)."""
@@ -310,71 +262,6 @@ class ShardWork:
         except Exception as exc:  # the one verdict decides: retried, or FAILED
             return CheckpointFailed(position, *self._decided(exc))
         return CheckpointWritten(position)
-
-    def notify(self) -> ShardEvent:
-        """The processor's shutdown_requested (its own failure is logged: the final checkpoint is still due)."""
-        setting = self.setting
-        assert setting is not None
-        try:  # first, so that a buffering processor can flush and mark its records done
-            view = setting.writer.view(setting.policy.position)
-            with self.watched("shutdown_requested"):
-                setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
-        except LeaseLostError as exc:
-            return self.closed(exc, True)
-        except Exception:  # the processor's callback (user code): the final checkpoint is still due
-            self.log_failure("processor_shutdown_failed", "shutdown_requested raised")
-        return ShutdownNotified()
-
-    def halted(self) -> None:
-        """The shard halted on a record that kept failing: ``shutdown_requested`` lets the processor flush what
-        came before that record (a buffering sink writes it and marks it done), and what is done is then
-        checkpointed, so that the lease, kept halted, holds its checkpoint right before the failing record
-        (``replay --checkpoint`` of that record then skips it alone). A failure here is logged: the shard is
-        halted either way."""
-        setting = self.setting
-        if setting is None:
-            return
-        view = setting.writer.view(setting.policy.position)
-        try:
-            with self.watched("shutdown_requested"):
-                setting.processor.shutdown_requested(ShutdownRequestedInput(view, self.lease.epoch))
-        except LeaseLostError as exc:
-            self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
-            return
-        except Exception:  # the processor's callback (user code): the shard is halted either way
-            self.log_failure("processor_shutdown_failed", "shutdown_requested raised")
-            return
-        try:
-            view.checkpoint()
-        except LeaseLostError as exc:
-            self.log("lease_lost_in_loop", logging.WARNING, error=str(exc))
-        except Exception:  # the halted shard's checkpoint (ours, not the processor's): halted either way
-            self.log_failure("halt_checkpoint_failed", "the halted shard's checkpoint failed")
-
-    def end(self) -> ShardEvent:
-        """SHARD_END, once every delivered record is done: the processor's shard_ended checkpoints it."""
-        setting = self.setting
-        assert setting is not None
-        try:
-            view = setting.writer.view(lambda: SHARD_END, at_end=True)
-            with self.watched("shard_ended"):
-                setting.processor.shard_ended(ShardEndedInput(view, self.lease.epoch))
-        except LeaseLostError as exc:
-            return self.closed(exc, False)
-        return ShardEndCalled()
-
-    def lost(self) -> None:
-        """The lease is gone: later done() calls are ignored, and the processor is told."""
-        setting = self.setting
-        if setting is None:
-            return
-        setting.policy.close()
-        processor: RecordProcessor = setting.processor
-        try:
-            with self.watched("lease_lost"):
-                processor.lease_lost(LeaseLostInput(self.lease.stream, self.lease.shard_id, self.lease.epoch))
-        except Exception:  # the processor's callback (user code): the lease is gone either way
-            self.log_failure("processor_lease_lost_failed", "lease_lost raised")
 
 
 def _stronger(noted: ShutdownReason | None, reason: ShutdownReason) -> ShutdownReason:

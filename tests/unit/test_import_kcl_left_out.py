@@ -12,8 +12,8 @@ import pytest
 
 from consumer.errors import ConfigError
 from consumer.kcl.command import parse_kcl_timestamp
-from consumer.kcl.cutover import check_streams
 from consumer.kcl.lease_table import KclLease, read_kcl_leases
+from consumer.kcl.stream_check import check_streams
 
 _CREATED = datetime(2026, 5, 1, 12, 0, 0, 600000, tzinfo=UTC)  # the stream as it is now
 _EPOCH = int(_CREATED.timestamp())  # what the KCL keeps: whole seconds

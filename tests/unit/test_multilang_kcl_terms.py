@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from consumer.errors import ConfigError
-from consumer.multilang.daemon import _in_key_terms, multilang_config
+from consumer.multilang.daemon import multilang_config
 from consumer.multilang.kcl_keys import KEYS, kcl_boolean
+from consumer.multilang.key_terms import in_key_terms
 from consumer.multilang.properties import MultiLangSettings, parse_properties, parse_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def test_a_variable_the_operator_set_stays_and_numbers_of_millis_keys_are_millis
         "CONSUMER_SCAN_INTERVAL_SECONDS",
         "must be shorter than CONSUMER_LEASE_DURATION_SECONDS (10.0); got 10.0",
     )
-    assert str(_in_key_terms(exc, settings, {})) == (
+    assert str(in_key_terms(exc, settings, {})) == (
         "app.properties: leaseAssignmentIntervalMillis: must be shorter than failoverTimeMillis "
         "(not set: 10000 ms, the default); got 10000 ms"
     )
@@ -55,7 +56,7 @@ def test_a_variable_the_operator_set_stays_and_numbers_of_millis_keys_are_millis
 def test_metrics_buffer_time_names_its_key() -> None:
     settings = _settings("metricsBufferTimeMillis = 500\n")
     exc = ConfigError("CONSUMER_METRICS_INTERVAL_SECONDS", "must be > 0 seconds, got 0")
-    assert str(_in_key_terms(exc, settings, {})).startswith("app.properties: metricsBufferTimeMillis: ")
+    assert str(in_key_terms(exc, settings, {})).startswith("app.properties: metricsBufferTimeMillis: ")
 
 
 def test_the_kcl_3_default_lease_assignment_interval_is_cut_with_one_warning_not_refused(
