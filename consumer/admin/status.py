@@ -5,7 +5,9 @@ stopped before a poison record: ``halted_at``, ``halted_since``); ``owner dead``
 dead or gone: it is taken once the lease expires); ``waiting`` (no owner: a child of a reshard whose parent
 has not ended yet, ``waiting_for``; the leader assigns it once every parent has, as ``ready_leases`` rules);
 ``released`` (no owner, not ended, not waiting); ``not consumed`` (no owner or a dead one, not ended, and no
-alive worker lists its stream: nobody will assign it, see ``_consumed``); ``ended``.
+alive worker lists its stream: nobody will assign it, see ``_consumed``); ``stream gone`` (not ended nor halted,
+of a stream the leader's discovery found gone: assigned to nobody until it exists again, see ``_gone``);
+``ended``.
 Worker states: ``alive``, ``draining``, ``dead`` (heartbeat older than the lease duration).
 
 Lag is what each shard's owner last read: the ``MillisBehindLatest`` of its last fetch and the last sequence
@@ -17,18 +19,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
-from consumer.checkpoint.store import CheckpointStore
-from consumer.dynamo import from_item, translate_errors
-from consumer.errors import ConfigError
+from consumer.admin.checkpoint_reads import Checkpoints, scanned_checkpoints, stored_checkpoints
 from consumer.leases.model import Lease, WorkerItem
 from consumer.leases.progress import ShardLag, decode_progress
 from consumer.leases.repository import LeaseRepository
-from consumer.records import Position
 
 __all__ = [
     "Checkpoints",
@@ -44,15 +42,23 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Reads the checkpoints of these leases: ``{(stream, shard_id): position}`` (absent: none stored).
-Checkpoints = Callable[[Sequence[Lease]], Mapping[tuple[str, str], Position | None]]
-
 
 def iso(ms: int | None) -> str | None:
     """Wall time in milliseconds as ISO-8601 UTC (seconds precision)."""
     if not ms:
         return None
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# The states shown with what they wait for (``LeaseStatus.detail``); any other is shown as it is.
+_DETAILS = {
+    "halted": "halted at {halted_at} since {halted_since}",
+    "handing over": "handing over to {handoff_to}",
+    "owner dead": "owner {owner} is {owner_state}; taken once its lease expires",
+    "waiting": "waiting for {waiting}",
+    "not consumed": "not consumed: no alive worker lists stream {stream}",
+    "stream gone": "stream gone: Kinesis says {stream} does not exist; assigned to nobody",
+}
 
 
 @dataclass(frozen=True)
@@ -82,17 +88,8 @@ class LeaseStatus:
     @property
     def detail(self) -> str:
         """The state, with what it waits for."""
-        if self.state == "halted":
-            return f"halted at {self.halted_at} since {self.halted_since}"
-        if self.state == "handing over":
-            return f"handing over to {self.handoff_to}"
-        if self.state == "owner dead":
-            return f"owner {self.owner} is {self.owner_state}; taken once its lease expires"
-        if self.state == "waiting":
-            return f"waiting for {', '.join(self.waiting_for)}"
-        if self.state == "not consumed":
-            return f"not consumed: no alive worker lists stream {self.stream}"
-        return self.state
+        fields = {**asdict(self), "waiting": ", ".join(self.waiting_for)}
+        return _DETAILS.get(self.state, "{state}").format(**fields)
 
 
 @dataclass(frozen=True)
@@ -117,6 +114,7 @@ class FleetStatus:
     lease_duration_s: float
     leases: list[LeaseStatus]
     workers: list[WorkerStatus]
+    gone_streams: tuple[str, ...] = ()  # the streams the leader's discovery found gone (``stream gone``)
 
 
 @dataclass(frozen=True)
@@ -126,50 +124,6 @@ class _Lag:
     age_s: float | None = None
     observed_at: str | None = None
     last_sequence: str | None = None
-
-
-def scanned_checkpoints(client: Any, table: str) -> Checkpoints:
-    """Every checkpoint of the table in one scan (one request per MB of items), whatever the leases."""
-
-    def read(leases: Sequence[Lease]) -> Mapping[tuple[str, str], Position | None]:
-        out: dict[tuple[str, str], Position | None] = {}
-        kwargs: dict[str, Any] = {
-            "TableName": table,
-            "ConsistentRead": True,
-            "ProjectionExpression": "lease_key, #seq, sub_sequence",
-            "ExpressionAttributeNames": {"#seq": "sequence"},
-        }
-        with translate_errors(table, "scan checkpoints"):
-            while True:
-                page = client.scan(**kwargs)
-                for raw in page.get("Items", []):
-                    d = from_item(raw)
-                    kind, stream, shard_id = [*str(d["lease_key"]).split("#", 2), "", ""][:3]
-                    if kind != "shard" or not stream or not shard_id:  # a worker's or the leader's item
-                        raise ConfigError(
-                            "--checkpoint-table",
-                            f"{table} holds {d['lease_key']!r}, which is not a checkpoint: is it the lease "
-                            "table? (give the checkpoint table there and the lease table as --lease-table)",
-                        )
-                    seq = d.get("sequence")
-                    out[(stream, shard_id)] = (
-                        None if seq is None else Position(str(seq), int(d.get("sub_sequence", 0)))
-                    )
-                if "LastEvaluatedKey" not in page:
-                    return out
-                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    return read
-
-
-def stored_checkpoints(store: CheckpointStore) -> Checkpoints:
-    """The checkpoints of the leases, one read each (for stores that cannot be scanned, e.g. in tests)."""
-
-    def read(leases: Sequence[Lease]) -> Mapping[tuple[str, str], Position | None]:
-        items = {(x.stream, x.shard_id): store.get(x.stream, x.shard_id) for x in leases}
-        return {k: item.position for k, item in items.items() if item is not None}
-
-    return read
 
 
 def _unread(lease: Lease, owner: WorkerItem | None) -> _Lag | None:
@@ -246,6 +200,15 @@ def _consumed(workers: Sequence[WorkerItem], states: Mapping[str, str]) -> froze
     return frozenset(stream for w in alive for stream in w.streams)
 
 
+def _gone(items: Mapping[str, WorkerItem], leader: str | None, states: Mapping[str, str]) -> frozenset[str]:
+    """The streams the leader's discovery found gone, as its heartbeat publishes them (empty: none, or no
+    leader that is alive or draining to tell; a leader of a version that does not publish them tells none)."""
+    item = items.get(leader) if leader is not None else None
+    if item is None or states.get(item.worker_id) not in {"alive", "draining"}:
+        return frozenset()
+    return item.gone_streams
+
+
 def _unowned_state(lease: Lease, waiting_for: tuple[str, ...], consumed: frozenset[str] | None) -> str:
     """The state of a lease nobody owns that has not ended: whether (and when) the leader assigns it."""
     if consumed is not None and lease.stream not in consumed:  # nobody will assign it
@@ -258,12 +221,21 @@ def _lease_state(
     owner_state: str | None,
     waiting_for: tuple[str, ...] = (),
     consumed: frozenset[str] | None = None,
+    gone: frozenset[str] = frozenset(),
 ) -> str:
-    """The state ``status`` shows; ``consumed``: the streams some alive worker lists (None: unknown)."""
+    """The state ``status`` shows; ``consumed``: the streams some alive worker lists (None: unknown);
+    ``gone``: the streams the leader found gone."""
     if lease.ended:
         return "skipped" if lease.skipped else "ended"
+    if lease.stream in gone and lease.halted_at is None:  # an owner's reads fail; nobody is given it
+        return "stream gone"
     if lease.owner is None:
         return _unowned_state(lease, waiting_for, consumed)
+    return _owned_state(lease, owner_state, consumed)
+
+
+def _owned_state(lease: Lease, owner_state: str | None, consumed: frozenset[str] | None) -> str:
+    """The state of a lease that has an owner and has not ended."""
     if lease.halted_at is not None:
         return "halted"
     if owner_state in {"dead", "gone"}:  # taken once its lease expires, by a worker that lists its stream
@@ -294,6 +266,7 @@ def fleet_status(
     heartbeats = {w.worker_id: w.heartbeat_ms or w.started_ms for w in snap.workers}
     published = {w.worker_id: decode_progress(w.progress) for w in snap.workers}
     consumed = _consumed(snap.workers, {w: state for w, (state, _) in states.items()})
+    gone = _gone(items, leader.owner if leader else None, {w: state for w, (state, _) in states.items()})
 
     def age(ms: int | None) -> float | None:
         return round((now_ms - ms) / 1000, 1) if ms else None
@@ -310,7 +283,7 @@ def fleet_status(
             LeaseStatus(
                 stream=lease.stream,
                 shard_id=lease.shard_id,
-                state=_lease_state(lease, owner_state, waiting_for, consumed),
+                state=_lease_state(lease, owner_state, waiting_for, consumed, gone),
                 owner=lease.owner,
                 owner_state=owner_state,
                 epoch=lease.epoch,
@@ -342,4 +315,4 @@ def fleet_status(
         )
         for w in sorted(snap.workers, key=lambda w: w.worker_id)
     ]
-    return FleetStatus(iso(now_ms) or "", lease_duration, out, workers)
+    return FleetStatus(iso(now_ms) or "", lease_duration, out, workers, tuple(sorted(gone)))

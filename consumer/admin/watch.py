@@ -22,6 +22,7 @@ _LEASE_STYLE = {
     "waiting": "blue",
     "released": "yellow",
     "not consumed": "magenta",
+    "stream gone": "magenta",
     "ended": "dim",
     "skipped": "dim",
 }

@@ -59,6 +59,7 @@ def worker_from(d: dict[str, Any]) -> WorkerItem:
         given=frozenset(d.get("given", ())),
         expect=int(d.get("expect", 0)),
         streams=frozenset(d.get("streams", ())),
+        gone_streams=frozenset(d.get("gone_streams", ())),
         progress=_binary(d.get("progress")),
         lease_duration_ms=int(d.get("lease_duration_ms", 0)),
     )

@@ -74,6 +74,7 @@ class DynamoDBMembers:
         lease_count: int,
         draining: bool,
         progress: Mapping[tuple[str, str], ShardLag] | None = None,
+        gone: frozenset[str] = frozenset(),
     ) -> int:
         self.calls.add("UpdateItem")
         update = "SET heartbeat = heartbeat + :one, lease_count = :n, draining = :d, heartbeat_ms = :now"
@@ -84,15 +85,23 @@ class DynamoDBMembers:
             ":g": generation,
             ":now": self._clock.wall_ms(),
         }
-        extra: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        removes: list[str] = []
         if progress is not None:  # in the same write: no request of its own (docs/protocol.md)
             blob = encode_progress(progress)
-            extra["ExpressionAttributeNames"] = {"#progress": "progress"}
+            names["#progress"] = "progress"
             if blob:
                 update += ", #progress = :progress"
                 values[":progress"] = blob
             else:
-                update += " REMOVE #progress"
+                removes.append("#progress")
+        if gone:  # a string set: DynamoDB stores no empty one, so none is removed
+            update += ", gone_streams = :gone"
+            values[":gone"] = set(gone)
+        else:
+            removes.append("gone_streams")
+        update += f" REMOVE {', '.join(removes)}" if removes else ""
+        extra: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
         try:
             with translate_errors(self.table, f"heartbeat {worker_id}"):
                 out = self._c.update_item(

@@ -187,6 +187,7 @@ class InMemoryLeaseRepository:
         lease_count: int,
         draining: bool,
         progress: Mapping[tuple[str, str], ShardLag] | None = None,
+        gone: frozenset[str] = frozenset(),
     ) -> int:
         with self.t.lock:
             self.t.calls["UpdateItem"] += 1
@@ -200,6 +201,7 @@ class InMemoryLeaseRepository:
                 draining=draining,
                 heartbeat_ms=self.t.clock.wall_ms(),
                 progress=cur.progress if progress is None else encode_progress(progress),
+                gone_streams=gone,
             )
             self.t.workers[worker_id] = new
             return new.heartbeat

@@ -128,6 +128,8 @@ class WorkerItem:
     # What it last read of each shard it owns, published with its heartbeat (consumer/leases/progress.py);
     # for ``status`` only, never for decisions.
     progress: bytes = field(default=b"", compare=False, repr=False)
+    # A leader's: the streams its discovery found gone, whose leases it assigns to nobody; for ``status`` only.
+    gone_streams: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:

@@ -79,11 +79,14 @@ class MembershipRepository(Protocol):
         lease_count: int,
         draining: bool,
         progress: Mapping[tuple[str, str], ShardLag] | None = None,
+        gone: frozenset[str] = frozenset(),
     ) -> int:
         """Bump our heartbeat if our generation is still ``generation``; raise ``WorkerFencedError`` if not.
 
         ``progress``: what we last read of each shard, ``{(stream, shard_id): ShardLag}``, stored in the same
-        write (replacing what was there; empty removes it); ``None`` leaves the stored one as it is."""
+        write (replacing what was there; empty removes it); ``None`` leaves the stored one as it is.
+        ``gone``: while we lead, the streams our discovery found gone (``WorkerItem.gone_streams``, for
+        ``status``), stored in the same write; empty removes them."""
         ...
 
     def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:

@@ -110,7 +110,8 @@ class Coordinator:
             self._read_own_at = float("inf")  # until its result
             self._own_read_out = True
             actions.append(ReadOwn(tuple(sorted({*self.owned, *self.membership.given}))))
-        actions += self.membership.due(now, tuple(self.owned), self._busy())
+        gone = self.duties.fleet.gone if self.duties.active else frozenset()
+        actions += self.membership.due(now, tuple(self.owned), self._busy(), gone)
         if not self.shutting_down:
             actions += self.leadership.due(now)
         ending = self._shutdown_due(now) if self.shutting_down else []

@@ -183,11 +183,14 @@ class Effects:
 
     def _heartbeat(self, a: Heartbeat) -> Event | None:
         if self._heartbeats is not None:  # sent (and reported) by the heartbeat lane
-            self._heartbeats.request(HeartbeatParams(a.generation, a.lease_count, a.draining))
+            self._heartbeats.request(HeartbeatParams(a.generation, a.lease_count, a.draining, a.gone))
             return None
         sent = self._clock.monotonic()
         try:
-            self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining)
+            if a.gone:  # a leader's (an empty set, the default, removes any stored)
+                self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining, gone=a.gone)
+            else:
+                self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining)
         except WorkerFencedError:
             return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
         except Exception as exc:  # a missed beat if it may pass (the window decides); else raised

@@ -23,6 +23,7 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from consumer.clock import Clock
 from consumer.errors import ThrottledError, UnreachableError, WorkerFencedError
@@ -47,6 +48,7 @@ class HeartbeatParams:
     generation: int
     lease_count: int
     draining: bool
+    gone: frozenset[str] = frozenset()  # a leader's: the streams Kinesis says are gone
 
 
 class HeartbeatLane:
@@ -173,13 +175,13 @@ class HeartbeatLane:
         self._report(HeartbeatResult(sent, Result.FAILED, error=f"{kind}: {exc!r}"))
 
     def _beat(self, params: HeartbeatParams) -> None:
+        beat = partial(self._repo.heartbeat, self._id, params.generation, params.lease_count, params.draining)
+        if params.gone:  # a leader's (an empty set, the default, removes any stored)
+            beat = partial(beat, gone=params.gone)
         if self._progress is None:
-            self._repo.heartbeat(self._id, params.generation, params.lease_count, params.draining)
+            beat()
             return
-        progress = self._progress.snapshot()  # ages counted up to now, just before the write is sent
-        self._repo.heartbeat(
-            self._id, params.generation, params.lease_count, params.draining, progress=progress
-        )
+        beat(progress=self._progress.snapshot())  # ages counted up to now, just before the write is sent
 
     def _after_failure(self, exc: Exception) -> float:
         """While our window is open, try again soon: a beat that lands in time keeps it open. Once it has

@@ -92,7 +92,11 @@ class Membership:
         self._fast_until = max(self._fast_until, now + self._cfg.lease_duration / 2)
         self._next_inbox = min(self._next_inbox, now + self._cfg.inbox_poll_interval)
 
-    def due(self, now: float, owned: tuple[str, ...], busy: bool) -> list[Action]:
+    def due(
+        self, now: float, owned: tuple[str, ...], busy: bool, gone: frozenset[str] = frozenset()
+    ) -> list[Action]:
+        """What membership sends now: a heartbeat (publishing ``gone``, the streams our discovery found gone
+        while we lead), a read of our item, or, once fenced, a reconcile."""
         if self._fenced:
             if now >= self._next_reconcile:
                 self._next_reconcile = now + _RETRY
@@ -102,7 +106,7 @@ class Membership:
         actions: list[Action] = []
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + _RETRY  # until its result says otherwise
-            actions.append(Heartbeat(self.generation, lease_count, self.draining))
+            actions.append(Heartbeat(self.generation, lease_count, self.draining, gone))
         if now >= self._next_inbox:
             fast = busy or self.draining or now < self._fast_until
             self._next_inbox = now + (self._cfg.inbox_poll_interval if fast else self._cfg.idle_poll)

@@ -199,6 +199,7 @@ class Heartbeat:
     generation: int
     lease_count: int
     draining: bool
+    gone: frozenset[str] = frozenset()  # a leader's: the streams Kinesis says are gone (shown by ``status``)
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,25 @@ hears Kinesis say the stream does not exist, says so once (``stream_gone``), ass
 churn: no epoch moves, no more failures), and the other stream goes on; once a stream of that name exists
 again it says so (``stream_back``), starts its leases afresh (a stream created again is a new stream: the old
 one's checkpoints do not apply) and reads it. Before, each of its shards was taken, failed and was released
-several times a second, for ever; and later the new stream's shards that had an old checkpoint failed for good."""
+several times a second, for ever; and later the new stream's shards that had an old checkpoint failed for good.
+``status`` (the CLI) shows the gone stream's shards ``stream gone`` from the leader's heartbeat, and no more once
+it is back (before, ``released``, as if the leader would assign them)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from .support import (
+    Names,
     create_stream,
     log_events,
     make_names,
     put_numbered,
     read_journal,
+    run_cli,
     spawn_worker,
     stop_process,
     wait_until,
@@ -40,6 +45,17 @@ def _heartbeat(dynamodb: Any, table: str, worker: str) -> int:
         TableName=table, Key={"lease_key": {"S": f"worker#{worker}"}}, ConsistentRead=True
     )
     return int(item["Item"]["heartbeat"]["N"])
+
+
+def _status(emulators: Any, names: Names) -> tuple[dict[str, Any], str]:
+    """``status --json`` and ``status`` (the table), from the CLI."""
+    doc, text = (run_cli(emulators, names, "status", *flag) for flag in (["--json"], []))
+    assert doc.returncode == 0 and text.returncode == 0, (doc.stderr, text.stderr)
+    return json.loads(doc.stdout), text.stdout
+
+
+def _states(doc: dict[str, Any], stream: str) -> set[str]:
+    return {x["state"] for x in doc["leases"] if x["stream"] == stream}
 
 
 def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back(
@@ -90,6 +106,11 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
         )
         put_numbered(kinesis_client, other, "b", 3)
         wait_until(lambda: {"b0", "b1", "b2"} <= delivered(), timeout=15, what="the other stream goes on")
+        # The leader's heartbeats since (six) carry the gone stream, for status: its shards show so.
+        doc, text = _status(emulators, names)
+        assert doc["gone_streams"] == [names.stream], doc
+        assert _states(doc, names.stream) == {"stream gone"} and _states(doc, other) == {"running"}, doc
+        assert f"stream gone: Kinesis says {names.stream} does not exist; assigned to nobody" in text, text
         assert proc.poll() is None
         assert _leases(dynamodb_client, names.lease_table, names.stream) == leases  # no take, no epoch moved
         assert len(log_events(log, "shard_failed")) == failures  # no more failures
@@ -109,6 +130,12 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
         wait_until(lambda: {"c0", "c1", "c2"} <= delivered(), timeout=20, what="the new stream read")
         # The old stream's second shard is not in the new one: its lease is retired, not left failing.
         assert set(_leases(dynamodb_client, names.lease_table, names.stream)) == {"shardId-000000000000"}
+        wait_until(
+            lambda: _states(_status(emulators, names)[0], names.stream) == {"running"},
+            timeout=20,
+            what="status shows the stream back",
+        )
+        assert _status(emulators, names)[0]["gone_streams"] == []
     finally:
         assert stop_process(proc) == 0
     back = log_events(log, "stream_back")

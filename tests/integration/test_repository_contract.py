@@ -78,6 +78,21 @@ def test_heartbeat_counts_and_records_what_the_worker_reports(b: Backend) -> Non
     assert (item.heartbeat, item.lease_count, item.draining, item.started_ms) == (2, 0, True, 10)
 
 
+def test_heartbeat_publishes_the_gone_streams_of_a_leader_and_removes_them_with_an_empty_set(
+    b: Backend,
+) -> None:
+    b.repo.register_worker(WorkerItem("w1"))
+    b.repo.heartbeat("w1", 0, 0, False, gone=frozenset({"s1", "s2"}))
+    assert b.worker("w1").gone_streams == frozenset({"s1", "s2"})
+    assert b.repo.snapshot().workers[0].gone_streams == frozenset({"s1", "s2"})
+    b.repo.heartbeat("w1", 0, 0, False, gone=frozenset({"s2"}))  # replaced, not added to
+    assert b.worker("w1").gone_streams == frozenset({"s2"})
+    b.repo.heartbeat("w1", 0, 0, False, progress={})  # with the progress too; an empty set removes them
+    assert b.worker("w1").gone_streams == frozenset()
+    b.repo.heartbeat("w1", 0, 0, False)  # nothing to remove: fine
+    assert b.worker("w1").heartbeat == 4
+
+
 def test_heartbeat_is_fenced_on_another_generation_or_a_missing_item(b: Backend) -> None:
     b.repo.register_worker(WorkerItem("w1"))
     with pytest.raises(WorkerFencedError):

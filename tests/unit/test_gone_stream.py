@@ -18,6 +18,7 @@ from consumer.lifecycle.coordinator import Coordinator
 from consumer.lifecycle.messages import (
     Discover,
     Discovered,
+    Heartbeat,
     HeartbeatResult,
     ReadTable,
     Result,
@@ -102,3 +103,34 @@ def test_a_failed_discovery_that_is_not_a_missing_stream_changes_nothing() -> No
     c.step(T0 + 1.6, [Discovered(False)])  # e.g. Kinesis unreachable: nothing listed, nothing missing
     assert c.duties.fleet.gone == frozenset()
     assert _assigned_streams(c, T0 + 1.6) == {"s", "t"}
+
+
+def _next_beat(c: Coordinator, now: float) -> tuple[Heartbeat, float]:
+    """Step ``c`` on made-up time from ``now`` until it sends a heartbeat; that heartbeat lands."""
+    for _ in range(1000):
+        now += 0.05
+        beats = of(c.step(now, []), Heartbeat)
+        if beats:
+            c.step(now, [HeartbeatResult(now, Result.OK)])
+            return beats[0], now
+    raise AssertionError("no heartbeat")
+
+
+def test_the_leaders_heartbeat_carries_the_gone_streams_until_they_are_back() -> None:
+    c = _leader()
+    c.step(T0 + 1.5, [_table()])
+    beat, now = _next_beat(c, T0 + 1.5)
+    assert beat.gone == frozenset()
+    c.step(now, [Discovered(False, missing=frozenset({"t"}), listed=frozenset({"s"}))])
+    beat, now = _next_beat(c, now)
+    assert beat.gone == frozenset({"t"})  # published for `status`, with the next beat
+    beat, now = _next_beat(c, now)
+    assert beat.gone == frozenset({"t"})  # and every beat after: a lost write is made good by the next
+    c.step(now, [Discovered(True, listed=frozenset({"s", "t"}))])
+    beat, now = _next_beat(c, now)
+    assert beat.gone == frozenset()  # back: removed
+
+    c.step(now, [Discovered(False, missing=frozenset({"t"}), listed=frozenset({"s"}))])
+    c.duties.end()  # we lead no more (fenced, or resigned): what we found is the next leader's to find
+    beat, now = _next_beat(c, now)
+    assert beat.gone == frozenset()

@@ -182,9 +182,15 @@ class MeteredTables:
         self._write("PutItem", [self._worker(worker.worker_id)], self._repo.register_worker, worker)
 
     def heartbeat(
-        self, worker_id: str, generation: int, lease_count: int, draining: bool, progress: Progress = None
+        self,
+        worker_id: str,
+        generation: int,
+        lease_count: int,
+        draining: bool,
+        progress: Progress = None,
+        gone: frozenset[str] = frozenset(),
     ) -> int:
-        args = (worker_id, generation, lease_count, draining, progress)
+        args = (worker_id, generation, lease_count, draining, progress, gone)
         return self._write("UpdateItem", [self._worker(worker_id)], self._repo.heartbeat, *args)
 
     def ack_given(self, worker_id: str, keys: frozenset[str]) -> None:
