@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -180,8 +181,13 @@ def plan_import(
     return ImportPlan(tuple(plans), tuple(left_out))
 
 
-def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan) -> bool:
-    """The lease (free, epoch 0) and its checkpoint in one transaction; False if one appeared meanwhile."""
+def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan, now_ms: int) -> bool:
+    """The lease (free, epoch 0) and its checkpoint in one transaction; False if one appeared meanwhile.
+
+    As discovery's leases (``consumer.retrieval.discovery.new_lease``), it records where its shard starts
+    (``first_sequence``: a stream created again is then told apart and the lease started afresh), and one
+    without a checkpoint or parents records ``now_ms`` (``latest_ms``): under ``LATEST`` every owner without a
+    checkpoint reads it from then, so a take-over before the first checkpoint skips nothing."""
     kcl = plan.kcl
     key = lease_key(kcl.stream, kcl.shard_id)
     state = LeaseState.ENDED if plan.ended else LeaseState.ACTIVE
@@ -193,6 +199,8 @@ def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan) 
         "epoch": 0,
         "state": state.value,
         "parents": list(kcl.parents),
+        "first_sequence": kcl.first_sequence,  # None (not written) only for leases not checked
+        "latest_ms": now_ms if plan.target is None and not plan.ended and not kcl.parents else None,
     }
     # The checkpoint item as an ownership change leaves it: epoch mirrors the lease's.
     checkpoint: dict[str, Any] = {
@@ -231,12 +239,16 @@ def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan) 
     return True
 
 
-def apply_plans(ddb: Any, repo: DynamoDBLeaseRepository, plans: Sequence[ShardPlan]) -> list[str]:
-    """Carry the plans out, parents first; returns the per-shard lines (what was done)."""
+def apply_plans(
+    ddb: Any, repo: DynamoDBLeaseRepository, plans: Sequence[ShardPlan], now_ms: int | None = None
+) -> list[str]:
+    """Carry the plans out, parents first; returns the per-shard lines (what was done). ``now_ms``: the wall
+    time the leases created without a checkpoint record as their ``LATEST`` (default: now)."""
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     lines = []
     for plan in plans:
         if plan.action is Action.CREATE:
-            if not _create(ddb, repo.table, repo.checkpoint_table, plan):
+            if not _create(ddb, repo.table, repo.checkpoint_table, plan, now_ms):
                 raise ConsumerError(
                     f"{plan.kcl.stream}/{plan.kcl.shard_id}: a lease of ours appeared while importing; run it again"
                 )

@@ -44,6 +44,9 @@ class KclLease:
     counter: int
     pending_checkpoint: str | None = None
     creation_epoch: int | None = None  # a multi-stream key's creationEpoch (epoch seconds)
+    # Its shard's StartingSequenceNumber in the stream as it is now (``check_streams`` sets it; the lease an
+    # import creates records it, as discovery's do, so that a stream created again is told apart).
+    first_sequence: str | None = None
 
     @property
     def sentinel(self) -> str | None:

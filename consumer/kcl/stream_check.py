@@ -9,7 +9,7 @@ applies the import of what is kept.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -153,7 +153,7 @@ def check_streams(
                 raise ConfigError(
                     setting, f"KCL lease {kcl.lease_key}: {why}; is it the KCL application's stream?"
                 )
-        keep.append(kcl)
+        keep.append(replace(kcl, first_sequence=str(span[0])))
     _refuse_only_former(former, live, created)
     _refuse_two_for_one_shard(keep)
     for out in left:
