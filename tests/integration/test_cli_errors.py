@@ -137,6 +137,11 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
         BillingMode="PAY_PER_REQUEST",
     )
     missing_queue = f"{emulators.aws_endpoint}/123456789012/{unique_name('noq')}"
+    # A fleet ran on (old, kept); a rolling restart changes only the lease table, to a new one.
+    old, kept = make_names(unique_name, dynamodb_client), make_names(unique_name, dynamodb_client)
+    old_repo = DynamoDBLeaseRepository(dynamodb_client, old.lease_table, kept.checkpoint_table)
+    old_repo.create_lease(Lease(names.stream, "shardId-000000000000"))
+    old_repo.take(Lease(names.stream, "shardId-000000000000"), "w-old", None)  # the checkpoint at epoch 1
     base = {
         **os.environ,
         **emulators.env(),
@@ -308,6 +313,19 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
             ("error: CONSUMER_CHECKPOINT_TABLE: must differ from the lease table",),
         ),
         Case(
+            "lease table replaced",
+            run,
+            {"CONSUMER_CHECKPOINT_TABLE": kept.checkpoint_table, "CONSUMER_LEASE_TABLE": kept.lease_table},
+            2,
+            (
+                f"error: CONSUMER_CHECKPOINT_TABLE: DynamoDB table '{kept.checkpoint_table}' holds checkpoints "
+                f"of leases that '{kept.lease_table}' does not hold (shard#{names.stream}#shardId-000000000000: "
+                "its checkpoint at epoch 1, its lease absent)",
+                "not one application's pair",
+                "CONSUMER_LEASE_TABLE",
+            ),
+        ),
+        Case(
             "endpoint not a url",
             run,
             {"AWS_ENDPOINT_URL": "notaurl"},
@@ -337,6 +355,7 @@ def test_run_refuses_every_bad_setting_before_taking_a_lease(
     assert {c.name: api[c.name] for c in api_cases} == {c.name: cli[c.name] for c in api_cases}
     # Nothing was registered, created or taken by any of them.
     assert dynamodb_client.scan(TableName=names.lease_table, ConsistentRead=True)["Items"] == []
+    assert dynamodb_client.scan(TableName=kept.lease_table, ConsistentRead=True)["Items"] == []
 
 
 def test_operator_commands_refuse_bad_input_and_move_nothing(
