@@ -30,7 +30,8 @@ from consumer.errors import (
     MissingResourceError,
     ProcessorLoadError,
     RefusedError,
-    UnreachableError,
+    ThrottledError,
+    TransientError,
 )
 from consumer.health import add_health_command, attach_heartbeat
 from consumer.kcl.command import add_import_kcl_command
@@ -246,9 +247,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _fail(exc: ConsumerError) -> int:
-    log_event(logger, "fatal", logging.ERROR, error=str(exc), error_type=type(exc).__name__)
-    print(f"error: {exc}", file=sys.stderr)
-    return EXIT_UNREACHABLE if isinstance(exc, UnreachableError) else EXIT_INVALID
+    """The one line and the exit code of ``exc``: 4 for a failure that may pass (an endpoint that cannot be
+    reached, or throttled past the command's retries: try again later), 2 for the rest."""
+    message = str(exc)
+    if isinstance(exc, ThrottledError):
+        message += (
+            "; still throttled after the command's retries (about 30 s): try again later, or raise the "
+            "capacity of the table or stream named"
+        )
+    log_event(logger, "fatal", logging.ERROR, error=message, error_type=type(exc).__name__)
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_UNREACHABLE if isinstance(exc, TransientError) else EXIT_INVALID
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -35,6 +35,7 @@ from consumer.lifecycle.messages import (
     Result,
     WatchLeader,
 )
+from consumer.lifecycle.retry import write_backoff
 from consumer.logs import log_event
 
 __all__ = ["Leadership", "Role"]
@@ -64,6 +65,7 @@ class Leadership:
         self._silence = config.lease_duration  # how long it must stand still: ours, or the leader's if longer
         self._since = now
         self._checks = 0
+        self._claim_failures = 0  # claims in a row whose write failed (not lost to another claim)
         # Workers started together spread their first reads over one interval.
         spread = int(hashlib.blake2b(me.encode(), digest_size=2).hexdigest(), 16) / 65536
         self._next = now + spread * config.leader_check_interval
@@ -139,10 +141,29 @@ class Leadership:
             return False
         if ev.result is Result.OK and ev.leader is not None:
             self.item, self.dead, self.role = ev.leader, ev.claim.dead, Role.LEADING
+            self._claim_failures = 0
             log_event(logger, "leadership_claimed", worker=self.me, epoch=ev.leader.epoch, replaced=_who(ev))
             return True
-        log_event(logger, "leadership_claim_lost", logging.INFO, worker=self.me, error=ev.error)
-        self.role, self._next = Role.SEEKING, now  # somebody else won (or the write failed): read again
+        self.role = Role.SEEKING
+        if ev.result is Result.CONFLICT:  # somebody else won, or the item moved on: read it again at once
+            self._claim_failures = 0
+            self._next = now
+            log_event(logger, "leadership_claim_lost", logging.INFO, worker=self.me, error=ev.error)
+            return False
+        # The write failed (throttled, DynamoDB unreachable): a read at once would claim again at once, so
+        # back off as any failed lease-table write does (capped at 2 s, jittered).
+        self._claim_failures += 1
+        pause = write_backoff(self._claim_failures)
+        self._next = now + pause
+        log_event(
+            logger,
+            "leadership_claim_lost",
+            logging.INFO,
+            worker=self.me,
+            error=ev.error,
+            failures=self._claim_failures,
+            retry_in_s=round(pause, 2),
+        )
         return False
 
     def fenced(self, now: float) -> None:

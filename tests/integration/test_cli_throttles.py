@@ -84,3 +84,33 @@ def test_status_replay_and_drain_are_throttled_and_finish(
     assert "Traceback" not in stderr
     delivered = [e["q"] for e in read_journal(journal) if e["k"] == "d"]
     assert delivered == seqs + seqs[4:]
+
+
+def test_a_command_throttled_past_its_retries_exits_4_saying_to_try_again_later(
+    emulators: Any, dynamodb_client: Any, unique_name: Any
+) -> None:
+    """The checkpoint table provisioned at 1 read unit a second, its burst spent and deep in debt: ``status``
+    is throttled on every try, gives up after its retries and says so (before: exit 2, "invalid input")."""
+    names = make_names(unique_name, dynamodb_client)
+    for i in range(4):  # 300 KB each: a consistent scan of them costs about 300 read units
+        item = {"lease_key": {"S": f"shard#pad#p{i}"}, "sequence": {"S": "1"}, "pad": {"S": "x" * 300_000}}
+        dynamodb_client.put_item(TableName=names.checkpoint_table, Item=item)
+    dynamodb_client.update_table(
+        TableName=names.checkpoint_table,
+        BillingMode="PROVISIONED",
+        ProvisionedThroughput={"ReadCapacityUnits": 1, "WriteCapacityUnits": 1},
+    )
+    once = emulators.client("dynamodb", retries={"total_max_attempts": 1})
+    for _ in range(10):  # spend the burst (AWS keeps 300 s of unused units), then run up a debt
+        try:
+            once.scan(TableName=names.checkpoint_table, ConsistentRead=True)
+        except once.exceptions.ProvisionedThroughputExceededException:
+            break
+    else:
+        raise AssertionError("the provisioned table never throttled")
+    out = _cli(emulators, names, "status")
+    assert out.returncode == 4, out.stderr
+    [line] = [x for x in out.stderr.splitlines() if x.startswith("error: ")]
+    assert line.startswith(f"error: DynamoDB throttled (scan checkpoints on {names.checkpoint_table}"), line
+    assert line.endswith("try again later, or raise the capacity of the table or stream named"), line
+    assert "call_throttled" in out.stderr and "Traceback" not in out.stderr

@@ -130,6 +130,31 @@ def test_a_lost_claim_reads_the_item_again() -> None:
     assert of(acts, ReadLeader)
 
 
+def test_a_claim_whose_write_failed_is_made_again_after_a_growing_backoff_not_at_once() -> None:
+    c = coordinator()
+    alive(c)
+    now = T0 + 1
+    c.step(now, [])
+    [claim] = of(c.step(now, [LeaderRead(None)]), ClaimLeadership)
+    pauses = []
+    for _ in range(6):  # DynamoDB throttles the claim, again and again
+        acts = c.step(now, [LeadershipResult(claim, Result.FAILED, error="throttled: ThrottledError(...)")])
+        assert not of(acts, ReadLeader) and not of(acts, ClaimLeadership)  # before: read and claimed at once
+        due = c.leadership.next_due()
+        pauses.append(due - now)
+        assert not of(c.step(due - 0.001, []), ReadLeader)
+        now = due
+        assert of(c.step(now, []), ReadLeader)
+        [claim] = of(c.step(now, [LeaderRead(None)]), ClaimLeadership)
+    assert 0.05 <= pauses[0] <= 0.1 and 1.0 <= pauses[-1] <= 2.0, pauses  # 0.1 s doubling, capped at 2 s
+    # A claim lost to another worker is read again at once, and counts the failures afresh.
+    acts = c.step(now, [LeadershipResult(claim, Result.CONFLICT, error="condition")])
+    assert of(acts, ReadLeader)
+    [claim] = of(c.step(now, [LeaderRead(None)]), ClaimLeadership)
+    c.step(now, [LeadershipResult(claim, Result.FAILED, error="throttled")])
+    assert c.leadership.next_due() - now <= 0.1
+
+
 def test_the_new_leader_reassigns_the_replaced_leaders_leases_at_once() -> None:
     c = coordinator()
     alive(c)
