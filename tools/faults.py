@@ -216,8 +216,11 @@ def run_scenario(ep: AwsEndpoints, s: Scenario) -> FaultResult:
                 time.sleep(s.seconds)  # the fault's length is the point of the scenario
         else:
             limits.set_limits(_LIMIT_FAULTS[s.mode])
+            during = limits.limiter
             time.sleep(s.seconds)
             limits.set_limits(Limits())
+            if not during.refusals:  # the faulty worker was never throttled: the run would prove nothing
+                raise RuntimeError(f"{s.name}: the limits layer refused no call during the fault")
         healed = time.monotonic()
         _delivered_after(healed, puts, rows, "progress after the fault")
         # keep producing past the recovery: a record put after it must flow too

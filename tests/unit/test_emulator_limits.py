@@ -137,6 +137,23 @@ def test_iterators_expire_and_unknown_ones_pass() -> None:
     assert limiter.check_get_records("it", 1000.0) == (None, None)  # forgotten: passes, unattributed
 
 
+def test_limits_changed_while_a_call_is_under_way_keep_limiting_its_shard() -> None:
+    """``set_limits`` during a GetRecords: the call's answer notes its next iterator in the limiter it started
+    with, which the new one must know (before, it had copied the registry before that, and the shard's chain of
+    iterators passed unlimited for good)."""
+    old = KinesisLimiter(Limits())
+    old.iterator_issued("it-1", "s", "shard-0", 0.0)
+    assert old.check_get_records("it-1", 0.1)[0] == ("s", "shard-0")  # the call starts under the old limits
+    new = KinesisLimiter(Limits(get_records_per_shard=1))  # set_limits: a new limiter adopts the iterators
+    new.adopt_iterators(old)
+    old.iterator_issued("it-2", "s", "shard-0", 0.2)  # the call's answer, noted where it started
+    assert new.check_get_records("it-2", 0.3) == (("s", "shard-0"), None)
+    key, refusal = new.check_get_records("it-2", 0.4)  # the second in one second: refused, as for any shard
+    assert key == ("s", "shard-0") and refusal is not None and refusal.code == THROUGHPUT
+    new.iterator_issued("it-3", "s", "shard-0", 0.5)  # and what the new one notes, the old one knows
+    assert old.check_get_records("it-3", 0.6)[0] == ("s", "shard-0")
+
+
 def test_get_shard_iterator_and_control_plane_limits() -> None:
     limiter = KinesisLimiter(Limits())
     assert [limiter.check_call("GetShardIterator", "s", "shard-0", 0.0) is None for _ in range(6)] == [
