@@ -174,11 +174,11 @@ class Effects:
             case _:
                 assert_never(a.kind)
 
-    @staticmethod
-    def _guard(call: Callable[[], Event], failed: Callable[..., Event], *empty: object) -> Event:
+    def _guard(self, call: Callable[[], Event], failed: Callable[..., Event], *empty: object) -> Event:
         try:
             return call()
         except Exception as exc:  # unreachable or throttled: the coordinator retries on schedule
+            count_throttle(self._metrics, exc, *self._streams)
             return failed(*empty, error=describe(exc))
 
     def _heartbeat(self, a: Heartbeat) -> Event | None:
@@ -194,15 +194,16 @@ class Effects:
         except WorkerFencedError:
             return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
         except Exception as exc:  # a missed beat if it may pass (the window decides); else raised
+            count_throttle(self._metrics, exc, *self._streams)
             return HeartbeatResult(sent, Result.FAILED, error=describe(exc))
         return HeartbeatResult(sent, Result.OK, draining=a.draining)
 
-    @staticmethod
-    def _quietly(call: Callable[[], None], event: str) -> None:
+    def _quietly(self, call: Callable[[], None], event: str) -> None:
         """A write whose failure only delays things (it is made again, or its effect comes another way)."""
         try:
             call()
         except Exception as exc:  # if it may pass; else raised by describe
+            count_throttle(self._metrics, exc, *self._streams)
             log_event(logger, event, logging.INFO, error=describe(exc))
 
     def _resign(self, leader: Leader) -> None:
@@ -217,6 +218,7 @@ class Effects:
         except LeaseConflictError as exc:
             return LeadershipResult(a, Result.CONFLICT, error=str(exc))
         except Exception as exc:  # if it may pass: claimed again on schedule; else raised by describe
+            count_throttle(self._metrics, exc, *self._streams)
             return LeadershipResult(a, Result.FAILED, error=describe(exc))
         return LeadershipResult(a, Result.OK, leader)
 

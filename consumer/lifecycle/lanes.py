@@ -65,10 +65,13 @@ class HeartbeatLane:
         report: Callable[[Event], None],
         lapsed_every: float = float("inf"),
         progress: ShardProgress | None = None,
+        failed: Callable[[Exception], None] = lambda exc: None,
     ) -> None:
         """``retry``: the pause after a failed heartbeat while our window is open; ``lapsed_every``: the
         pause once it has closed (more than a lease duration: see ``_after_failure``); ``progress``: the
-        shards' progress, a snapshot of which each heartbeat publishes (None: the item's is left as is)."""
+        shards' progress, a snapshot of which each heartbeat publishes (None: the item's is left as is);
+        ``failed``: told each failed beat's error (the worker counts throttles)."""
+        self._told_failure = failed
         self._id = worker_id
         self._progress = progress
         self._lapsed_every = lapsed_every
@@ -158,6 +161,7 @@ class HeartbeatLane:
         error, a missing table, rejected credentials) would fail the same way for ever while our leases
         lapse unseen: the lane stops, and the coordinator's next request raises it, which ends the worker
         (``join()`` re-raises it) so that it is restarted, or fixed, instead of idling."""
+        self._told_failure(exc)
         fatal = verdict(exc) is Verdict.SURFACE
         with self._cond:
             self._in_flight = False

@@ -31,10 +31,13 @@ def describe(exc: Exception) -> str:
     return f"{'throttled' if is_throttle(exc) else 'transient'}: {exc!r}"
 
 
-def count_throttle(metrics: MetricsSink, exc: Exception, stream: str) -> None:
-    """A throttled call is counted per operation (``Throttles.<Operation>``), as the shard loops count theirs."""
+def count_throttle(metrics: MetricsSink, exc: Exception, *streams: str) -> None:
+    """A throttled call is counted per operation (``Throttles.<Operation>``), as the shard loops count theirs,
+    under each of ``streams``: a call of a stream's lease, or, for the worker's own calls that belong to no
+    stream (its heartbeat, the reads of its item, the leader's scan and claim), every stream it consumes."""
     if is_throttle(exc):
-        metrics.add(f"Throttles.{operation(exc)}", 1, stream)
+        for stream in streams:
+            metrics.add(f"Throttles.{operation(exc)}", 1, stream)
 
 
 class Discovery:

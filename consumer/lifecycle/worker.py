@@ -26,6 +26,7 @@ from consumer.lifecycle.event_loop import EventLoopThread
 from consumer.lifecycle.fanout_start import FanOutConsumers
 from consumer.lifecycle.handoff_writes import HandoffWriter
 from consumer.lifecycle.lanes import BackgroundLane, HeartbeatLane
+from consumer.lifecycle.leader_discovery import count_throttle
 from consumer.lifecycle.messages import (
     Action,
     Deregister,
@@ -141,6 +142,7 @@ class Worker(BackgroundControl):
         self.consumers: dict[str, ShardConsumer] = {}
         self.coordinator = Coordinator(config, self._clock.monotonic())
         lease_cfg = config.lease
+        streams = tuple(s.name for s in config.streams)
         self._heartbeat_lane = HeartbeatLane(
             self.id,
             heartbeats or leases,
@@ -151,13 +153,14 @@ class Worker(BackgroundControl):
             self._events.put,
             lapsed_every=1.5 * lease_cfg.lease_duration,
             progress=self.progress,
+            failed=lambda exc: count_throttle(self.metrics, exc, *streams),
         )
         self._background = BackgroundLane(f"background-{self.id}", self._events.put)
         self._effects = Effects(
             self.id,
             leases,
             kinesis,
-            tuple(s.name for s in config.streams),
+            streams,
             ShardRunners(self._start, self._stop),
             self.validity,
             self.metrics,

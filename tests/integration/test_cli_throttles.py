@@ -6,7 +6,9 @@ jittered backoff (a ``call_throttled`` warning each time) and finish with exit 0
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,3 +116,46 @@ def test_a_command_throttled_past_its_retries_exits_4_saying_to_try_again_later(
     assert line.startswith(f"error: DynamoDB throttled (scan checkpoints on {names.checkpoint_table}"), line
     assert line.endswith("try again later, or raise the capacity of the table or stream named"), line
     assert "call_throttled" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_worker_counts_the_throttles_of_its_own_lease_table_calls(
+    tight: Any, unique_name: Any, tmp_path: Path
+) -> None:
+    """A worker alone on the tight tables: its inbox polls (GetItem) and the leader's scans (Scan) are
+    throttled, and each is counted in ``Throttles.<Operation>`` under its stream, as AWS-refused calls of the
+    shards and of discovery are (before, only the log's failure episodes told them)."""
+    kinesis, ddb = tight.client("kinesis"), tight.client("dynamodb")
+    names = make_names(unique_name, ddb)
+    create_stream(kinesis, names.stream, 1)
+    journal, metrics = tmp_path / "journal.jsonl", tmp_path / "metrics.jsonl"
+    env = {
+        **os.environ,
+        **tight.env(),
+        "CONSUMER_APPLICATION": "tight",
+        "CONSUMER_STREAMS": names.stream,
+        "CONSUMER_PROCESSOR": "consumer.examples.journal:JournalProcessor",
+        "CONSUMER_LEASE_TABLE": names.lease_table,
+        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
+        "CONSUMER_METRICS_INTERVAL_SECONDS": "1",
+        "JOURNAL_PATH": str(journal),
+    }
+    with metrics.open("wb") as out, (tmp_path / "w.log").open("wb") as err:
+        worker = subprocess.Popen([sys.executable, "-m", "consumer", "run"], env=env, stdout=out, stderr=err)
+    def throttles() -> dict[str, float]:
+        counted: dict[str, float] = {}
+        for line in metrics.read_text().splitlines():
+            doc = json.loads(line)
+            for name in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+                if name["Name"].startswith("Throttles.") and doc["Stream"] == names.stream:
+                    counted[name["Name"]] = counted.get(name["Name"], 0) + doc[name["Name"]]
+        return counted
+
+    try:
+        wait_until(
+            lambda: {"Throttles.Scan", "Throttles.GetItem"} & set(throttles()),
+            timeout=90,
+            what="a throttled scan or inbox poll counted",
+        )
+    finally:
+        worker.terminate()
+        assert worker.wait(60) == 0
