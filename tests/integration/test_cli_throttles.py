@@ -141,6 +141,7 @@ def test_the_worker_counts_the_throttles_of_its_own_lease_table_calls(
     }
     with metrics.open("wb") as out, (tmp_path / "w.log").open("wb") as err:
         worker = subprocess.Popen([sys.executable, "-m", "consumer", "run"], env=env, stdout=out, stderr=err)
+
     def throttles() -> dict[str, float]:
         counted: dict[str, float] = {}
         for line in metrics.read_text().splitlines():

@@ -20,6 +20,9 @@ THROUGHPUT: Final = "ProvisionedThroughputExceededException"
 LIMIT: Final = "LimitExceededException"
 EXPIRED: Final = "ExpiredIteratorException"
 IN_USE: Final = "ResourceInUseException"
+#: Seconds after a subscription ended within which kinesis-local may still refuse the next one (it frees an
+#: ended subscription late; AWS takes the next at once): the proxy asks it again meanwhile, as for a takeover.
+_FREED_LATE: Final = 10.0
 
 #: Call rates by operation: (limit field, counted per "shard", "consumer" (and shard), "stream" or "account").
 CALL_LIMITS: Final[dict[str, tuple[str, str]]] = {
@@ -82,6 +85,8 @@ class KinesisLimiter:
         self._takeover = limits.active("subscribe_takeover_seconds")
         #: (consumer ARN, shard) -> (when its last SubscribeToShard was let through, set when it is taken over)
         self._subscriptions: dict[tuple[str, str], tuple[float, threading.Event]] = {}
+        #: (consumer ARN, shard) -> when its last subscription ended (until the next one is let through)
+        self._ended: dict[tuple[str, str], float] = {}
         #: Refused calls (PutRecords: records) by operation.
         self.refusals: dict[str, int] = {}
 
@@ -201,17 +206,25 @@ class KinesisLimiter:
         )
 
     def subscribing(self, consumer: str, shard: str, now: float) -> tuple[threading.Event, bool]:
-        """Note a SubscribeToShard let through: (an event set once another takes it over, "it takes one over")."""
+        """Note a SubscribeToShard let through: (an event set once another takes it over, whether kinesis-local
+        may still hold an earlier one: it takes one over, or follows one that ended within ``_FREED_LATE``
+        seconds, which kinesis-local frees late and refuses until then)."""
         ended = threading.Event()
         with self._lock:
             earlier = self._subscriptions.get((consumer, shard))
             self._subscriptions[(consumer, shard)] = (now, ended)
+            gone = self._ended.pop((consumer, shard), None)
         if earlier is not None:
             earlier[1].set()
-        return ended, earlier is not None
+        return ended, earlier is not None or (gone is not None and now - gone < _FREED_LATE)
 
-    def unsubscribed(self, consumer: str, shard: str, ended: threading.Event) -> None:
-        """Forget a subscription that failed or ran its length (on AWS minutes after it began), if not taken over."""
+    def unsubscribed(
+        self, consumer: str, shard: str, ended: threading.Event, now: float | None = None
+    ) -> None:
+        """Forget a subscription that failed or ran its length (on AWS minutes after it began), if not taken
+        over; ``now``: when it ended (the next one may find kinesis-local still holding it)."""
         with self._lock:
             if self._subscriptions.get((consumer, shard), (0.0, None))[1] is ended:
                 del self._subscriptions[(consumer, shard)]
+                if now is not None:
+                    self._ended[(consumer, shard)] = now

@@ -273,7 +273,7 @@ class _Conn(socketserver.BaseRequestHandler):
         seconds = limiter.limits.active("subscription_seconds")
         while self.exchange(raw, body, stream=(seconds, ended, retry))[0] == 409:
             retry = time.monotonic() < now + 10.0 and not ended.wait(0.25)
-        limiter.unsubscribed(consumer, shard, ended)
+        limiter.unsubscribed(consumer, shard, ended, time.monotonic())
 
     def put(
         self, operation: str, head: Head, raw: bytes, body: bytes, request: dict[str, Any], now: float
