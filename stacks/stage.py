@@ -28,7 +28,8 @@ __all__ = ["FleetStage", "SourcePaths"]
 
 # DynamoDB actions the consumer calls on its lease and checkpoint tables (the repositories, the start-up checks,
 # the operator commands); a TransactWriteItems is authorized as the Put/Update/Delete/ConditionCheckItem of its
-# items. It never calls Query or BatchWriteItem (no index, no batch writes).
+# items, and a TransactGetItems (the start-up check that the two tables are a pair) as the GetItem of its items.
+# It never calls Query or BatchWriteItem (no index, no batch writes).
 _TABLE_ACTIONS = (
     "dynamodb:DescribeTable",
     "dynamodb:GetItem",

@@ -67,12 +67,12 @@ def new_lease(
 def of_an_earlier_stream(lease: Lease | None, shard: ShardInfo) -> bool:
     """Whether ``lease`` was created for a shard of this id in an earlier stream of the same name (deleted and
     created again): the shard it recorded started elsewhere. Unknown (False) when either does not say."""
-    return (
-        lease is not None
-        and lease.first_sequence is not None
-        and shard.starting_sequence is not None
-        and lease.first_sequence != shard.starting_sequence
-    )
+    if lease is None or lease.first_sequence is None or shard.starting_sequence is None:
+        return False
+    recorded, listed = lease.first_sequence, shard.starting_sequence
+    if recorded.isdigit() and listed.isdigit():  # as numbers: ``import-kcl`` records them from integers
+        return int(recorded) != int(listed)
+    return recorded != listed
 
 
 def sync_leases(

@@ -120,6 +120,10 @@ def test_of_an_earlier_stream_needs_both_starts() -> None:
     assert not of_an_earlier_stream(Lease("s", "a"), shard)
     assert not of_an_earlier_stream(Lease("s", "a", first_sequence="9"), ShardInfo("a", None, None, None))
     assert not of_an_earlier_stream(None, shard)
+    # Compared as the numbers they are: a start recorded from an integer equals the listed text.
+    assert not of_an_earlier_stream(
+        Lease("s", "a", first_sequence="10"), ShardInfo("a", None, None, None, "010")
+    )
 
 
 def test_a_large_stream_created_again_is_sorted_out_over_several_discoveries() -> None:
