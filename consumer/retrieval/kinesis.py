@@ -148,14 +148,18 @@ def _translate(stream: str, call: str = "") -> Iterator[None]:
         code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
         if code == "ExpiredIteratorException":
             raise ExpiredIteratorError(f"{stream or call}: iterator expired") from exc
+        # Kinesis's own words too: a ResourceNotFoundException about a shard or a position, not the stream,
+        # says so there (kinesis-local answers one for a sequence number a shard does not hold).
+        said = exc.response.get("Error", {}).get("Message", "") if isinstance(exc, ClientError) else ""
+        said = f" (Kinesis: {code}: {said})" if said else ""
         if code == "ResourceNotFoundException" and not stream:
             raise MissingResourceError(
-                f"Kinesis {call}: not found ({code}): its stream was deleted, or is not ACTIVE"
+                f"Kinesis {call}: not found ({code}): its stream was deleted, or is not ACTIVE{said}"
             ) from exc
         if code == "ResourceNotFoundException":
             raise StreamMissingError(
                 stream,
-                f"Kinesis stream {stream!r} does not exist (or is not ACTIVE). Create it with "
+                f"Kinesis stream {stream!r} does not exist (or is not ACTIVE){said}. Create it with "
                 f"`aws kinesis create-stream --stream-name {stream} --shard-count N` or deploy the "
                 "streaming stack.",
             ) from exc
