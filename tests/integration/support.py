@@ -178,9 +178,10 @@ def log_events(path: Path, event: str) -> list[dict[str, Any]]:
 
 
 def spawn_worker(
-    emulators: Any, names: Names, worker_id: str, journal: Path, **env: str
+    emulators: Any, names: Names, worker_id: str, journal: Path, *, stdout: Path | None = None, **env: str
 ) -> subprocess.Popen[bytes]:
-    """``python -m consumer run`` as its own process, the way the container runs it."""
+    """``python -m consumer run`` as its own process, the way the container runs it; its log (stderr) in
+    ``<journal>.<worker_id>.log``, its metrics (stdout) in ``stdout`` if given."""
     full_env = {
         **os.environ,
         **emulators.env(),
@@ -201,11 +202,12 @@ def spawn_worker(
         **env,
     }
     log = open(journal.with_suffix(f".{worker_id}.log"), "wb")  # noqa: SIM115 - closed by the process' end
+    out = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL  # noqa: SIM115 - likewise
     return subprocess.Popen(
         [sys.executable, "-m", "consumer", "run"],
         cwd=REPO,
         env=full_env,
-        stdout=subprocess.DEVNULL,
+        stdout=out,
         stderr=log,
     )
 

@@ -6,9 +6,7 @@ jittered backoff (a ``call_throttled`` warning each time) and finish with exit 0
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,23 +126,13 @@ def test_the_worker_counts_the_throttles_of_its_own_lease_table_calls(
     names = make_names(unique_name, ddb)
     create_stream(kinesis, names.stream, 1)
     journal, metrics = tmp_path / "journal.jsonl", tmp_path / "metrics.jsonl"
-    env = {
-        **os.environ,
-        **tight.env(),
-        "CONSUMER_APPLICATION": "tight",
-        "CONSUMER_STREAMS": names.stream,
-        "CONSUMER_PROCESSOR": "consumer.examples.journal:JournalProcessor",
-        "CONSUMER_LEASE_TABLE": names.lease_table,
-        "CONSUMER_CHECKPOINT_TABLE": names.checkpoint_table,
-        "CONSUMER_METRICS_INTERVAL_SECONDS": "1",
-        "JOURNAL_PATH": str(journal),
-    }
-    with metrics.open("wb") as out, (tmp_path / "w.log").open("wb") as err:
-        worker = subprocess.Popen([sys.executable, "-m", "consumer", "run"], env=env, stdout=out, stderr=err)
+    worker = spawn_session_worker(
+        tight, names, "tight-w", journal, stdout=metrics, CONSUMER_METRICS_INTERVAL_SECONDS="1"
+    )
 
     def throttles() -> dict[str, float]:
         counted: dict[str, float] = {}
-        for line in metrics.read_text().splitlines():
+        for line in metrics.read_text().split("\n")[:-1]:  # whole lines: the last may be half written
             doc = json.loads(line)
             for name in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
                 if name["Name"].startswith("Throttles.") and doc["Stream"] == names.stream:
