@@ -154,12 +154,30 @@ def _retire(repo: DiscoveryRepository, stream: str, leases: list[Lease]) -> int:
     return len(leases)
 
 
+#: Tries of a restart whose lease moved on since it was read (each after reading it again).
+_RESTART_TRIES = 4
+
+
 def _restart(repo: DiscoveryRepository, seen: Lease, fresh: Lease, shard: ShardInfo) -> int:
-    """Start ``seen`` afresh as ``fresh`` (1 write), or leave it to the next discovery if it changed since it
-    was read (0: e.g. assigned meanwhile)."""
-    try:
-        repo.restart_lease(seen, fresh)
-    except LeaseConflictError:
+    """Start ``seen`` afresh as ``fresh`` (1 write), made again from the lease as stored now while it moved on
+    meanwhile and is still of the earlier stream. Its shard fails under the old checkpoint, so while the
+    fleet runs it is taken, failed and released again and again, each time with a new epoch: a restart
+    conditional on the leader's scan, or tried once per discovery, never found it as read, and the stream
+    created again was never read. 0 if it is no longer to restart, or still moving after ``_RESTART_TRIES``
+    (the next discovery tries again)."""
+    for attempt in range(1, _RESTART_TRIES + 1):
+        try:
+            repo.restart_lease(seen, fresh)
+            break
+        except LeaseConflictError:
+            current = next(iter(repo.get_leases((seen.key,))), None)
+            if current is None or not of_an_earlier_stream(current, shard):
+                return 0  # retired, or started afresh by another leader
+            log_event(
+                logger, "lease_restart_raced", stream=seen.stream, shard=seen.shard_id, attempt=attempt
+            )
+            seen = current
+    else:
         return 0
     log_event(
         logger,

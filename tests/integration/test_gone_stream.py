@@ -142,3 +142,38 @@ def test_a_deleted_stream_is_left_alone_told_once_and_read_again_when_it_is_back
     assert len(back) == 1 and back[0]["stream"] == names.stream, back
     [restarted] = log_events(log, "lease_restarted")
     assert (restarted["level"], restarted["shard"]) == ("WARNING", "shardId-000000000000"), restarted
+
+
+def test_a_stream_created_again_while_the_fleet_was_stopped_is_read_from_its_start(
+    emulators, kinesis_client, dynamodb_client, unique_name, tmp_path
+) -> None:
+    """The fleet read a stream and stopped; the stream was deleted and created again; the fleet starts again
+    (discovery at its default interval). Its leader assigns the old leases at once, whose checkpoints the new
+    shard does not hold: each fails, is given up and taken again, its epoch moving every few tenths of a
+    second. Discovery's restart is made again from the lease as stored until it lands (before, it was tried
+    once per discovery, conditional on the leader's scan, lost every time, and the new stream was never read:
+    about two failures a second for good)."""
+    names = make_names(unique_name, dynamodb_client)
+    create_stream(kinesis_client, names.stream, 1)
+    put_numbered(kinesis_client, names.stream, "old", 3)
+    journal = tmp_path / "journal.jsonl"
+    delivered = lambda: {e["p"] for e in read_journal(journal) if e["k"] == "d"}  # noqa: E731
+    first = spawn_worker(emulators, names, "a", journal)
+    try:
+        wait_until(lambda: len(delivered()) == 3, timeout=30, what="the old stream delivered")
+    finally:
+        assert stop_process(first) == 0  # its checkpoint is at old2
+    kinesis_client.delete_stream(StreamName=names.stream, EnforceConsumerDeletion=True)
+    wait_until(
+        lambda: names.stream not in kinesis_client.list_streams()["StreamNames"], timeout=30, what="deleted"
+    )
+    create_stream(kinesis_client, names.stream, 1)
+    put_numbered(kinesis_client, names.stream, "new", 3)
+    second = spawn_worker(emulators, names, "b", journal, CONSUMER_DISCOVERY_INTERVAL_SECONDS="10")
+    log = journal.with_suffix(".b.log")
+    try:
+        wait_until(lambda: {"new0", "new1", "new2"} <= delivered(), timeout=60, what="the new stream read")
+    finally:
+        assert stop_process(second) == 0
+    [restarted] = log_events(log, "lease_restarted")
+    assert restarted["shard"] == "shardId-000000000000", restarted

@@ -5,6 +5,8 @@ from the old stream's checkpoints (docs/operations.md, "A stream deleted under t
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from consumer.checkpoint.store import CheckpointItem
@@ -91,16 +93,14 @@ def test_an_old_lease_whose_shard_the_new_stream_lacks_is_retired_even_if_owned(
     assert set(tables.checkpoints) == {("s", "shardId-000000000000")}
 
 
-def test_a_restart_is_left_to_the_next_discovery_if_the_lease_moved_since_it_was_read() -> None:
+def test_a_restart_whose_lease_moved_since_it_was_read_is_made_again_from_the_lease_as_stored() -> None:
     kinesis, _, repo = _consumed_then_recreated(2, 2)
     seen = repo.snapshot().leases
     repo.release(_leases(repo)["shardId-000000000001"])  # the owner let it go after the snapshot was read
-    sync_leases(kinesis, repo, "s", seen)
+    assert sync_leases(kinesis, repo, "s", seen) == (4, False)  # two restarts (one made again), two retired
     starts = {s.shard_id: s.starting_sequence for s in kinesis.list_shards("s")}
-    assert _leases(repo)["shardId-000000000001"].first_sequence != starts["shardId-000000000001"]
-    assert _leases(repo)["shardId-000000000000"].first_sequence == starts["shardId-000000000000"]
-    assert _sync(kinesis, repo) == (1, False)  # the next discovery, from a fresh read, restarts it
-    assert _leases(repo)["shardId-000000000001"].first_sequence == starts["shardId-000000000001"]
+    assert {k: x.first_sequence for k, x in _leases(repo).items()} == starts
+    assert _sync(kinesis, repo) == (0, False)
 
 
 def test_an_unchanged_stream_and_leases_of_earlier_versions_are_left_alone() -> None:
@@ -138,3 +138,38 @@ def test_a_large_stream_created_again_is_sorted_out_over_several_discoveries() -
         "shardId-000000000000",
         kinesis.list_shards("s")[0].starting_sequence,
     )
+
+
+class _Churning(InMemoryLeaseRepository):
+    """A fleet failing on the old checkpoints: before each of the first ``times`` restarts, the lease is taken
+    and released once more (its epoch moves), as the shard that fails is, again and again."""
+
+    def __init__(self, tables: InMemoryTables, times: int) -> None:
+        super().__init__(tables)
+        self.times, self.tries = times, 0
+
+    def restart_lease(self, seen: Lease, fresh: Lease) -> Lease:
+        self.tries += 1
+        if self.times:
+            self.times -= 1
+            [now] = self.get_leases((seen.key,))
+            self.release(self.take(now, "w", None) if now.owner is None else now)
+        return super().restart_lease(seen, fresh)
+
+
+@pytest.mark.parametrize(("races", "restarted"), [(2, True), (9, False)])
+def test_a_restart_that_loses_races_to_the_failing_fleet_is_made_again_from_the_lease_as_stored(
+    races: int, restarted: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    kinesis, tables, _ = _consumed_then_recreated(1, 1)
+    repo = _Churning(tables, races)
+    leases = repo.snapshot().leases  # the leader's read: stale by the time of each restart
+    changes, _ = sync_leases(kinesis, repo, "s", leases)
+    lease = _leases(repo)["shardId-000000000000"]
+    # Before: one try per discovery, conditional on the scan, which the failing shard had always moved past.
+    assert (lease.first_sequence == kinesis.list_shards("s")[0].starting_sequence) is restarted
+    assert repo.tries == (races + 1 if restarted else 4)
+    raced = [r for r in caplog.records if getattr(r, "event", "") == "lease_restart_raced"]
+    assert len(raced) == (races if restarted else 4)
+    assert changes >= (1 if restarted else 0)
