@@ -2,7 +2,8 @@
 
 Exit codes: 0 done; 1 ``redrive`` left a message in the dead-letter queue (it names it); 2 a setting, a
 missing or wrong resource, or refused input (the message names the variable, flag or resource to fix); 3 a
-replay that was not confirmed; 4 an AWS endpoint that cannot be reached; 130 Ctrl-C before the command
+replay that was not confirmed; 4 a failure that may pass: an AWS endpoint that cannot be reached, or a call
+throttled past the command's retries (try again later); 130 Ctrl-C before the command
 finished (``interrupted``); 141 output piped into a reader that stopped early. Errors are one line on stderr
 (``error: ...``), never a traceback.
 """

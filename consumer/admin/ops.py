@@ -50,7 +50,8 @@ def drain(
         raise MissingResourceError(
             f"no live worker {worker_id!r}: it looks dead (no heartbeat since {since}, longer than the lease "
             f"duration of {worker.silence_allowed(lease_duration):g}s), so nothing would drain it; its leases "
-            "will be taken over by live workers once they expire (see the status command)"
+            "will be taken over once they expire by live workers that consume their streams (see the status "
+            "command: a stream no live worker lists is shown 'not consumed')"
         )
     repo.request_drain(worker_id)
     log_event(logger, "drain_requested_by_operator", worker=worker_id)

@@ -198,11 +198,6 @@ class DiscoveryRepository(Protocol):
         woken, as by a replay: its next checkpoint is refused."""
         ...
 
-    def get_leases(self, keys: tuple[str, ...]) -> tuple[Lease, ...]:
-        """The leases of ``keys`` as stored now (strongly consistent; absent ones left out): a restart that
-        lost a race is made again from them."""
-        ...
-
 
 class AdminRepository(Protocol):
     """Operator commands: drain a worker, replay a shard from a position."""

@@ -98,8 +98,8 @@ class HeartbeatLane:
 
     def request(self, params: HeartbeatParams) -> None:
         """The coordinator's ``Heartbeat``: the lane beats with ``params`` from now on, at once when it has
-        no schedule yet, after a fence, or when the generation or the draining flag changed (a new lease
-        count waits for the next beat); otherwise on its own schedule (no double writes). Raises the error
+        no schedule yet, after a fence, or when the generation, the draining flag or a leader's gone streams
+        changed (a new lease count waits for the next beat); otherwise on its own schedule (no double writes). Raises the error
         that stopped the lane, if one did (see ``_failed``)."""
         with self._cond:
             if self._error is not None:
@@ -108,7 +108,8 @@ class HeartbeatLane:
             urgent = (
                 old is None
                 or self._fenced_at is not None
-                or (old.generation, old.draining) != (params.generation, params.draining)
+                or (old.generation, old.draining, old.gone)
+                != (params.generation, params.draining, params.gone)
             )
             self._fenced_at = None
             self._params = params

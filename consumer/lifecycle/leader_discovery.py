@@ -9,6 +9,7 @@ import logging
 
 from consumer.clock import Clock
 from consumer.errors import MissingResourceError
+from consumer.leases.model import Lease
 from consumer.leases.repository import LeaseRepository
 from consumer.lifecycle.messages import Discover, Discovered, Event
 from consumer.lifecycle.retry import Verdict, is_throttle, operation, verdict
@@ -85,6 +86,10 @@ class Discovery:
         self._broken.clear()
         return found
 
+    def _reread(self, key: str) -> Lease | None:
+        """A lease as stored now (a restart that lost a race with the fleet is made again from it)."""
+        return next(iter(self._repo.get_leases((key,))), None)
+
     def _count_error(self, stream: str, counted: set[str]) -> None:
         """One failed discovery of ``stream`` in ``DiscoveryFailures``, once per discovery (``counted``); a
         sink that fails is only logged: the count must not be what stops discovery."""
@@ -108,7 +113,14 @@ class Discovery:
             try:
                 now_ms = self._clock.wall_ms()
                 done, rest = sync_leases(
-                    self._kinesis, self._repo, stream, a.leases, left, self._initial_position, now_ms
+                    self._kinesis,
+                    self._repo,
+                    stream,
+                    a.leases,
+                    left,
+                    self._initial_position,
+                    now_ms,
+                    reread=self._reread,
                 )
                 changed, more, left = changed or bool(done), more or rest, left - done
                 listed.add(stream)

@@ -61,6 +61,7 @@ class Membership:
             "-inf"
         )  # a wake-up makes us poll fast (not the start: a fleet starts at once)
         self.given: frozenset[str] = frozenset()  # keys given to us, as our item last said
+        self._gone: frozenset[str] = frozenset()  # the gone streams our last heartbeat carried
         # Told at a bounded rate while DynamoDB is down (retried every 0.5 s and every idle poll).
         self._heartbeat_failures = Repeated(logger, "heartbeat_failed", "heartbeat_recovered")
         self._inbox_failures = Repeated(logger, "inbox_poll_failed", "inbox_poll_recovered")
@@ -104,8 +105,9 @@ class Membership:
             return []
         lease_count = len(owned)
         actions: list[Action] = []
-        if now >= self._next_heartbeat:
-            self._next_heartbeat = now + _RETRY  # until its result says otherwise
+        # A change of the gone streams goes out at once: `status` shows them from our item.
+        if now >= self._next_heartbeat or gone != self._gone:
+            self._next_heartbeat, self._gone = now + _RETRY, gone  # until its result says otherwise
             actions.append(Heartbeat(self.generation, lease_count, self.draining, gone))
         if now >= self._next_inbox:
             fast = busy or self.draining or now < self._fast_until

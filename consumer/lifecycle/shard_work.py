@@ -227,6 +227,8 @@ class ShardWork(ShardCallbacks):
             failed = result.failed_record
             setting.policy.halted(batch, failed, result.dead_lettered)
             before = [r.position for r in batch if failed is not None and r.position < failed.position]
+            if before:  # processed before the failing record (and checkpointed by the halt): counted too
+                ctx.metrics.add("RecordsProcessed", len(before), lease.stream, lease.shard_id)
             at = failed.position if failed is not None else None
             return DeliveryHalted(at, before[-1] if before else None, tuple(took))
         setting.policy.delivered(batch, result.dead_lettered)

@@ -14,6 +14,7 @@ old stream's leases whose shard is not listed are retired."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from consumer.errors import LeaseConflictError
 from consumer.leases.model import Lease, LeaseState
@@ -21,9 +22,12 @@ from consumer.leases.repository import DiscoveryRepository
 from consumer.logs import log_event
 from consumer.retrieval.kinesis import KinesisApi, ShardInfo
 
-__all__ = ["new_lease", "of_an_earlier_stream", "parents_first", "sync_leases"]
+__all__ = ["Reread", "new_lease", "of_an_earlier_stream", "parents_first", "sync_leases"]
 
 logger = logging.getLogger(__name__)
+
+#: A lease as stored now, by key (strongly consistent; None if absent).
+Reread = Callable[[str], Lease | None]
 
 
 def parents_first(shards: list[ShardInfo]) -> list[ShardInfo]:
@@ -83,13 +87,15 @@ def sync_leases(
     limit: int | None = None,
     initial_position: str = "TRIM_HORIZON",
     now_ms: int | None = None,
+    reread: Reread | None = None,
 ) -> tuple[int, bool]:
     """Create leases for shards without one (``new_lease``, under the fleet's ``initial_position``), start
     afresh those of an earlier stream of the same name (``of_an_earlier_stream``), and retire the leases
     whose shard is no longer listed (aged out, or of the earlier stream), at most
     ``limit`` writes (a stream of thousands of shards is created over several calls, within the table's
     throughput). Returns (changes, whether writes remain for a later call). ``now_ms``: the wall time new
-    ``LATEST`` leases record (``new_lease``)."""
+    ``LATEST`` leases record (``new_lease``); ``reread``: a lease as stored now, from which a restart that lost
+    a race is made again (``_restart``; None: left to the next discovery)."""
     shards = parents_first(api.list_shards(stream))
     known = {lease.shard_id: lease for lease in leases if lease.stream == stream}
     earlier = {
@@ -108,9 +114,11 @@ def sync_leases(
     budget = len(new) + len(gone) if limit is None else limit
     if earlier:  # the old stream's leases it lacks go first, while the unrestarted ones still tell of it
         retired = _retire(repo, stream, gone[:budget])
-        created = _create(repo, stream, new[: budget - retired], earlier, read, initial_position, now_ms)
+        created = _create(
+            repo, stream, new[: budget - retired], earlier, read, initial_position, now_ms, reread
+        )
     else:
-        created = _create(repo, stream, new[:budget], earlier, read, initial_position, now_ms)
+        created = _create(repo, stream, new[:budget], earlier, read, initial_position, now_ms, reread)
         retired = _retire(repo, stream, gone[: max(0, budget - len(new))])
     return created + retired, len(new) + len(gone) > budget
 
@@ -123,6 +131,7 @@ def _create(
     read: set[str],
     initial_position: str,
     now_ms: int | None,
+    reread: Reread | None,
 ) -> int:
     """Create the leases of ``shards`` (parents first), restarting those of an earlier stream: the writes
     that went through."""
@@ -132,7 +141,7 @@ def _create(
         if not lease.skipped:  # decided alike by any leader: a lease another one created first counts too
             read.add(s.shard_id)
         if s.shard_id in earlier:
-            changes += _restart(repo, earlier[s.shard_id], lease, s)
+            changes += _restart(repo, earlier[s.shard_id], lease, s, reread)
         elif repo.create_lease(lease):
             changes += 1
             log_event(  # skipped: closed before the application listed it, under LATEST (never read)
@@ -158,7 +167,9 @@ def _retire(repo: DiscoveryRepository, stream: str, leases: list[Lease]) -> int:
 _RESTART_TRIES = 4
 
 
-def _restart(repo: DiscoveryRepository, seen: Lease, fresh: Lease, shard: ShardInfo) -> int:
+def _restart(
+    repo: DiscoveryRepository, seen: Lease, fresh: Lease, shard: ShardInfo, reread: Reread | None
+) -> int:
     """Start ``seen`` afresh as ``fresh`` (1 write), made again from the lease as stored now while it moved on
     meanwhile and is still of the earlier stream. Its shard fails under the old checkpoint, so while the
     fleet runs it is taken, failed and released again and again, each time with a new epoch: a restart
@@ -170,12 +181,10 @@ def _restart(repo: DiscoveryRepository, seen: Lease, fresh: Lease, shard: ShardI
             repo.restart_lease(seen, fresh)
             break
         except LeaseConflictError:
-            current = next(iter(repo.get_leases((seen.key,))), None)
+            current = reread(seen.key) if reread is not None else None
             if current is None or not of_an_earlier_stream(current, shard):
                 return 0  # retired, or started afresh by another leader
-            log_event(
-                logger, "lease_restart_raced", stream=seen.stream, shard=seen.shard_id, attempt=attempt
-            )
+            log_event(logger, "lease_restart_raced", stream=seen.stream, shard=seen.shard_id, attempt=attempt)
             seen = current
     else:
         return 0

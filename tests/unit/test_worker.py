@@ -109,6 +109,8 @@ def test_halt_policy_stops_the_shard_before_the_failing_record(kind: str) -> Non
     assert checkpoint(tables, "s", bad) == Position(put[bad][4])  # up to, not past, the failing record
     assert put[bad][5] not in journal.sequences(bad)
     assert tables.leases[("s", bad)].owner == "w1"  # held: nobody else skips it either
+    # Every record processed is counted, the five before the failing one too (they were not, before).
+    assert worker.metrics.total("RecordsProcessed") == 20 + 5  # type: ignore[attr-defined]
     worker.request_shutdown()
     t.join(5)
     # After shutdown the lease is free and the checkpoint still sits before the failing record.
