@@ -61,16 +61,20 @@ def table_settings(args: argparse.Namespace) -> dict[str, str]:
 
 def checked_dynamodb(args: argparse.Namespace, settings: dict[str, str] | None = None) -> Any:
     """A DynamoDB client, once ``--lease-table`` and ``--checkpoint-table`` are given (``table_settings``, or
-    its result as ``settings``), credentials resolve and both tables have the consumer's key schema (each
-    problem one line naming the flag or variable that named the table)."""
+    its result as ``settings``), credentials resolve, both tables have the consumer's key schema, neither
+    holds the other's items and they are one application's pair, as ``run`` checks them (each problem one line
+    naming the flag or variable that named the table)."""
     settings = settings or table_settings(args)
     from consumer.aws import command_client
-    from consumer.preflight import check_credentials, check_table_schema
+    from consumer.preflight import check_credentials
+    from consumer.table_checks import SettingNames, check_table_roles, check_table_schema
 
     check_credentials()
     ddb = command_client("dynamodb")
     check_table_schema(ddb, args.lease_table, settings["lease_table"])
     check_table_schema(ddb, args.checkpoint_table, settings["checkpoint_table"])
+    names = SettingNames(settings["lease_table"], settings["checkpoint_table"], streams="", dlq_url="")
+    check_table_roles(ddb, args.lease_table, args.checkpoint_table, names)
     return ddb
 
 

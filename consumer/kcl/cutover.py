@@ -16,7 +16,7 @@ import enum
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -154,6 +154,13 @@ def plan_import(
     written; ``check_streams`` first)."""
     kcl_leases, left_out = check_streams(kcl_leases, kinesis, leave_out_expired=leave_out_expired)
     ours = {(lease.stream, lease.shard_id): lease for lease in repo.snapshot().leases}
+    # A lease's parents are those the application reads, as discovery names them: imported, or a lease of
+    # ours that is not skipped. A parent the KCL never had a lease of (or cleaned up, or that aged out) holds
+    # nothing for the child to wait for or continue: under LATEST the child starts at LATEST, not at its start.
+    read = {(k.stream, k.shard_id) for k in kcl_leases} | {k for k, x in ours.items() if not x.skipped}
+    kcl_leases = [
+        replace(k, parents=tuple(p for p in k.parents if (k.stream, p) in read)) for k in kcl_leases
+    ]
     plans = []
     for kcl in _parents_first(kcl_leases):
         target, note = _target(kcl, kinesis, timestamp)

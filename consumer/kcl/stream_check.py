@@ -146,13 +146,7 @@ def check_streams(
         if span is None:
             left.append(_unlisted(kcl, spans[kcl.stream], setting, leave_out_expired))
             continue
-        if kcl.sentinel is None:
-            with aws_call("kinesis", f"check {kcl.stream}/{kcl.shard_id}"):
-                why = position_refused(kinesis, kcl.stream, kcl.shard_id, kcl.checkpoint, span)
-            if why is not None:
-                raise ConfigError(
-                    setting, f"KCL lease {kcl.lease_key}: {why}; is it the KCL application's stream?"
-                )
+        _check_position(kcl, kinesis, span, setting)
         keep.append(replace(kcl, first_sequence=str(span[0])))
     _refuse_only_former(former, live, created)
     _refuse_two_for_one_shard(keep)
@@ -166,6 +160,24 @@ def check_streams(
             why=out.why,
         )
     return keep, left
+
+
+def _check_position(kcl: KclLease, kinesis: Any, span: tuple[int, int | None], setting: str) -> None:
+    """The lease's checkpoint can be its shard's: a sequence number in the shard, a ``SHARD_END`` only of a
+    closed shard (imported, it would end an open shard unread). Refused naming ``setting``."""
+    if kcl.sentinel == "SHARD_END" and span[1] is None:
+        raise ConfigError(
+            setting,
+            f"KCL lease {kcl.lease_key} is at SHARD_END, but stream {kcl.stream!r} lists shard {kcl.shard_id} "
+            "as open (no ending sequence number): is it the KCL application's stream?",
+        )
+    if kcl.sentinel is None:
+        with aws_call("kinesis", f"check {kcl.stream}/{kcl.shard_id}"):
+            why = position_refused(kinesis, kcl.stream, kcl.shard_id, kcl.checkpoint, span)
+        if why is not None:
+            raise ConfigError(
+                setting, f"KCL lease {kcl.lease_key}: {why}; is it the KCL application's stream?"
+            )
 
 
 def _unlisted(

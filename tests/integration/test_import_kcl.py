@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import AggRecord
 
+from consumer.leases.dynamodb import DynamoDBLeaseRepository
+from consumer.leases.model import Lease
 from consumer.lifecycle.processor import BaseProcessor, ProcessRecordsInput
 from tests.integration.support import (
     REPO,
@@ -258,8 +260,15 @@ def test_leases_that_do_not_belong_to_the_stream_are_refused_before_anything_is_
     not_a_number["checkpointSubSequenceNumber"] = {"S": "abc"}
     kcl_lease_table(dynamodb_client, bad_sub, [not_a_number])
     kcl_lease_table(dynamodb_client, lost, [_lease(gone, seqs[1])])
+    ended = unique_name("kclend")
+    kcl_lease_table(dynamodb_client, ended, [_lease(shard, "SHARD_END")])  # the shard is open: never ended
     tables = ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table)
     cases = [
+        (
+            ("--kcl-table", ended, "--stream", names.stream),
+            f"error: --stream: KCL lease {shard} is at SHARD_END, but stream {names.stream!r} lists shard "
+            f"{shard} as open",
+        ),
         (("--kcl-table", good, "--stream", names.stream + "x"), "error: --stream: Kinesis stream"),
         (
             ("--kcl-table", nowhere, "--stream", names.stream),
@@ -284,3 +293,63 @@ def test_leases_that_do_not_belong_to_the_stream_are_refused_before_anything_is_
         f"{names.stream}/{gone}: KCL SHARD_END, owner kcl-1: left out (lease {gone}): finished" in done.stdout
     )
     assert stored_checkpoints(dynamodb_client, names.checkpoint_table)[shard][0] == seqs[1]
+
+
+def test_an_import_into_a_lease_table_that_does_not_go_with_the_checkpoint_table_is_refused(
+    emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any
+) -> None:
+    """Imported once; then imported again into a new lease table beside the same checkpoint table: refused in
+    one line naming --checkpoint-table, as `run` refuses that pair (before: a plan to create, then "a lease of
+    ours appeared while importing; run it again", for ever)."""
+    names = make_names(unique_name, dynamodb_client)
+    (shard,) = create_stream(kinesis_client, names.stream, 1)
+    kcl = unique_name("kcl")
+    kcl_lease_table(dynamodb_client, kcl, [_lease(shard, "TRIM_HORIZON")])
+    args = ("--kcl-table", kcl, "--stream", names.stream, "--force")
+    first = _cli(
+        emulators, *args, "--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table
+    )
+    assert first.returncode == 0, first.stderr
+    DynamoDBLeaseRepository(dynamodb_client, names.lease_table, names.checkpoint_table).take(
+        Lease(names.stream, shard), "w", None
+    )  # a fleet read it: its checkpoint is at epoch 1
+    new = make_names(unique_name, dynamodb_client)
+    again = _cli(
+        emulators, *args, "--lease-table", new.lease_table, "--checkpoint-table", names.checkpoint_table
+    )
+    errors = [line for line in again.stderr.splitlines() if not line.startswith("{")]
+    assert again.returncode == 2 and len(errors) == 1, again.stderr
+    assert errors[0].startswith(
+        f"error: --checkpoint-table: DynamoDB table '{names.checkpoint_table}' holds"
+    ), errors
+    assert "Point --lease-table and --checkpoint-table at the tables of one application" in errors[0]
+    assert dynamodb_client.scan(TableName=new.lease_table)["Items"] == []
+
+
+def test_a_parent_the_kcl_never_had_a_lease_of_is_not_the_imported_childs(
+    emulators: Any, kinesis_client: Any, dynamodb_client: Any, unique_name: Any
+) -> None:
+    """A KCL at LATEST started after a split: its leases are the two children, naming the parent it never had
+    a lease of. Imported, they name no parent (as discovery names only the parents the application reads) and
+    fix LATEST at the import, so a fleet at LATEST reads them from then; before, each named the parent and
+    was read from its first record, every record already in it delivered."""
+    names = make_names(unique_name, dynamodb_client)
+    (parent,) = create_stream(kinesis_client, names.stream, 1)
+    kinesis_client.split_shard(StreamName=names.stream, ShardToSplit=parent, NewStartingHashKey=str(2**127))
+    wait_active(kinesis_client, names.stream)
+    children = sorted(
+        s["ShardId"]
+        for s in kinesis_client.list_shards(StreamName=names.stream)["Shards"]
+        if s["ShardId"] != parent
+    )
+    kcl = unique_name("kcl")
+    kcl_lease_table(dynamodb_client, kcl, [_lease(c, "LATEST", parents=(parent,)) for c in children])
+    before = int(time.time() * 1000)
+    tables = ("--lease-table", names.lease_table, "--checkpoint-table", names.checkpoint_table)
+    out = _cli(emulators, "--kcl-table", kcl, "--stream", names.stream, "--failover-millis", "300", *tables)
+    assert out.returncode == 0, out.stderr
+    items = {i["shard_id"]["S"]: i for i in dynamodb_client.scan(TableName=names.lease_table)["Items"]}
+    assert set(items) == set(children)
+    for item in items.values():
+        assert item["parents"]["L"] == [], item
+        assert before <= int(item["latest_ms"]["N"]) <= int(time.time() * 1000), item
