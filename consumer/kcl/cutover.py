@@ -28,7 +28,8 @@ from consumer.errors import ConfigError, ConsumerError, LeaseConflictError
 from consumer.kcl.lease_table import KclLease
 from consumer.kcl.stream_check import LeftOut, check_streams, kcl_position
 from consumer.leases.dynamodb import DynamoDBLeaseRepository
-from consumer.leases.model import Lease, LeaseState, lease_key
+from consumer.leases.dynamodb_items import lease_item
+from consumer.leases.model import Lease, LeaseState
 from consumer.logs import log_event
 from consumer.records import SHARD_END, Position
 
@@ -196,19 +197,15 @@ def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan, 
     without a checkpoint or parents records ``now_ms`` (``latest_ms``): under ``LATEST`` every owner without a
     checkpoint reads it from then, so a take-over before the first checkpoint skips nothing."""
     kcl = plan.kcl
-    key = lease_key(kcl.stream, kcl.shard_id)
-    state = LeaseState.ENDED if plan.ended else LeaseState.ACTIVE
-    lease = {
-        "lease_key": key,
-        "item_type": "lease",
-        "stream": kcl.stream,
-        "shard_id": kcl.shard_id,
-        "epoch": 0,
-        "state": state.value,
-        "parents": list(kcl.parents),
-        "first_sequence": kcl.first_sequence,  # None (not written) only for leases not checked
-        "latest_ms": now_ms if plan.target is None and not plan.ended and not kcl.parents else None,
-    }
+    lease = Lease(
+        kcl.stream,
+        kcl.shard_id,
+        state=LeaseState.ENDED if plan.ended else LeaseState.ACTIVE,
+        parents=kcl.parents,
+        first_sequence=kcl.first_sequence,  # None (not written) only for leases not checked
+        latest_ms=now_ms if plan.target is None and not plan.ended and not kcl.parents else None,
+    )
+    key = lease.key
     # The checkpoint item as an ownership change leaves it: epoch mirrors the lease's.
     checkpoint: dict[str, Any] = {
         "lease_key": key,
@@ -226,7 +223,7 @@ def _create(ddb: Any, lease_table: str, checkpoint_table: str, plan: ShardPlan, 
         {
             "Put": {
                 "TableName": lease_table,
-                "Item": to_item(lease),
+                "Item": to_item(lease_item(lease)),
                 "ConditionExpression": "attribute_not_exists(lease_key)",
             }
         },

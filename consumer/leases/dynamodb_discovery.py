@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from consumer.dynamo import to_item, translate_errors
 from consumer.errors import LeaseConflictError
-from consumer.leases.dynamodb_items import PER_OWNERSHIP, owned_condition, wake
+from consumer.leases.dynamodb_items import PER_OWNERSHIP, lease_item, owned_condition, wake
 from consumer.leases.dynamodb_members import DynamoDBMembers
 from consumer.leases.model import Lease, lease_key
 
@@ -21,26 +21,11 @@ class DynamoDBDiscoveryWrites(DynamoDBMembers):
 
     def create_lease(self, lease: Lease) -> bool:
         self.calls.add("PutItem")
-        item = {
-            "lease_key": lease.key,
-            "item_type": "lease",
-            "stream": lease.stream,
-            "shard_id": lease.shard_id,
-            "epoch": lease.epoch,
-            "state": lease.state.value,
-            "parents": list(lease.parents),
-        }
-        if lease.skipped:
-            item["skipped"] = True
-        if lease.first_sequence is not None:
-            item["first_sequence"] = lease.first_sequence
-        if lease.latest_ms is not None:
-            item["latest_ms"] = lease.latest_ms
         try:
             with translate_errors(self.table, f"create {lease.key}"):
                 self._c.put_item(
                     TableName=self.table,
-                    Item=to_item(item),
+                    Item=to_item(lease_item(lease)),
                     ConditionExpression="attribute_not_exists(lease_key)",  # another worker may race us
                 )
         except LeaseConflictError:

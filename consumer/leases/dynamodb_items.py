@@ -13,6 +13,7 @@ __all__ = [
     "PER_OWNERSHIP",
     "fence_dead",
     "lease_from",
+    "lease_item",
     "owned_condition",
     "same_incarnation",
     "wake",
@@ -23,6 +24,27 @@ __all__ = [
 PER_OWNER = "handoff_to, handoff_requested_ms, halted_at, halted_since_ms"
 #: ``PER_OWNER`` and who gave the lease up: what a change of owner removes, unless it records a give-up.
 PER_OWNERSHIP = f"{PER_OWNER}, given_up_by"
+
+
+def lease_item(lease: Lease) -> dict[str, Any]:
+    """A new lease's item as it is created (discovery, ``import-kcl``): its creation fields, the optional ones
+    only when set; ``lease_from`` reads it back."""
+    item: dict[str, Any] = {
+        "lease_key": lease.key,
+        "item_type": "lease",
+        "stream": lease.stream,
+        "shard_id": lease.shard_id,
+        "epoch": lease.epoch,
+        "state": lease.state.value,
+        "parents": list(lease.parents),
+    }
+    if lease.skipped:
+        item["skipped"] = True
+    if lease.first_sequence is not None:
+        item["first_sequence"] = lease.first_sequence
+    if lease.latest_ms is not None:
+        item["latest_ms"] = lease.latest_ms
+    return item
 
 
 def lease_from(d: dict[str, Any]) -> Lease:
