@@ -187,10 +187,7 @@ class Effects:
             return None
         sent = self._clock.monotonic()
         try:
-            if a.gone:  # a leader's (an empty set, the default, removes any stored)
-                self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining, gone=a.gone)
-            else:
-                self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining)
+            self._repo.heartbeat(self._id, a.generation, a.lease_count, a.draining, gone=a.gone)
         except WorkerFencedError:
             return HeartbeatResult(sent, Result.CONFLICT, fenced=True)
         except Exception as exc:  # a missed beat if it may pass (the window decides); else raised

@@ -23,7 +23,6 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 from consumer.clock import Clock
 from consumer.errors import ThrottledError, UnreachableError, WorkerFencedError
@@ -180,13 +179,12 @@ class HeartbeatLane:
         self._report(HeartbeatResult(sent, Result.FAILED, error=f"{kind}: {exc!r}"))
 
     def _beat(self, params: HeartbeatParams) -> None:
-        beat = partial(self._repo.heartbeat, self._id, params.generation, params.lease_count, params.draining)
-        if params.gone:  # a leader's (an empty set, the default, removes any stored)
-            beat = partial(beat, gone=params.gone)
-        if self._progress is None:
-            beat()
+        args = (self._id, params.generation, params.lease_count, params.draining)
+        if self._progress is None:  # no registry: the stored progress is left as it is
+            self._repo.heartbeat(*args, gone=params.gone)
             return
-        beat(progress=self._progress.snapshot())  # ages counted up to now, just before the write is sent
+        progress = self._progress.snapshot()  # ages counted up to now, just before the write is sent
+        self._repo.heartbeat(*args, progress=progress, gone=params.gone)
 
     def _after_failure(self, exc: Exception) -> float:
         """While our window is open, try again soon: a beat that lands in time keeps it open. Once it has

@@ -31,7 +31,15 @@ class Repo:
         self.broken: Exception | None = None
         self.lock = threading.Lock()
 
-    def heartbeat(self, worker_id: str, generation: int, lease_count: int, draining: bool) -> int:
+    def heartbeat(
+        self,
+        worker_id: str,
+        generation: int,
+        lease_count: int,
+        draining: bool,
+        progress: object = None,
+        gone: frozenset[str] = frozenset(),
+    ) -> int:
         with self.lock:
             self.calls.append((self.clock.monotonic(), generation))
         if self.fenced:
