@@ -265,8 +265,9 @@ def fleet_status(
     states = {w.worker_id: worker_state(w, now_ms, lease_ms) for w in snap.workers}
     heartbeats = {w.worker_id: w.heartbeat_ms or w.started_ms for w in snap.workers}
     published = {w.worker_id: decode_progress(w.progress) for w in snap.workers}
-    consumed = _consumed(snap.workers, {w: state for w, (state, _) in states.items()})
-    gone = _gone(items, leader.owner if leader else None, {w: state for w, (state, _) in states.items()})
+    state_of = {w: state for w, (state, _) in states.items()}
+    consumed = _consumed(snap.workers, state_of)
+    gone = _gone(items, leader.owner if leader else None, state_of)
 
     def age(ms: int | None) -> float | None:
         return round((now_ms - ms) / 1000, 1) if ms else None
